@@ -1,0 +1,93 @@
+"""Parse speed and memory against a raw scan of the same rows, measured side by side in one run.
+
+    python bench/parse_speed.py EXPORT.sqlite [--repeat 1]
+
+Prints one line per figure: the seconds and peak memory of (a) merely reading the rows parse needs with
+Python's sqlite3 (kernels, memcpys, memsets, their launch calls, push/pop NVTX ranges, StringIds; no
+sorting, no processing), (b) ``pyprof.parse`` writing every record to /dev/null, and their ratio. Each is
+run in its own process so that peak RSS is its own.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sqlite3
+import subprocess
+import sys
+import time
+
+RAW_QUERIES = (
+    "SELECT * FROM StringIds",
+    "SELECT start, end, deviceId, streamId, correlationId, globalPid, demangledName, shortName, gridX, gridY, "
+    "gridZ, blockX, blockY, blockZ, registersPerThread, staticSharedMemory, dynamicSharedMemory "
+    "FROM CUPTI_ACTIVITY_KIND_KERNEL",
+    "SELECT start, end, deviceId, streamId, correlationId, globalPid, bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+    "SELECT start, end, deviceId, streamId, correlationId, globalPid, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET",
+    "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN "
+    "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT correlationId FROM "
+    "CUPTI_ACTIVITY_KIND_MEMCPY UNION SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMSET)",
+    "SELECT start, end, globalTid, text, textId, int64Value FROM NVTX_EVENTS WHERE eventType = 59",
+)
+
+
+def _raw(path: str) -> int:
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    tables = {t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    n = 0
+    for q in RAW_QUERIES:
+        if all(t in tables for t in _tables_of(q)):
+            for _ in db.execute(q):
+                n += 1
+    return n
+
+
+def _tables_of(q: str) -> list[str]:
+    words = q.replace("(", " ").replace(")", " ").split()
+    return [words[i + 1] for i, w in enumerate(words) if w == "FROM"]
+
+
+def _parse(path: str) -> int:
+    from pyprof.parse import parse_file
+
+    with open(os.devnull, "w") as out:
+        stats = parse_file(path, out)
+    return stats.records
+
+
+def _child(mode: str, path: str) -> None:
+    t0 = time.perf_counter()
+    n = _raw(path) if mode == "raw" else _parse(path)
+    seconds = time.perf_counter() - t0
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    print(json.dumps({"seconds": seconds, "peak_mb": peak_mb, "rows": n}))
+
+
+def _run(mode: str, path: str) -> dict:
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(here) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, path], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("export")
+    p.add_argument("--child", choices=("raw", "parse"), help=argparse.SUPPRESS)
+    p.add_argument("--repeat", type=int, default=1, help="best of N runs of each")
+    a = p.parse_args(argv)
+    if a.child:
+        _child(a.child, a.export)
+        return 0
+    raw = min((_run("raw", a.export) for _ in range(a.repeat)), key=lambda r: r["seconds"])
+    parse = min((_run("parse", a.export) for _ in range(a.repeat)), key=lambda r: r["seconds"])
+    print(f"raw sqlite3 scan: {raw['seconds']:.2f} s, {raw['rows']} rows, peak {raw['peak_mb']:.0f} MB")
+    print(f"pyprof.parse:     {parse['seconds']:.2f} s, {parse['rows']} records, peak {parse['peak_mb']:.0f} MB")
+    print(f"ratio parse/raw:  {parse['seconds'] / raw['seconds']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""How fast prof turns records into the per-kernel CSV, against a baseline measured in the same run.
+
+Builds an input of N records (default 1M) shaped like a transformer + ResNet training step (GEMMs,
+convolutions, attention, norms, pointwise, backward kernels with forward links, memcpys), then times:
+- baseline: read each line, decode it (same JSON decoder as prof), csv.writer the raw default-column fields;
+- prof: ``pyprof.prof.run`` with the default columns in CSV (what ``python -m pyprof.prof --csv`` does).
+Prints one line per figure: rows/s of each and prof's ratio to the baseline. Target: >= 300k rows/s.
+
+    python bench/prof_speed.py [--rows 1000000] [--keep FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from pyprof.prof.report import run_stream  # noqa: E402
+from pyprof.prof.columns import DEFAULT  # noqa: E402
+from pyprof.prof.reader import _loads  # noqa: E402
+
+
+def _t(shape, dtype="bfloat16"):
+    return {"type": "tensor", "shape": shape, "dtype": dtype, "contig": True, "device": 0}
+
+
+def _templates() -> list[dict]:
+    lin = [_t([8, 512, 1024]), _t([4096, 1024]), _t([4096])]
+    conv = [_t([32, 64, 56, 56], "float16"), _t([64, 64, 3, 3], "float16"), {"type": "none", "value": None},
+            {"name": "stride", "type": "tuple", "value": [1, 1]}, {"name": "padding", "type": "tuple", "value": [1, 1]}]
+    q = _t([8, 16, 512, 64])
+    base = {"kind": "kernel", "gpu": "NVIDIA H200", "device": 0, "stream": 7, "grid": [132, 1, 1], "block": [384, 1, 1],
+            "registers": 168, "static_smem_bytes": 0, "dynamic_smem_bytes": 213000, "api": "cudaLaunchKernel",
+            "layer": ["encoder"], "trace": ["train.py:10", "model.py:55"], "reprMarkers": [], "marker": [],
+            "seqMarker": [], "altSeqId": [], "ranges": ["step", "encoder"], "schema": 1}
+    out = [
+        dict(base, kShortName="sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_"
+             "segment_k_off_kernel__5x_cublas", dir="fprop", mod=["torch.nn.functional"], op=["linear"], args=lin,
+             callsite="model.py:55"),
+        dict(base, kShortName="vectorized_elementwise_kernel", dir="fprop", mod=["torch.nn.functional"], op=["gelu"],
+             args=[_t([8, 512, 4096])], callsite="model.py:56"),
+        dict(base, kShortName="vectorized_layer_norm_kernel", dir="fprop", mod=["torch.nn.functional"],
+             op=["layer_norm"], args=[_t([8, 512, 1024]), {"type": "tuple", "value": [1024]}, _t([1024]), _t([1024])],
+             callsite="model.py:57"),
+        dict(base, kShortName="flash_fwd_kernel", dir="fprop", mod=["torch.nn.functional"],
+             op=["scaled_dot_product_attention"], args=[q, q, q], callsite="model.py:60"),
+        dict(base, kShortName="sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nchw_tilesize128x128x32_stage4_"
+             "warpsize2x2x1_g1_tensor16x8x16_kernel", dir="fprop", mod=["torch.nn.functional"], op=["conv2d"],
+             args=conv, callsite="resnet.py:41"),
+        dict(base, kShortName="nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", dir="bprop", mod=["aten"],
+             op=["AddmmBackward0"], args=[], fwd={"mod": ["torch.nn.functional"], "op": ["linear"], "args": lin,
+                                                  "callsite": "model.py:55", "layer": ["encoder"], "seq": 380}),
+        dict(base, kShortName="elementwise_kernel", dir="fprop", mod=["torch.Tensor"], op=["add_"],
+             args=[_t([8, 512, 1024]), _t([8, 512, 1024])], callsite="model.py:61"),
+        dict(base, kind="memcpy", kShortName="Memcpy HtoD", bytes=1 << 20, copy_kind="HtoD", dir="", mod=[], op=[],
+             args=[]),
+    ]
+    return out
+
+
+def make_input(path: str, rows: int) -> None:
+    """Write ``rows`` records cycling through the templates with fresh times and ids."""
+    rng = random.Random(0)
+    tpl = _templates()
+    t = 1_000_000_000
+    with open(path, "w") as f:
+        for i in range(rows):
+            r = dict(tpl[i % len(tpl)])
+            dur = rng.randint(2_000, 200_000)
+            r.update(kDuration=dur, start_ns=t, end_ns=t + dur, pid=4242, tid=4243, correlation_id=i + 1,
+                     api_start_ns=t - 5000, api_end_ns=t - 1000, seqId=[i // 8], subSeqId=0)
+            t += dur + 1000
+            f.write(json.dumps(r, separators=(",", ":")) + "\n")
+
+
+def baseline(path: str) -> float:
+    """Seconds to decode every line and csv.writer its raw default-column fields."""
+    t0 = time.perf_counter()
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    batch = []
+    with open(path, "rb") as f:
+        for i, line in enumerate(f):
+            d = _loads(line)
+            batch.append((i, d.get("dir"), d.get("subSeqId"), (d.get("mod") or ("",))[0], (d.get("op") or ("",))[0],
+                          d.get("kShortName"), "", d.get("kDuration")))
+            if len(batch) >= 2048:
+                w.writerows(batch)
+                batch.clear()
+                out.seek(0)
+                out.truncate()
+        w.writerows(batch)
+    return time.perf_counter() - t0
+
+
+class _Sink(io.StringIO):
+    def write(self, s: str) -> int:  # count, do not keep: the bench measures prof, not memory
+        return len(s)
+
+
+def prof(path: str, jobs: int = 1) -> float:
+    """Seconds for pyprof.prof's streaming pipeline to write the default-column CSV."""
+    t0 = time.perf_counter()
+    with open(path, "rb") as f:
+        run_stream(f, path, _Sink(), DEFAULT, "csv", jobs=jobs)
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--keep", default=None, help="write the generated input here and keep it")
+    a = ap.parse_args()
+    path = a.keep or tempfile.mktemp(suffix=".jsonl", prefix="prof_speed_")
+    try:
+        make_input(path, a.rows)
+        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        tb = baseline(path)
+        t1 = prof(path, 1)
+        tj = prof(path, jobs)
+        print(f"input: {a.rows} rows, {os.path.getsize(path) / a.rows:.0f} bytes/row, decoder "
+              f"{_loads.__module__ or 'json'}, {jobs} CPU(s)")
+        print(f"baseline (one process: decode + csv.writer of raw fields): {a.rows / tb:,.0f} rows/s")
+        print(f"prof --csv --jobs 1 (default columns): {a.rows / t1:,.0f} rows/s, ratio to baseline {tb / t1:.2f}")
+        print(f"prof --csv --jobs {jobs} (the CLI default): {a.rows / tj:,.0f} rows/s, ratio to baseline {tb / tj:.2f}")
+        print(f"target 300k rows/s with the CLI default: {'met' if a.rows / tj >= 300_000 else 'NOT met'}")
+    finally:
+        if not a.keep and os.path.exists(path):
+            os.remove(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""What the three stages share: the record of one GPU activity, the error root, and JSON Lines I/O.
+
+Stages talk through files of records (one JSON object per line); nothing here imports torch.
+"""
+from __future__ import annotations
+
+import io
+import json
+import sys
+from dataclasses import dataclass, field, fields
+from typing import IO, Any, Iterator
+
+#: Version of the record layout written by ``pyprof.parse``. Bump when a key changes meaning.
+RECORD_SCHEMA = 1
+
+#: Version of the NVTX marker payload written by ``pyprof.init()`` (docs/markers.md).
+MARKER_VERSION = 1
+
+
+class PyprofError(Exception):
+    """Root of every error pyprof raises on purpose (bad input, bad usage).
+
+    The CLI turns one of these into a single line on stderr and a non-zero exit; anything else
+    that escapes is a bug and keeps its traceback.
+    """
+
+
+class InputError(PyprofError):
+    """An input file is unreadable, of an unknown format, truncated or malformed."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
+
+
+class UsageError(PyprofError):
+    """The command line or an API call asked for something impossible (exit code 2)."""
+
+
+@dataclass(slots=True)
+class Record:
+    """One GPU activity (kernel, memcpy or memset) with everything known about what launched it.
+
+    Keys from NVIDIA PyProf's dict lines are kept with their old names and meanings so that
+    existing scripts keep working (``kShortName`` ... ``block``); new keys carry units in their
+    names. docs/record.md describes every field.
+    """
+
+    kind: str = "kernel"  # kernel | memcpy | memset
+    kShortName: str = ""
+    kLongName: str = ""
+    kDuration: int = 0  # ns, end - start on the GPU
+    start_ns: int = 0
+    end_ns: int = 0
+    pid: int | None = None
+    tid: int | None = None
+    device: int | None = None
+    stream: int | None = None
+    correlation_id: int | None = None
+    grid: tuple = ()
+    block: tuple = ()
+    registers: int | None = None
+    static_smem_bytes: int | None = None
+    dynamic_smem_bytes: int | None = None
+    gpu: str | None = None
+    gpu_props: dict | None = None
+    api: str | None = None  # the CPU call that launched it (cudaLaunchKernel, cuLaunchKernel, cudaGraphLaunch ...)
+    api_start_ns: int | None = None
+    api_end_ns: int | None = None
+    bytes: int | None = None  # memcpy / memset size
+    copy_kind: str | None = None  # HtoD, DtoH, DtoD, ... for memcpy
+    # Attribution, with the original's keys.
+    layer: list = field(default_factory=list)
+    trace: list = field(default_factory=list)
+    reprMarkers: list = field(default_factory=list)
+    marker: list = field(default_factory=list)
+    seqMarker: list = field(default_factory=list)
+    seqId: list = field(default_factory=list)
+    subSeqId: int | None = None
+    altSeqId: list = field(default_factory=list)
+    dir: str = ""  # fprop | bprop | ""
+    mod: list = field(default_factory=list)
+    op: list = field(default_factory=list)
+    # New attribution fields.
+    args: list = field(default_factory=list)  # decoded arguments of op[0] (docs/markers.md)
+    callsite: str | None = None  # user's file:line that called op[0]
+    fwd: dict | None = None  # for bprop: {mod, op, args, callsite, layer, seq} of the forward op
+    ranges: list = field(default_factory=list)  # every enclosing range name, outermost first
+    schema: int = RECORD_SCHEMA
+
+    def to_dict(self) -> dict:
+        """Return the record as a plain dict (tuples become lists in JSON)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def to_json(self) -> str:
+        """Return the record as one compact JSON line (no trailing newline)."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Record":
+        """Build a record from a dict, ignoring unknown keys (newer writers) and
+        defaulting missing ones (older writers). Raises TypeError on a non-dict."""
+        if not isinstance(d, dict):
+            raise TypeError(f"record must be a JSON object, got {type(d).__name__}")
+        known = _RECORD_KEYS
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+_RECORD_KEYS = frozenset(f.name for f in fields(Record))
+
+
+def open_input(path: str, mode: str = "r") -> IO:
+    """Open ``path`` for reading, ``-`` meaning stdin. Raises InputError if it cannot be opened."""
+    if path == "-":
+        return sys.stdin.buffer if "b" in mode else sys.stdin
+    try:
+        return open(path, mode)
+    except OSError as e:
+        raise InputError(path, f"cannot open: {e.strerror}") from None
+
+
+def iter_json_lines(stream: IO[str], path: str) -> Iterator[tuple[int, Any]]:
+    """Yield (line number, decoded object) for each non-blank line of a JSON Lines stream.
+
+    Raises InputError naming the file and the line for a line that is not JSON.
+    """
+    for lineno, line in enumerate(stream, 1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(path, f"line {lineno}: not JSON ({e.msg})") from None
+
+
+def text_stdout() -> IO[str]:
+    """stdout as a text stream with a large buffer: records are written line by line."""
+    return io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", write_through=False, line_buffering=False) \
+        if hasattr(sys.stdout, "buffer") else sys.stdout

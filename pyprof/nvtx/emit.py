@@ -1,0 +1,148 @@
+"""The hot path: find the user's call site, look the marker up by signature, push and pop the NVTX range.
+
+Everything per call is a few attribute reads and one dict lookup; the JSON text and the NVTX event
+attributes are built once per distinct (callable, call site, argument signature).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+
+import nvtx
+
+from pyprof.nvtx import payload
+
+DOMAIN = "pyprof"
+#: A cache of markers grows with distinct signatures; past this size it is cleared rather than grown
+#: (e.g. a scalar argument that changes every step, such as a scheduled learning rate).
+MAX_CACHED_MARKERS = 200_000
+_MISS = object()  # cached attributes are None when no profiler is attached
+
+_TORCH_DIR = os.path.dirname(os.path.dirname(payload.torch.__file__)) + os.sep + "torch" + os.sep
+_PYPROF_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+class NvtxSink:
+    """Emits ranges to the real NVTX domain ``pyprof`` (a no-op when no profiler is attached)."""
+
+    def __init__(self):
+        self.domain = nvtx.get_domain(DOMAIN)
+
+    def attributes(self, message: str):
+        """Return the reusable event attributes for ``message`` (registered once with NVTX)."""
+        return self.domain.get_event_attributes(message=message)
+
+    def push(self, attrs, call_id: int) -> None:
+        if attrs is not None:
+            # The call id travels as the NVTX int64 payload so the registered text stays shared.
+            attrs.payload = call_id
+            self.domain.push_range(attrs)
+
+    def pop(self) -> None:
+        self.domain.pop_range()
+
+
+class RecordingSink:
+    """Keeps the ranges in a list instead of sending them to NVTX: ``init(sink=RecordingSink())``.
+
+    ``events`` holds ``("push", text, call_id)`` and ``("pop",)`` tuples in call order, per process
+    (not per thread). For tests, and for looking at markers without a profiler.
+    """
+
+    def __init__(self):
+        self.events: list[tuple] = []
+
+    def attributes(self, message: str) -> str:
+        return message
+
+    def push(self, attrs, call_id: int) -> None:
+        self.events.append(("push", attrs, call_id))
+
+    def pop(self) -> None:
+        self.events.append(("pop",))
+
+
+class Emitter:
+    """Per-process state of the capture: the sink, the marker cache and the call counter."""
+
+    def __init__(self, sink, stack: bool = False):
+        self.sink = sink
+        self.stack = stack
+        self.cache: dict = {}
+        self.ids = itertools.count(1)
+        self._internal: dict[str, bool] = {}
+
+    def is_internal(self, filename: str) -> bool:
+        """True for frames of torch and pyprof, which are never the user's call site."""
+        hit = self._internal.get(filename)
+        if hit is None:
+            hit = filename.startswith((_TORCH_DIR, _PYPROF_DIR)) or filename.startswith("<frozen")
+            self._internal[filename] = hit
+        return hit
+
+    def user_frame(self, frame):
+        """Return the innermost frame outside torch and pyprof, or None."""
+        internal = self._internal
+        while frame is not None:
+            hit = internal.get(frame.f_code.co_filename)
+            if hit is None:
+                hit = self.is_internal(frame.f_code.co_filename)
+            if not hit:
+                return frame
+            frame = frame.f_back
+        return None
+
+    def user_stack(self, frame) -> list[str]:
+        """Every user frame from ``frame`` outwards, returned outermost first as ``file:line``."""
+        sites = []
+        while frame is not None:
+            if not self.is_internal(frame.f_code.co_filename):
+                sites.append(f"{frame.f_code.co_filename}:{frame.f_lineno}")
+            frame = frame.f_back
+        return sites[::-1]
+
+    def enter(self, key_fn, mod: str, op: str, args, kwargs, frame) -> None:
+        """Push the range of one call; ``frame`` is the caller of the patched callable."""
+        f = self.user_frame(frame)
+        sig = payload.signature
+        if f is None:
+            code, line = None, 0
+        else:
+            code, line = f.f_code, f.f_lineno
+        if self.stack:
+            key = (key_fn, code, line, tuple(map(sig, args)),
+                   tuple((k, sig(v)) for k, v in kwargs.items()) if kwargs else None,
+                   tuple(self.user_stack(frame)))
+        else:
+            key = (key_fn, code, line, tuple(map(sig, args)),
+                   tuple((k, sig(v)) for k, v in kwargs.items()) if kwargs else None)
+        attrs = self.cache.get(key, _MISS)
+        if attrs is _MISS:
+            attrs = self._build(key, mod, op, args, kwargs, f, frame)
+        self.sink.push(attrs, next(self.ids))
+
+    def _build(self, key, mod, op, args, kwargs, f, frame):
+        site = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else ""
+        stack = self.user_stack(frame) if self.stack else None
+        attrs = self.sink.attributes(payload.op_marker(mod, op, args, kwargs, site, stack))
+        if len(self.cache) >= MAX_CACHED_MARKERS:
+            self.cache.clear()
+        self.cache[key] = attrs
+        return attrs
+
+    def push_text(self, text: str) -> None:
+        """Push a range with a fixed text (layers, modules); cached by the text."""
+        attrs = self.cache.get(text, _MISS)
+        if attrs is _MISS:
+            attrs = self.sink.attributes(text)
+            self.cache[text] = attrs
+        self.sink.push(attrs, next(self.ids))
+
+    def pop(self) -> None:
+        self.sink.pop()
+
+
+def caller(depth: int = 2):
+    """The frame ``depth`` levels up from the caller of this function."""
+    return sys._getframe(depth)

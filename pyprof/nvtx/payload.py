@@ -1,0 +1,134 @@
+"""The marker text of one torch call: a cache key that is cheap to build, and the JSON made once per key.
+
+docs/markers.md is the contract with ``pyprof.parse``. The hot path is ``signature``: it must not call
+anything that pyprof patches (that would recurse) and must never read a tensor's value (that would sync
+the GPU), so it touches only shape, dtype, contiguity and device.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import torch
+
+MAX_STR_CHARS = 64
+
+_Tensor = torch.Tensor
+_SCALARS = (int, float, bool, str, type(None), complex)
+_CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
+_CONSTANT_NAMES = {torch.dtype: "dtype", torch.device: "device", torch.layout: "layout",
+                   torch.memory_format: "memory_format"}
+
+
+def signature(x):
+    """Return a hashable key that is equal for two arguments exactly when their markers are equal."""
+    t = type(x)
+    if t is _Tensor or isinstance(x, _Tensor):
+        try:
+            return (x.shape, x.dtype, x.is_contiguous(), x.get_device())
+        except (RuntimeError, NotImplementedError):  # sparse, nested, meta tensors without strides
+            return (t, x.dtype)
+    if t in _SCALARS:
+        # The type is part of the key: 1, 1.0 and True are equal as dict keys but not as markers.
+        return (t, x)
+    if t is tuple or t is list or t is torch.Size:
+        return (t, tuple(map(signature, x)))
+    if t in _CONSTANTS:
+        return x
+    return t
+
+
+def describe(x, name: str | None = None) -> dict:
+    """Return the marker entry of one argument (docs/markers.md, "Argument entries")."""
+    entry = _describe(x)
+    if name is not None:
+        entry = {"name": name, **entry}
+    return entry
+
+
+def _describe(x) -> dict:
+    t = type(x)
+    if isinstance(x, _Tensor):
+        return _tensor_entry(x)
+    if t is bool:
+        return {"type": "bool", "value": x}
+    if t is int:
+        return {"type": "int", "value": x}
+    if t is float:
+        return {"type": "float", "value": _finite(x)}
+    if t is str:
+        return {"type": "str", "value": _cut(x)}
+    if x is None:
+        return {"type": "none", "value": None}
+    if t is complex:
+        return {"type": "complex", "value": [_finite(x.real), _finite(x.imag)]}
+    if t in _CONSTANTS:
+        return {"type": _CONSTANT_NAMES[t], "value": _constant_name(x)}
+    if isinstance(x, (tuple, list)):
+        tensors = list(_flat_tensors(x))
+        if tensors:
+            return {"type": "tensorlist", "items": [_tensor_entry(e) for e in tensors]}
+        return {"type": "tuple", "value": [_scalar_value(e) for e in x]}
+    return {"type": t.__name__}
+
+
+def _tensor_entry(x) -> dict:
+    entry = {"type": "tensor", "shape": list(x.shape), "dtype": _constant_name(x.dtype)}
+    try:
+        entry["contig"] = x.is_contiguous()
+        entry["device"] = x.get_device()
+    except (RuntimeError, NotImplementedError):
+        pass
+    return entry
+
+
+def _flat_tensors(xs):
+    for e in xs:
+        if isinstance(e, _Tensor):
+            yield e
+        elif isinstance(e, (tuple, list)):
+            yield from _flat_tensors(e)
+
+
+def _scalar_value(x):
+    t = type(x)
+    if t is float:
+        return _finite(x)
+    if t is str:
+        return _cut(x)
+    if t in (int, bool) or x is None:
+        return x
+    if t in _CONSTANTS:
+        return _constant_name(x)
+    if isinstance(x, (tuple, list)):
+        return [_scalar_value(e) for e in x]
+    return t.__name__
+
+
+def _constant_name(x) -> str:
+    # str(torch.float16) is 'torch.float16'; the marker keeps the bare name parse expects.
+    return str(x).removeprefix("torch.")
+
+
+def _finite(x: float):
+    # JSON has no inf/nan literals; json.dumps would write invalid JSON for them.
+    return x if math.isfinite(x) else str(x)
+
+
+def _cut(s: str) -> str:
+    return s if len(s) <= MAX_STR_CHARS else s[: MAX_STR_CHARS - 3] + "..."
+
+
+def op_marker(mod: str, op: str, args, kwargs, site: str, stack: list[str] | None = None) -> str:
+    """Return the JSON text of an op range (docs/markers.md, "Op ranges")."""
+    entries = [describe(a) for a in args]
+    entries += [describe(v, k) for k, v in kwargs.items()]
+    payload = {"pyprof": 1, "mod": mod, "op": op, "args": entries, "site": site}
+    if stack is not None:
+        payload["stack"] = stack
+    return json.dumps(payload, separators=(",", ":"))
+
+
+def module_marker(qualname: str, type_name: str) -> str:
+    """Return the JSON text of an ``nn.Module`` range."""
+    return json.dumps({"pyprof": 1, "module": qualname, "type": type_name}, separators=(",", ":"))

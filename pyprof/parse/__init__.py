@@ -1,0 +1,57 @@
+"""The parse stage: a profiler export in, one record (pyprof.common.Record) per GPU activity out.
+
+    python -m pyprof.parse net.sqlite > net.dict
+
+Readers (nsys SQLite, nvprof SQLite, PyTorch profiler JSON) translate rows into a common intermediate
+form (``model``); ``correlate`` joins activities to launch calls, enclosing ranges and forward ops once
+for all of them. Importing this package never imports torch.
+"""
+from __future__ import annotations
+
+import os
+from typing import IO, Iterator
+
+from pyprof.common import Record
+from pyprof.parse.correlate import Stats, correlate, correlate_lines
+from pyprof.parse.detect import open_source
+
+__all__ = ["parse_file", "iter_records", "open_source", "Stats"]
+
+
+def iter_records(path: str) -> tuple[Iterator[Record], Stats]:
+    """Open and check ``path`` ('-' = stdin), then return (records in start order, their Stats).
+
+    The file is checked before this returns (raises InputError), so a consumer that has not started
+    iterating has written nothing. The Stats fill in as the records are consumed.
+    """
+    src = open_source(path)
+    records, stats = correlate(src)
+
+    def gen() -> Iterator[Record]:
+        try:
+            yield from records
+        finally:
+            _close(src)
+
+    return gen(), stats
+
+
+def _close(src) -> None:
+    src.close()
+    temp = getattr(src, "temp_path", None)
+    if temp and os.path.exists(temp):
+        os.unlink(temp)
+
+
+def parse_file(path: str, out: IO[str]) -> Stats:
+    """Parse ``path`` and write one JSON line per record to ``out``. Returns the Stats; raises InputError."""
+    src = open_source(path)
+    try:
+        lines, stats = correlate_lines(src)
+        write = out.write
+        for line in lines:
+            write(line)
+            write("\n")
+    finally:
+        _close(src)
+    return stats

@@ -1,0 +1,173 @@
+"""Command line of the parse stage: argument parsing, and errors turned into one line and an exit code."""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from typing import IO
+
+from pyprof.common import InputError, PyprofError, UsageError, text_stdout
+from pyprof.parse.correlate import Stats
+
+PROG = "python -m pyprof.parse"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Turn profiler exports (Nsight Systems or nvprof SQLite, PyTorch profiler "
+        "JSON) into one JSON record per GPU kernel, memcpy and memset. Next: python -m pyprof.prof")
+    p.add_argument("inputs", nargs="+", metavar="PROFILE", help="export file(s), one per rank; '-' is stdin")
+    p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
+    p.add_argument("-j", "--jobs", type=int, default=1, help="parse several files in this many processes")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the parse CLI; return the exit code (0 ok, 1 bad input, 2 usage)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # argparse has printed its usage line already
+        return 2 if e.code else 0
+    try:
+        if args.jobs < 1:
+            raise UsageError("--jobs must be at least 1")
+        if args.inputs.count("-") > 1:
+            raise UsageError("stdin ('-') can be read only once")
+        return _run(args)
+    except UsageError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except PyprofError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader of our stdout went away (`| head`): not an error of ours, and nothing more to say.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pyprof.parse import open_source
+
+    # Open and check every input before writing a byte, so that bad input leaves no partial output.
+    sources = [open_source(p) for p in args.inputs]
+    to_stdout = args.output == "-"
+    if to_stdout:
+        out: IO[str] = text_stdout()
+        tmp_path = None
+    else:
+        fd, tmp_path = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.output)) or ".",
+                                        prefix=".pyprof-parse-")
+        out = os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 20)
+    try:
+        if args.jobs > 1 and len(sources) > 1:
+            all_stats = _run_parallel(sources, out, args.jobs)
+        else:
+            all_stats = [_write(src, out, progress=_want_progress(args)) for src in sources]
+        out.flush()
+        if tmp_path:
+            out.close()
+            os.replace(tmp_path, args.output)
+            tmp_path = None
+    finally:
+        if tmp_path:
+            out.close()
+            os.unlink(tmp_path)
+        elif to_stdout and out is not sys.stdout:
+            # text_stdout() wraps sys.stdout.buffer: detach, or collecting the wrapper closes stdout.
+            out.flush()
+            out.detach()
+        for src in sources:
+            _cleanup(src)
+    if not args.quiet:
+        for src, st in zip(sources, all_stats):
+            print(_summary(src.path, st), file=sys.stderr)
+    return 0
+
+
+def _want_progress(args: argparse.Namespace) -> bool:
+    return not args.quiet and sys.stderr.isatty()
+
+
+def _write(src, out: IO[str], progress: bool = False) -> Stats:
+    from pyprof.parse.correlate import correlate_lines
+
+    lines, stats = correlate_lines(src)
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc=os.path.basename(src.path), unit=" records", file=sys.stderr, mininterval=0.5)
+    write = out.write
+    n = 0
+    for line in lines:
+        write(line)
+        write("\n")
+        if bar is not None:
+            n += 1
+            if n & 1023 == 0:
+                bar.update(1024)
+    if bar is not None:
+        bar.update(n & 1023)
+        bar.close()
+    src.close()
+    return stats
+
+
+def _parse_to_file(job: tuple[str, str]) -> Stats:
+    """Worker: parse one input (already checked by the parent) into a temporary file."""
+    from pyprof.parse import open_source
+
+    path, dest = job
+    src = open_source(path)
+    with open(dest, "w", encoding="utf-8", buffering=1 << 20) as f:
+        return _write(src, f)
+
+
+def _run_parallel(sources: list, out: IO[str], jobs: int) -> list[Stats]:
+    from concurrent.futures import ProcessPoolExecutor
+
+    tmpdir = tempfile.mkdtemp(prefix="pyprof-parse-")
+    try:
+        dests = [os.path.join(tmpdir, f"{i}.jsonl") for i in range(len(sources))]
+        paths = [getattr(s, "temp_path", None) or s.path for s in sources]
+        for s in sources:
+            s.close()
+        with ProcessPoolExecutor(max_workers=min(jobs, len(sources))) as pool:
+            stats = list(pool.map(_parse_to_file, zip(paths, dests)))
+        for d in dests:  # concatenated in input order: the output does not depend on -j
+            with open(d, encoding="utf-8") as f:
+                shutil.copyfileobj(f, out, 1 << 20)
+        return stats
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def _cleanup(src) -> None:
+    temp = getattr(src, "temp_path", None)
+    if temp and os.path.exists(temp):
+        os.unlink(temp)
+
+
+def _summary(path: str, st: Stats) -> str:
+    if st.kernels == 0:
+        extra = f" ({st.records} memcpy/memset records)" if st.records else ""
+        return f"{PROG}: {path}: no GPU kernels in this profile{extra}"
+    op_pct = 100.0 * st.kernels_with_op / st.kernels
+    line = (f"{PROG}: {path}: {st.records} records, {st.kernels} kernels; {op_pct:.1f}% of kernels "
+            f"attributed to an op")
+    if st.bprop_kernels:
+        line += (f"; {st.bprop_kernels} backward kernels, {100.0 * st.bprop_with_fwd / st.bprop_kernels:.1f}% "
+                 f"linked to their forward op")
+    else:
+        line += "; no backward kernels"
+    if st.no_launch:
+        line += f"; {st.no_launch} activities without a launch call in the export (empty op)"
+    return line

@@ -1,0 +1,116 @@
+"""Which reader a file needs, decided from its content (never its name), and opening it."""
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+
+from pyprof.common import InputError
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def sniff(head: bytes) -> str:
+    """Return 'sqlite', 'json' or 'gzip' for the first bytes of a file; raise ValueError otherwise."""
+    if head.startswith(SQLITE_MAGIC):
+        return "sqlite"
+    if head.startswith(GZIP_MAGIC):
+        return "gzip"
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+        return "json"
+    raise ValueError("not a profile: neither an SQLite database nor a (gzipped) JSON trace")
+
+
+def check_sqlite_size(path: str, display: str) -> None:
+    """Raise InputError when the file is shorter than its SQLite header says (a truncated copy).
+
+    The header's page count is trusted only when its version-valid-for field matches the change counter,
+    as SQLite itself does. This catches truncation up front on files of any size, before any output."""
+    with open(path, "rb") as f:
+        header = f.read(100)
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+    if len(header) < 100:
+        raise InputError(display, "truncated SQLite database (shorter than its 100-byte header)")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    if header[92:96] == header[24:28] and pages and size < pages * page_size:
+        raise InputError(display, f"truncated SQLite database: {size} bytes, its header says "
+                                  f"{pages * page_size}")
+
+
+def sqlite_flavour(path: str, display: str) -> str:
+    """Return 'nsys' or 'nvprof' for an SQLite file; raise InputError for another tool's database."""
+    check_sqlite_size(path, display)
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as e:
+        raise InputError(display, f"corrupted or truncated SQLite database ({e})") from None
+    if "StringIds" in tables:
+        return "nsys"
+    if "StringTable" in tables and "Version" in tables:
+        return "nvprof"
+    if not tables:
+        raise InputError(display, "empty SQLite database: not a profiler export")
+    raise InputError(display, "SQLite database of another tool: neither an Nsight Systems export (no StringIds "
+                              "table) nor an nvprof export (no StringTable/Version tables)")
+
+
+def spool_stdin() -> str:
+    """Copy stdin to a temporary file (SQLite cannot read a pipe) and return its path; the caller deletes it."""
+    fd, path = tempfile.mkstemp(prefix="pyprof-stdin-")
+    with os.fdopen(fd, "wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+    return path
+
+
+def open_source(path: str):
+    """Open ``path`` ('-' = stdin) with the reader its content needs, checked up front.
+
+    Returns a Source (see model.Source) with ``check()`` already passed. Raises InputError.
+    """
+    display = "<stdin>" if path == "-" else path
+    temp = None
+    if path == "-":
+        temp = path = spool_stdin()
+    try:
+        try:
+            with open(path, "rb") as f:
+                head = f.read(64)
+        except OSError as e:
+            raise InputError(display, f"cannot open: {e.strerror}") from None
+        if os.path.isdir(path):
+            raise InputError(display, "is a directory")
+        try:
+            kind = sniff(head)
+        except ValueError as e:
+            raise InputError(display, str(e)) from None
+        if kind == "sqlite":
+            flavour = sqlite_flavour(path, display)
+            if flavour == "nsys":
+                from pyprof.parse.nsys import NsysSource
+
+                src = NsysSource(path, display)
+            else:
+                from pyprof.parse.nvprof import NvprofSource
+
+                src = NvprofSource(path, display)
+        else:
+            from pyprof.parse.kineto import KinetoSource
+
+            src = KinetoSource(path, display, gzipped=(kind == "gzip"))
+        src.check()
+        src.temp_path = temp
+        return src
+    except BaseException:
+        if temp:
+            os.unlink(temp)
+        raise

@@ -1,0 +1,157 @@
+"""PyTorch profiler traces (Kineto JSON, ``.json`` or ``.json.gz``): events -> the intermediate model.
+
+The trace is read incrementally with ijson (never loaded as one document); only the fields needed are kept,
+in compact tuples, because Kineto does not write events in time order and they must be sorted. The whole
+file is read in ``check()``, so a truncated trace fails before any output. Kernels carry the
+``correlation`` of their ``cuda_runtime`` / ``cuda_driver`` launch event; ``cpu_op`` and
+``user_annotation`` events are the ranges, and the ops' structured arguments (Input Dims, Input type,
+Concrete Inputs, Sequence number, Fwd thread id) become markers directly, with no text to parse.
+"""
+from __future__ import annotations
+
+import gzip
+import zlib
+from decimal import Decimal
+from typing import IO, Iterator
+
+from pyprof.common import InputError
+from pyprof.parse import markers as mk
+from pyprof.parse.model import Activity, GpuInfo, Launch, Range
+
+_KERNEL_CATS = {"kernel"}
+_COPY_CATS = {"gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
+_LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
+_RANGE_CATS = {"cpu_op", "user_annotation", "operator"}
+_OP_CATS = {"cpu_op", "operator"}
+
+# Kineto's memcpy event names end with the direction, e.g. "Memcpy HtoD (Pageable -> Device)".
+_COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP")
+
+
+def _ns(us) -> int:
+    """Kineto microseconds (Decimal from ijson, exact) -> integer nanoseconds."""
+    if isinstance(us, Decimal):
+        return int(us * 1000)
+    return int(round(us * 1000))
+
+
+def _num(v):
+    return float(v) if isinstance(v, Decimal) else v
+
+
+class KinetoSource:
+    """Reader of one Kineto JSON trace. Raises InputError on check() for anything that is not one."""
+
+    format = "kineto"
+
+    def __init__(self, path: str, display: str | None = None, gzipped: bool = False):
+        self.file = path
+        self.path = display or path
+        self.gzipped = gzipped
+        self._ranges: list = []
+        self._launches: list = []
+        self._acts: list = []
+        self._gpus: dict[int, GpuInfo] = {}
+
+    def _open(self) -> IO[bytes]:
+        return gzip.open(self.file, "rb") if self.gzipped else open(self.file, "rb")
+
+    def check(self) -> None:
+        """Read the whole trace (two incremental passes); raise InputError if it is not a complete one."""
+        try:
+            import ijson
+        except ImportError:
+            raise InputError(self.path, "reading PyTorch profiler traces needs the ijson package "
+                                        "(pip install ijson)") from None
+        try:
+            with self._open() as f:
+                seen = False
+                for ev in ijson.items(f, "traceEvents.item"):
+                    seen = True
+                    if isinstance(ev, dict) and ev.get("ph") == "X":
+                        self._take(ev)
+                if not seen and not self._has_key(ijson, "traceEvents"):
+                    raise InputError(self.path, "JSON without 'traceEvents': not a PyTorch profiler trace")
+            with self._open() as f:
+                for dev in ijson.items(f, "deviceProperties.item"):
+                    if isinstance(dev, dict) and "id" in dev:
+                        props = {k: _num(v) for k, v in dev.items() if k not in ("id", "name")}
+                        self._gpus[int(dev["id"])] = GpuInfo(dev.get("name"), props)
+        except ijson.JSONError as e:
+            raise InputError(self.path, f"malformed or truncated JSON trace ({e})") from None
+        except (OSError, EOFError, zlib.error) as e:
+            raise InputError(self.path, f"unreadable or truncated trace ({e})") from None
+        except (KeyError, TypeError, ValueError, ArithmeticError) as e:
+            raise InputError(self.path, f"event with missing or malformed fields ({type(e).__name__}: {e})") \
+                from None
+        self._ranges.sort(key=lambda r: (r.start_ns, -r.end_ns))
+        self._launches.sort(key=lambda x: x.start_ns)
+        self._acts.sort(key=lambda a: a.start_ns)
+
+    def _has_key(self, ijson, key: str) -> bool:
+        with self._open() as f:
+            return any(prefix == "" and event == "map_key" and value == key
+                       for prefix, event, value in ijson.parse(f))
+
+    def _take(self, ev: dict) -> None:
+        cat = str(ev.get("cat", "")).lower()
+        args = ev.get("args") or {}
+        start = _ns(ev["ts"])
+        end = start + _ns(ev.get("dur", 0))
+        if cat in _KERNEL_CATS:
+            corr = args.get("correlation")
+            grid = tuple(args.get("grid") or ())
+            block = tuple(args.get("block") or ())
+            name = str(ev.get("name", ""))
+            self._acts.append(Activity("kernel", start, end, args.get("device"), args.get("stream"), None, corr,
+                                       corr, name, _short(name), grid, block, args.get("registers per thread")))
+        elif cat in _COPY_CATS:
+            kind = _COPY_CATS[cat]
+            corr = args.get("correlation")
+            name = str(ev.get("name", ""))
+            ck = next((k for k in _COPY_KINDS if k in name), None) if kind == "memcpy" else None
+            self._acts.append(Activity(kind, start, end, args.get("device"), args.get("stream"), None, corr, corr,
+                                       name, name, bytes=args.get("bytes"), copy_kind=ck))
+        elif cat in _LAUNCH_CATS:
+            corr = args.get("correlation")
+            if corr is not None:
+                pid, tid = ev.get("pid"), ev.get("tid")
+                self._launches.append(Launch((pid, tid), start, end, str(ev.get("name", "")), corr,
+                                             pid if isinstance(pid, int) else None,
+                                             tid if isinstance(tid, int) else None))
+        elif cat in _RANGE_CATS:
+            pid, tid = ev.get("pid"), ev.get("tid")
+            name = str(ev.get("name", ""))
+            marker = None
+            if cat in _OP_CATS:
+                seq = args.get("Sequence number")
+                marker = mk.seq_marker(name, int(seq) if seq is not None else None, args.get("Input Dims"),
+                                       args.get("Input type"), args.get("Concrete Inputs"),
+                                       args.get("Fwd thread id"))
+            self._ranges.append(Range((pid, tid), start, end, name, None, pid, marker))
+
+    def gpus(self) -> dict[int, GpuInfo]:
+        """GPU name and properties by device id, from ``deviceProperties``."""
+        return self._gpus
+
+    def ranges(self) -> Iterator[Range]:
+        """cpu_op and user_annotation events, in start order, outer before inner."""
+        return iter(self._ranges)
+
+    def launches(self) -> Iterator[Launch]:
+        """cuda_runtime / cuda_driver events with a correlation id, in start order."""
+        return iter(self._launches)
+
+    def activities(self) -> Iterator[Activity]:
+        """Kernels, memcpys and memsets in start order."""
+        return iter(self._acts)
+
+    def close(self) -> None:
+        """Drop the events read."""
+        self._ranges = self._launches = self._acts = []
+
+
+def _short(name: str) -> str:
+    from pyprof.parse.demangle import short_name
+
+    return short_name(name) if "(" in name or "<" in name else name

@@ -1,0 +1,319 @@
+"""Decoding of range texts: what a push/pop range says about the op, layer or call site that opened it.
+
+Four dialects are understood (docs/parse.md):
+
+* pyprof's own JSON payload, version 1 (docs/markers.md): op ranges and module ranges;
+* ``layer:NAME`` ranges, from ``pyprof.layer`` or written by hand;
+* PyTorch ``emit_nvtx`` texts, ``name, seq = N, op_id = M, sizes = [[..]], input_op_ids = [..]``, every
+  suffix optional and read by field name (the original PyProf crashed on a suffix it did not expect);
+* legacy NVIDIA PyProf / apex.pyprof Python-literal dicts, read with ``ast.literal_eval`` (never ``eval``).
+
+Anything else is a plain user range: kept in the record's range stack, otherwise ignored.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+# Marker kinds.
+OP = "op"  # names a call: pyprof JSON op range, or a legacy {'mod','op','args'} dict
+MODULE = "module"  # pyprof nn.Module range: contributes its qualified name to the layer list
+LAYER = "layer"  # layer:NAME
+TRACE = "trace"  # legacy {'traceMarker': [...]}
+REPR = "repr"  # legacy {'mod': ..., 'strRepr': ...}
+SEQ = "seq"  # PyTorch autograd / emit_nvtx range (forward aten op or backward node)
+
+_EMIT_FIELD = re.compile(r",\s*(seq|op_id|sizes|input_op_ids|stashed seq)\s*=\s*")
+_BACKWARD_NAME = re.compile(r"Backward\d*$")
+_KINETO_BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+
+# Texts that repeat (pyprof's registered strings, layer names) are decoded once; emit_nvtx texts are
+# nearly all distinct (op_id), so caching them would only grow memory.
+_cache: dict[str, "Marker | None"] = {}
+_CACHE_MAX = 200_000
+
+
+class Marker:
+    """What one range text says. ``kind`` is one of the module constants; other attributes as they apply.
+
+    ``args`` is a list of argument entries in the shape of docs/markers.md; for emit_nvtx and Kineto
+    markers it is built lazily from ``sizes`` (and ``dtypes`` / ``concrete``) by :meth:`get_args`.
+    """
+
+    __slots__ = ("kind", "name", "mod", "op", "args", "site", "stack", "seq", "stashed", "op_id",
+                 "raw_sizes", "dtypes", "concrete", "backward", "data", "fwd_tid")
+
+    def __init__(self, kind: str, name: str = "", mod: str = "", op: str = ""):
+        self.kind = kind
+        self.name = name
+        self.mod = mod
+        self.op = op
+        self.args: list | None = None
+        self.site: str | None = None
+        self.stack: list | None = None
+        self.seq: int | None = None
+        self.stashed: int | None = None
+        self.op_id: int | None = None
+        self.raw_sizes: Any = None  # emit_nvtx: the text after "sizes = "; Kineto: the Input Dims list
+        self.dtypes: list | None = None
+        self.concrete: list | None = None
+        self.backward = False
+        self.data: dict | None = None  # the decoded dict, as written (pyprof JSON / legacy)
+        self.fwd_tid: int | None = None
+
+    def get_args(self) -> list:
+        """Return the decoded argument entries of this op marker (empty when nothing is known)."""
+        if self.args is None:
+            self.args = _args_from_sizes(self.raw_sizes, self.dtypes, self.concrete)
+        return self.args
+
+
+def decode(text: str | None) -> Marker | None:
+    """Return the Marker for a range text, or None for a plain user range (or no text)."""
+    if not text:
+        return None
+    if text[0] == "{":
+        hit = _cache.get(text, _cache)
+        if hit is not _cache:
+            return hit  # type: ignore[return-value]
+        marker = _decode_dict(text)
+        if len(_cache) < _CACHE_MAX:
+            _cache[text] = marker
+        return marker
+    if text.startswith("layer:"):
+        return Marker(LAYER, text[6:])
+    if "=" in text:
+        return _decode_emit_nvtx(text)
+    if _BACKWARD_NAME.search(text):  # Kineto / old emit_nvtx backward node without any suffix
+        m = Marker(SEQ, text, "autograd", text)
+        m.backward = True
+        return m
+    return None
+
+
+def _decode_dict(text: str) -> Marker | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        try:
+            # Legacy PyProf wrote Python reprs (single quotes, tuples): literal_eval parses them safely.
+            data = ast.literal_eval(text)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return None
+    if not isinstance(data, dict):
+        return None
+    if "pyprof" in data:
+        if "module" in data:
+            m = Marker(MODULE, str(data["module"]), op=str(data.get("type", "")))
+            m.data = data
+            return m
+        if "op" in data:
+            m = Marker(OP, str(data["op"]), str(data.get("mod", "")), str(data["op"]))
+            m.args = data.get("args") or []
+            m.site = data.get("site")
+            m.stack = data.get("stack")
+            m.data = data
+            return m
+        return None
+    if "traceMarker" in data:
+        m = Marker(TRACE)
+        tm = data["traceMarker"]
+        m.stack = [str(x) for x in tm] if isinstance(tm, (list, tuple)) else [str(tm)]
+        m.data = data
+        return m
+    if "strRepr" in data:
+        m = Marker(REPR, str(data.get("mod", "")), str(data.get("mod", "")))
+        m.data = data
+        return m
+    if "op" in data:
+        m = Marker(OP, str(data["op"]), str(data.get("mod", "")), str(data["op"]))
+        m.args = [_legacy_arg(a) for a in data.get("args", []) or []]
+        m.data = _jsonable(data)
+        return m
+    return None
+
+
+def _legacy_arg(a: Any) -> dict:
+    """Map one legacy PyProf argument dict to the docs/markers.md entry shape."""
+    if not isinstance(a, dict):
+        return {"type": type(a).__name__, "value": _jsonable(a)}
+    out = {k: _jsonable(v) for k, v in a.items() if k != "name" or v}
+    if out.get("type") == "tensor" and "shape" in out:
+        out["shape"] = list(out["shape"])
+    return out
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, tuple):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, list):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, float) and v != v:
+        return "nan"
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return repr(v)
+
+
+_EMIT_KEYS = (", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = ", ", stashed seq = ")
+
+
+def _decode_emit_nvtx(text: str) -> Marker | None:
+    # str.find on the known keys (C speed) rather than a regex: this runs for every aten range.
+    found = []
+    for key in _EMIT_KEYS:
+        i = text.find(key)
+        if i >= 0:
+            found.append((i, key))
+    if not found:
+        m = _EMIT_FIELD.search(text)  # spacing variants of old PyTorch ("seq=3")
+        if m is None:
+            return None
+        return _decode_emit_nvtx_loose(text)
+    found.sort()
+    m = Marker(SEQ, text[: found[0][0]])
+    for n, (i, key) in enumerate(found):
+        end = found[n + 1][0] if n + 1 < len(found) else len(text)
+        value = text[i + len(key): end]
+        if key == ", sizes = ":
+            m.raw_sizes = value  # parsed only if the op's arguments are ever needed
+        elif key != ", input_op_ids = ":
+            try:
+                num = int(value)
+            except ValueError:
+                continue
+            if key == ", seq = ":
+                m.seq = num
+            elif key == ", op_id = ":
+                m.op_id = num
+            else:
+                m.stashed = num
+    _name_op(m, m.name)
+    return m
+
+
+def _decode_emit_nvtx_loose(text: str) -> Marker | None:
+    fields = list(_EMIT_FIELD.finditer(text))
+    m = Marker(SEQ, text[: fields[0].start()])
+    for i, f in enumerate(fields):
+        end = fields[i + 1].start() if i + 1 < len(fields) else len(text)
+        value = text[f.end(): end].strip()
+        key = f.group(1)
+        if key == "sizes":
+            m.raw_sizes = value
+        elif key in ("seq", "op_id", "stashed seq"):
+            try:
+                n = int(value)
+            except ValueError:
+                continue
+            if key == "seq":
+                m.seq = n
+            elif key == "op_id":
+                m.op_id = n
+            else:
+                m.stashed = n
+    _name_op(m, m.name)
+    return m
+
+
+def quick_seq(text: str) -> int | None:
+    """The ``seq = N`` of an emit_nvtx forward-op text without decoding it (None if absent or a backward
+    node). Runs on every range, hence plain string searches."""
+    i = text.find(", seq = ")
+    if i < 0:
+        return None
+    if "Backward" in text[:i] and (_BACKWARD_NAME.search(text, 0, i) or text.startswith(_KINETO_BACKWARD_PREFIX)):
+        return None
+    j = text.find(",", i + 8)
+    try:
+        return int(text[i + 8: j if j >= 0 else len(text)])
+    except ValueError:
+        return None
+
+
+def _name_op(m: Marker, name: str) -> None:
+    """Split an aten / autograd name into mod and op, and flag backward nodes."""
+    if name.startswith(_KINETO_BACKWARD_PREFIX):
+        name = name[len(_KINETO_BACKWARD_PREFIX):]
+        m.name = name
+        m.backward = True
+    if _BACKWARD_NAME.search(name):
+        m.backward = True
+        m.mod, m.op = "autograd", name
+        return
+    mod, sep, op = name.rpartition("::")
+    m.mod, m.op = (mod, op) if sep else ("", name)
+
+
+def seq_marker(name: str, seq: int | None, dims: list | None, dtypes: list | None,
+               concrete: list | None, fwd_tid: int | None = None) -> Marker:
+    """Return a SEQ marker built from structured fields (Kineto ``cpu_op`` events)."""
+    m = Marker(SEQ, name)
+    m.seq = seq
+    m.raw_sizes = dims
+    m.dtypes = dtypes
+    m.concrete = concrete
+    m.fwd_tid = fwd_tid
+    _name_op(m, name)
+    return m
+
+
+# Kineto writes C++ type names; map the common ones to torch dtype names (as pyprof markers use).
+_KINETO_DTYPES = {
+    "float": "float32", "double": "float64", "c10::Half": "float16", "c10::BFloat16": "bfloat16",
+    "long int": "int64", "int": "int32", "short int": "int16", "signed char": "int8",
+    "unsigned char": "uint8", "bool": "bool", "c10::complex<float>": "complex64",
+    "c10::complex<double>": "complex128", "c10::Float8_e4m3fn": "float8_e4m3fn",
+    "c10::Float8_e5m2": "float8_e5m2",
+}
+
+
+def _args_from_sizes(raw_sizes: Any, dtypes: list | None, concrete: list | None) -> list:
+    if raw_sizes is None:
+        return []
+    sizes = raw_sizes
+    if isinstance(raw_sizes, str):
+        try:
+            sizes = json.loads(raw_sizes)
+        except ValueError:
+            return []
+    if not isinstance(sizes, list):
+        return []
+    args = []
+    for i, shape in enumerate(sizes):
+        dtype = dtypes[i] if dtypes is not None and i < len(dtypes) else None
+        value = concrete[i] if concrete is not None and i < len(concrete) else ""
+        if isinstance(shape, list) and (shape or (dtype in _KINETO_DTYPES)):
+            args.append({"type": "tensor", "shape": shape, "dtype": _KINETO_DTYPES.get(dtype, dtype)})
+        elif dtype == "TensorList" and isinstance(shape, list):
+            args.append({"type": "tensorlist", "items": []})
+        elif value not in ("", None):
+            args.append(_scalar_entry(dtype, value))
+        elif dtype:
+            args.append({"type": "none" if dtype == "" else str(dtype)})
+        else:
+            # emit_nvtx writes [] for every non-tensor argument (and 0-dim tensors): its type is unknown.
+            args.append({"type": "unknown"})
+    return args
+
+
+def _scalar_entry(dtype: str | None, value: str) -> dict:
+    try:
+        v = ast.literal_eval(value)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        v = value
+    if isinstance(v, bool):
+        return {"type": "bool", "value": v}
+    if isinstance(v, int):
+        return {"type": "int", "value": v}
+    if isinstance(v, float):
+        return {"type": "float", "value": _jsonable(v)}
+    if isinstance(v, (list, tuple)):
+        return {"type": "tuple", "value": _jsonable(v)}
+    return {"type": "str" if dtype in (None, "", "std::string", "String") else str(dtype), "value": str(v)}

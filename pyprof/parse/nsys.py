@@ -1,0 +1,202 @@
+"""Nsight Systems SQLite exports (2021-2026 schemas): rows -> the intermediate model.
+
+Every table and column is checked with ``PRAGMA table_info`` first: nsys creates tables lazily and
+adds columns over the years. Rows are read with cursors in start-time order; nothing is joined here.
+"""
+from __future__ import annotations
+
+import heapq
+import sqlite3
+from typing import Iterator
+
+from pyprof.common import InputError
+from pyprof.parse.model import Activity, GpuInfo, Launch, Range
+
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+NVTX = "NVTX_EVENTS"
+NVTX_PUSH_POP = 59
+
+_TID_MASK = 0xFFFFFF
+_PID_MASK = ~_TID_MASK  # globalPid is globalTid with the thread bits zero
+
+# CUpti_ActivityMemcpyKind, for exports older than the ENUM_* tables.
+MEMCPY_KINDS = {0: "Unknown", 1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA",
+                8: "DtoD", 9: "HtoH", 10: "PtoP", 11: "UVM_HtoD", 12: "UVM_DtoH", 13: "UVM_DtoD"}
+
+# GPU properties copied into records, by TARGET_INFO_GPU column name.
+_GPU_PROPS = ("smCount", "totalMemory", "memoryBandwidth", "clockRate", "l2CacheSize", "computeMajor",
+              "computeMinor", "maxShmemPerSm", "maxRegistersPerSm", "maxWarpsPerSm", "threadsPerWarp")
+
+
+def os_pid(global_id: int | None) -> int | None:
+    """The OS process id packed in a globalTid / globalPid (bits 24-47)."""
+    return None if global_id is None else (global_id >> 24) & 0xFFFFFF
+
+
+class NsysSource:
+    """Reader of one nsys SQLite export. Raises InputError on open if the file is not one."""
+
+    format = "nsys"
+
+    def __init__(self, path: str, display: str | None = None):
+        self.path = display or path
+        try:
+            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            self.db.execute("PRAGMA query_only = 1")
+            self.cols = {t: self._columns(t) for (t,) in
+                         self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as e:
+            raise InputError(self.path, f"not a readable SQLite database ({e})") from None
+        if "StringIds" not in self.cols:
+            raise InputError(self.path, "SQLite database without a StringIds table: not an Nsight Systems export")
+        for table, needed in ((KERNEL, ("start", "end", "correlationId")),
+                              (RUNTIME, ("start", "end", "globalTid", "correlationId")),
+                              (NVTX, ("start", "end", "eventType", "globalTid"))):
+            have = self.cols.get(table)
+            if have is not None and not all(c in have for c in needed):
+                raise InputError(self.path, f"table {table} lacks columns {[c for c in needed if c not in have]}")
+        self._strings: dict[int, str] | None = None
+        self.version = self._meta("EXPORT_PRODUCT_VERSION")
+
+    def _columns(self, table: str) -> set[str]:
+        return {row[1] for row in self.db.execute(f"PRAGMA table_info('{table}')")}
+
+    def _meta(self, key: str) -> str | None:
+        for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+            if table in self.cols:
+                row = self.db.execute(f"SELECT value FROM {table} WHERE name = ?", (key,)).fetchone()
+                return row[0] if row else None
+        return None
+
+    def _col(self, table: str, col: str, default: str = "NULL") -> str:
+        return col if col in self.cols[table] else default
+
+    @property
+    def strings(self) -> dict[int, str]:
+        """StringIds as a dict (names of kernels, API calls and registered NVTX strings)."""
+        if self._strings is None:
+            self._strings = dict(self.db.execute("SELECT id, value FROM StringIds"))
+        return self._strings
+
+    def check(self) -> None:
+        """Read one row of each table used, so that a truncated file fails before any output."""
+        try:
+            for table in (KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds"):
+                if table in self.cols:
+                    self.db.execute(f"SELECT * FROM {table} ORDER BY rowid DESC LIMIT 1").fetchall()
+            self.db.execute("PRAGMA quick_check(1)").fetchall() if _small(self.db) else None
+        except sqlite3.DatabaseError as e:
+            raise InputError(self.path, f"corrupted or truncated SQLite database ({e})") from None
+
+    def has_gpu_work(self) -> bool:
+        """True when the export holds at least one kernel, memcpy or memset row."""
+        return any(t in self.cols and self.db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()
+                   for t in (KERNEL, MEMCPY, MEMSET))
+
+    def gpus(self) -> dict[int, GpuInfo]:
+        """GPU name and properties by device id (empty when the export has no TARGET_INFO_GPU)."""
+        if "TARGET_INFO_GPU" not in self.cols or "name" not in self.cols["TARGET_INFO_GPU"]:
+            return {}
+        props = [c for c in _GPU_PROPS if c in self.cols["TARGET_INFO_GPU"]]
+        out = {}
+        for row in self.db.execute(f"SELECT id, name{''.join(', ' + c for c in props)} FROM TARGET_INFO_GPU"):
+            out[row[0]] = GpuInfo(row[1], dict(zip(props, row[2:])))
+        return out
+
+    def ranges(self) -> Iterator[Range]:
+        """Push/pop ranges (eventType 59) with an end, in start order, outer before inner."""
+        if NVTX not in self.cols:
+            return
+        c = self._col
+        sql = (f"SELECT start, end, globalTid, text, {c(NVTX, 'textId')}, {c(NVTX, 'int64Value')} FROM {NVTX} "
+               f"WHERE eventType = {NVTX_PUSH_POP} AND end IS NOT NULL ORDER BY start, end DESC")
+        strings = self.strings
+        for start, end, gtid, text, text_id, payload in self.db.execute(sql):
+            if text is None and text_id is not None:
+                text = strings.get(text_id)
+            yield Range(gtid, start, end, text, payload, gtid & _PID_MASK if gtid is not None else None)
+
+    def launches(self) -> Iterator[Launch]:
+        """Runtime and driver API calls that started a kernel, memcpy or memset, in start order."""
+        if RUNTIME not in self.cols:
+            return
+        work = [f"SELECT correlationId FROM {t}" for t in (KERNEL, MEMCPY, MEMSET) if t in self.cols]
+        if not work:
+            return
+        name_id = self._col(RUNTIME, "nameId")
+        # The IN filter ignores the process (a superset); the exact (process, id) join is the dict lookup.
+        sql = (f"SELECT start, end, globalTid, correlationId, {name_id} FROM {RUNTIME} "
+               f"WHERE correlationId IN ({' UNION '.join(work)}) ORDER BY start")
+        strings = self.strings
+        names: dict = {}
+        for start, end, gtid, corr, nid in self.db.execute(sql):
+            api = names.get(nid)
+            if api is None:
+                api = names[nid] = _api_name(strings.get(nid, ""))
+            pid = gtid & _PID_MASK
+            yield Launch(gtid, start, end, api, (pid, corr), os_pid(gtid), gtid & _TID_MASK)
+
+    def activities(self) -> Iterator[Activity]:
+        """Kernels, memcpys and memsets merged in start order."""
+        streams = []
+        if KERNEL in self.cols:
+            streams.append(self._kernels())
+        if MEMCPY in self.cols:
+            streams.append(self._copies(MEMCPY))
+        if MEMSET in self.cols:
+            streams.append(self._copies(MEMSET))
+        if len(streams) == 1:
+            return streams[0]
+        return heapq.merge(*streams, key=_start)
+
+    def _kernels(self) -> Iterator[Activity]:
+        c = lambda col: self._col(KERNEL, col)  # noqa: E731
+        sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, correlationId, {c('globalPid')}, "
+               f"{c('demangledName')}, {c('shortName')}, {c('gridX')}, {c('gridY')}, {c('gridZ')}, "
+               f"{c('blockX')}, {c('blockY')}, {c('blockZ')}, {c('registersPerThread')}, "
+               f"{c('staticSharedMemory')}, {c('dynamicSharedMemory')} FROM {KERNEL} ORDER BY start")
+        strings = self.strings
+        for (start, end, dev, stream, corr, gpid, long_id, short_id, gx, gy, gz, bx, by, bz, regs, ssm,
+             dsm) in self.db.execute(sql):
+            long_name = strings.get(long_id, "")
+            yield Activity("kernel", start, end, dev, stream, os_pid(gpid), corr, (gpid, corr),
+                           long_name, strings.get(short_id, long_name), (gx, gy, gz), (bx, by, bz), regs, ssm,
+                           dsm)
+
+    def _copies(self, table: str) -> Iterator[Activity]:
+        c = lambda col: self._col(table, col)  # noqa: E731
+        kind = "memcpy" if table == MEMCPY else "memset"
+        sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, {c('correlationId')}, {c('globalPid')}, "
+               f"{c('bytes')}, {c('copyKind')} FROM {table} ORDER BY start")
+        kinds = self._memcpy_kinds() if table == MEMCPY else {}
+        for start, end, dev, stream, corr, gpid, nbytes, ckind in self.db.execute(sql):
+            ck = kinds.get(ckind, str(ckind)) if table == MEMCPY else None
+            name = f"[CUDA {kind} {ck}]" if ck else f"[CUDA {kind}]"
+            yield Activity(kind, start, end, dev, stream, os_pid(gpid), corr, (gpid, corr), name, name,
+                           bytes=nbytes, copy_kind=ck)
+
+    def _memcpy_kinds(self) -> dict[int, str]:
+        return dict(MEMCPY_KINDS)
+
+    def close(self) -> None:
+        """Close the database."""
+        self.db.close()
+
+
+def _start(a: Activity) -> int:
+    return a.start_ns
+
+
+def _api_name(name: str) -> str:
+    """cudaLaunchKernel_v7000 -> cudaLaunchKernel (the suffix is the API version, not part of the name)."""
+    base, sep, ver = name.rpartition("_v")
+    return base if sep and ver.isdigit() else name
+
+
+def _small(db: sqlite3.Connection) -> bool:
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    size = db.execute("PRAGMA page_size").fetchone()[0]
+    return pages * size < 64 << 20

@@ -1,0 +1,163 @@
+"""NvProf SQLite exports (``nvprof -o net.sql``): rows -> the intermediate model.
+
+Differences from nsys handled here: kernel names are StringTable ids of mangled names; launch calls have
+a separate process id and a signed 32-bit thread id; NVTX ranges are start/end row pairs in the MARKER
+table whose ``objectId`` blob holds the thread; there is one process per file in practice, so launches
+join to kernels on the correlation id alone.
+"""
+from __future__ import annotations
+
+import heapq
+import sqlite3
+import struct
+from typing import Iterator
+
+from pyprof.common import InputError
+from pyprof.parse.demangle import demangle, short_name
+from pyprof.parse.model import Activity, GpuInfo, Launch, Range
+from pyprof.parse.nsys import MEMCPY_KINDS
+
+KERNEL_TABLES = ("CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_KERNEL")
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"
+MARKER = "CUPTI_ACTIVITY_KIND_MARKER"
+MARKER_START, MARKER_END = 2, 4
+
+# CUPTI callback ids of the launch-like calls (names for the record's ``api``; others keep their number).
+RUNTIME_API = {13: "cudaLaunch", 211: "cudaLaunchKernel", 212: "cudaLaunchKernel_ptsz",
+               213: "cudaLaunchCooperativeKernel", 31: "cudaMemcpy", 41: "cudaMemcpyAsync",
+               51: "cudaMemset", 52: "cudaMemsetAsync", 311: "cudaGraphLaunch"}
+DRIVER_API = {307: "cuLaunchKernel", 442: "cuLaunchKernel_ptsz", 514: "cuGraphLaunch"}
+
+
+class NvprofSource:
+    """Reader of one nvprof SQLite export. Raises InputError on open if the file is not one."""
+
+    format = "nvprof"
+
+    def __init__(self, path: str, display: str | None = None):
+        self.path = display or path
+        try:
+            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            self.cols = {t: {r[1] for r in self.db.execute(f"PRAGMA table_info('{t}')")}
+                         for (t,) in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as e:
+            raise InputError(self.path, f"not a readable SQLite database ({e})") from None
+        self.kernel_table = next((t for t in KERNEL_TABLES if t in self.cols
+                                  and self.db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()),
+                                 next((t for t in KERNEL_TABLES if t in self.cols), None))
+        self._strings: dict[int, str] | None = None
+
+    @property
+    def strings(self) -> dict[int, str]:
+        """StringTable as a dict."""
+        if self._strings is None:
+            self._strings = dict(self.db.execute("SELECT _id_, value FROM StringTable"))
+        return self._strings
+
+    def check(self) -> None:
+        """Read the last row of each table used, so that a truncated file fails before any output."""
+        try:
+            for t in (*KERNEL_TABLES, MEMCPY, MEMSET, RUNTIME, DRIVER, MARKER, "StringTable"):
+                if t in self.cols:
+                    self.db.execute(f"SELECT * FROM {t} ORDER BY rowid DESC LIMIT 1").fetchall()
+        except sqlite3.DatabaseError as e:
+            raise InputError(self.path, f"corrupted or truncated SQLite database ({e})") from None
+        if self.kernel_table and not {"start", "end", "correlationId", "name"} <= self.cols[self.kernel_table]:
+            raise InputError(self.path, f"table {self.kernel_table} lacks the start/end/correlationId/name columns")
+
+    def gpus(self) -> dict[int, GpuInfo]:
+        """GPU name and a few properties by device id."""
+        t = "CUPTI_ACTIVITY_KIND_DEVICE"
+        if t not in self.cols or not {"id", "name"} <= self.cols[t]:
+            return {}
+        props = [c for c in ("numMultiprocessors", "globalMemorySize", "globalMemoryBandwidth", "coreClockRate",
+                             "computeCapabilityMajor", "computeCapabilityMinor", "l2CacheSize") if c in self.cols[t]]
+        out = {}
+        for row in self.db.execute(f"SELECT id, name{''.join(', ' + c for c in props)} FROM {t}"):
+            name = self.strings.get(row[1]) if isinstance(row[1], int) else row[1]
+            out[row[0]] = GpuInfo(name, dict(zip(props, row[2:])))
+        return out
+
+    def ranges(self) -> Iterator[Range]:
+        """NVTX ranges from start/end marker pairs (flags 2 and 4 with equal id), in start order."""
+        if MARKER not in self.cols:
+            return
+        sql = (f"SELECT s.timestamp, e.timestamp, s.objectId, s.name FROM {MARKER} s JOIN {MARKER} e "
+               f"ON e.id = s.id AND e.flags = {MARKER_END} WHERE s.flags = {MARKER_START} "
+               f"ORDER BY s.timestamp, e.timestamp DESC")
+        strings = self.strings
+        for start, end, obj, name_id in self.db.execute(sql):
+            pid, tid = _object_thread(obj)
+            yield Range((pid, tid), start, end, strings.get(name_id), None, pid)
+
+    def launches(self) -> Iterator[Launch]:
+        """Runtime and driver API calls that started GPU work, in start order (runtime wins a tie)."""
+        work = [f"SELECT correlationId FROM {t}" for t in (self.kernel_table, MEMCPY, MEMSET)
+                if t and t in self.cols and "correlationId" in self.cols[t]]
+        if not work:
+            return
+        streams = []
+        for table, names in ((RUNTIME, RUNTIME_API), (DRIVER, DRIVER_API)):
+            if table in self.cols:
+                sql = (f"SELECT start, end, processId, threadId, correlationId, cbid FROM {table} "
+                       f"WHERE correlationId IN ({' UNION '.join(work)}) ORDER BY start")
+                streams.append(self._launch_rows(sql, names, table == DRIVER))
+        yield from heapq.merge(*streams, key=lambda launch: launch.start_ns)
+
+    def _launch_rows(self, sql: str, names: dict, driver: bool) -> Iterator[Launch]:
+        for start, end, pid, tid, corr, cbid in self.db.execute(sql):
+            tid &= 0xFFFFFFFF  # stored signed
+            api = names.get(cbid) or (f"driver_cbid_{cbid}" if driver else f"runtime_cbid_{cbid}")
+            # A runtime call and the driver call it made share a correlation id; keying driver rows
+            # apart keeps the runtime call (the user-visible one) as the launch.
+            yield Launch((pid, tid), start, end, api, ("drv", corr) if driver else corr, pid, tid)
+
+    def activities(self) -> Iterator[Activity]:
+        """Kernels, memcpys and memsets merged in start order."""
+        streams = []
+        if self.kernel_table:
+            streams.append(self._kernels())
+        for t in (MEMCPY, MEMSET):
+            if t in self.cols:
+                streams.append(self._copies(t))
+        return heapq.merge(*streams, key=lambda a: a.start_ns)
+
+    def _kernels(self) -> Iterator[Activity]:
+        t = self.kernel_table
+        c = lambda col: col if col in self.cols[t] else "NULL"  # noqa: E731
+        sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, correlationId, name, {c('gridX')}, "
+               f"{c('gridY')}, {c('gridZ')}, {c('blockX')}, {c('blockY')}, {c('blockZ')}, {c('registersPerThread')}, "
+               f"{c('staticSharedMemory')}, {c('dynamicSharedMemory')} FROM {t} ORDER BY start")
+        strings = self.strings
+        names: dict = {}
+        for start, end, dev, stream, corr, nid, gx, gy, gz, bx, by, bz, regs, ssm, dsm in self.db.execute(sql):
+            nm = names.get(nid)
+            if nm is None:
+                long_name = demangle(strings.get(nid, ""))
+                nm = names[nid] = (long_name, short_name(long_name))
+            yield Activity("kernel", start, end, dev, stream, None, corr, corr, nm[0], nm[1], (gx, gy, gz),
+                           (bx, by, bz), regs, ssm, dsm)
+
+    def _copies(self, table: str) -> Iterator[Activity]:
+        kind = "memcpy" if table == MEMCPY else "memset"
+        has_kind = "copyKind" in self.cols[table]
+        sql = (f"SELECT start, end, deviceId, streamId, correlationId, bytes, "
+               f"{'copyKind' if has_kind else 'NULL'} FROM {table} ORDER BY start")
+        for start, end, dev, stream, corr, nbytes, ckind in self.db.execute(sql):
+            ck = MEMCPY_KINDS.get(ckind, str(ckind)) if kind == "memcpy" else None
+            name = f"[CUDA {kind} {ck}]" if ck else f"[CUDA {kind}]"
+            yield Activity(kind, start, end, dev, stream, None, corr, corr, name, name, bytes=nbytes, copy_kind=ck)
+
+    def close(self) -> None:
+        """Close the database."""
+        self.db.close()
+
+
+def _object_thread(obj: bytes | None) -> tuple[int | None, int | None]:
+    """(pid, tid) from a marker's objectId blob: little-endian uint32 pid, then uint32 tid."""
+    if isinstance(obj, (bytes, bytearray)) and len(obj) >= 8:
+        return struct.unpack_from("<II", obj)
+    return None, None

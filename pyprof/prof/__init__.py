@@ -1,0 +1,22 @@
+"""The prof stage: FLOPs, bytes, Tensor Core use and roofline for every kernel of pyprof.parse's records.
+
+Public API::
+
+    from pyprof.prof import register, Args, Estimate, NotModelled   # add a formula for your own op
+    from pyprof.prof import Modeller, run, summarize, iter_records  # use prof from Python
+
+Importing this package never imports torch.
+"""
+from __future__ import annotations
+
+from pyprof.prof import formulas  # noqa: F401  (registers the built-in formulas)
+from pyprof.prof.args import Args, Tensor, estimate
+from pyprof.prof.model import Modeller, Result
+from pyprof.prof.reader import iter_records
+from pyprof.prof.registry import Estimate, NotModelled, names, register
+from pyprof.prof.report import Coverage, run
+from pyprof.prof.roofline import Peaks
+from pyprof.prof.summary import summarize
+
+__all__ = ["Args", "Coverage", "Estimate", "Modeller", "NotModelled", "Peaks", "Result", "Tensor", "estimate",
+           "iter_records", "names", "register", "run", "summarize"]

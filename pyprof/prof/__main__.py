@@ -1,0 +1,6 @@
+"""``python -m pyprof.prof``."""
+import sys
+
+from pyprof.prof.cli import main
+
+sys.exit(main())

@@ -1,0 +1,156 @@
+"""``python -m pyprof.prof``: argument parsing and turning errors into messages and exit codes; the work
+is done by pyprof.prof.report / summary."""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from pyprof.common import InputError, PyprofError, UsageError, open_input
+from pyprof.prof.columns import DEFAULT, help_text, parse_columns
+
+EPILOG = """columns (-c, comma separated, or 'all'):
+{cols}
+
+default columns: {default}
+examples:
+  python -m pyprof.parse net.sqlite > net.dict
+  python -m pyprof.prof -w 150 net.dict            # columnated, at most 150 characters wide
+  python -m pyprof.prof --csv -c idx,op,kernel,params,sil,tc,flops,bytes,roofline net.dict
+  python -m pyprof.prof --group-by op --top 20 net.dict
+  python -m pyprof.parse net.sqlite | python -m pyprof.prof -
+"""
+
+
+def _peak(s: str) -> tuple[str, float]:
+    unit, _, v = s.partition("=")
+    try:
+        return unit.strip(), float(v)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--peak expects UNIT=TFLOPS (e.g. bf16_tc=989.5), got {s!r}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed so that docs and tests can read its help)."""
+    p = argparse.ArgumentParser(
+        prog="python -m pyprof.prof", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="One row per GPU kernel with FLOPs, bytes, Tensor Core use and roofline, from pyprof.parse "
+                    "records (JSON Lines) or the original PyProf's dict lines.",
+        epilog=EPILOG.format(cols=help_text(), default=",".join(DEFAULT)))
+    p.add_argument("file", nargs="?", default=None, help="records file; '-' or nothing reads stdin")
+    p.add_argument("-c", dest="columns", default=",".join(DEFAULT), metavar="COLS",
+                   help="columns to print (see below)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--csv", action="store_true", help="CSV output")
+    g.add_argument("-w", dest="width", type=int, default=0, metavar="WIDTH",
+                   help="columnated output, never wider than WIDTH")
+    g.add_argument("--jsonl", action="store_true", help="JSON Lines output (null for na)")
+    p.add_argument("--no-header", action="store_true", help="omit the header line")
+    p.add_argument("--group-by", choices=["op", "layer", "kernel", "callsite", "dir"],
+                   help="print a summary grouped by this key instead of one row per kernel")
+    p.add_argument("--top", type=int, default=None, metavar="N", help="with --group-by: the N longest groups")
+    p.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
+                   help="load user formulas (registered with pyprof.prof.register); repeatable")
+    p.add_argument("--gpu", default=None, help="use this GPU's peaks for every record (e.g. 'H100 PCIe')")
+    p.add_argument("--peak", action="append", type=_peak, default=[], metavar="UNIT=TFLOPS",
+                   help="override a peak: fp64, fp32, fp64_tc, tf32_tc, fp16_tc, bf16_tc, fp8_tc, int8_tc")
+    p.add_argument("--bandwidth", type=float, default=None, metavar="GBPS", help="override memory bandwidth, GB/s")
+    p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
+                   help="worker processes for per-kernel output (default: one per CPU core; 1: no workers)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no coverage report on stderr")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the prof CLI; return the exit status (0 ok, 1 bad input, 2 usage)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    out = _stdout()
+    try:
+        import pyprof.prof  # noqa: F401  (registers the built-in formulas)
+        from pyprof.prof.plugins import load_plugin
+        from pyprof.prof.reader import iter_records
+        from pyprof.prof.report import run_stream
+        from pyprof.prof.roofline import Peaks
+        from pyprof.prof.summary import summarize
+
+        for spec in args.plugin:
+            load_plugin(spec)
+        cols = parse_columns(args.columns)
+        fmt = "csv" if args.csv else "jsonl" if args.jsonl else "columns" if args.width else "space"
+        if args.width < 0:
+            raise UsageError("-w WIDTH must be positive")
+        peaks = Peaks(args.gpu, dict(args.peak) or None, args.bandwidth)
+        path = args.file or "-"
+        stream = open_input(path, "rb")
+        try:
+            name = "<stdin>" if path == "-" else path
+            if args.group_by:
+                cov = summarize(iter_records(stream, name), out, args.group_by, fmt, args.width, args.top, peaks)
+            else:
+                cov = run_stream(stream, name, out, cols, fmt, args.width, peaks, header=not args.no_header,
+                                 jobs=_jobs(args.jobs))
+        finally:
+            if stream is not sys.stdin.buffer:
+                stream.close()
+        out.commit()
+        if not args.quiet:
+            print(cov.text(), file=sys.stderr)
+        return 0
+    except BrokenPipeError:
+        _silence_stdout()
+        return 0
+    except UsageError as e:
+        print(f"pyprof.prof: {e}", file=sys.stderr)
+        return 2
+    except (InputError, PyprofError) as e:
+        print(f"pyprof.prof: {e}", file=sys.stderr)
+        return 1
+
+
+def _jobs(n: int) -> int:
+    import os
+
+    if n < 0:
+        raise UsageError("--jobs must be >= 0")
+    return n or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+class Spool:
+    """Collects output text and hands it to stdout only on ``commit``: rows are committed every 64k rows and at
+    the end, so a malformed line in a small input leaves nothing on stdout (in a large one, the rows of the
+    chunks before it have already gone out: prof is a streaming filter; docs/prof.md)."""
+
+    def __init__(self, target) -> None:
+        self._target = target
+        self._parts: list[str] = []
+
+    def write(self, s: str) -> int:
+        self._parts.append(s)
+        return len(s)
+
+    def flush(self) -> None:  # the formats flush at close; only commit() writes
+        pass
+
+    def commit(self) -> None:
+        if self._parts:
+            self._target.write("".join(self._parts))
+            self._parts.clear()
+        self._target.flush()
+
+
+def _stdout() -> Spool:
+    return Spool(sys.stdout)
+
+
+def _silence_stdout() -> None:
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except OSError:
+        pass

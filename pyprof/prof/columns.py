@@ -1,0 +1,122 @@
+"""The output columns: name, header, meaning, and how each is computed from (idx, record, model result,
+roofline tuple). ``compile_row`` turns a column selection into one function per run: the per-row cost is
+then a single call, which is what keeps ``prof`` above 300k rows/s (bench/prof_speed.py).
+
+Text formats show ``na`` where a value is not known; JSON Lines gives null.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from pyprof.common import UsageError
+
+
+class Column(NamedTuple):
+    header: str
+    meaning: str
+    text: str  # expression over i, d, m, r giving the text-format value
+    raw: str  # expression giving the JSON value (None for na)
+
+
+def _seq(v) -> str:
+    return ",".join(map(str, v)) if v else "-"
+
+
+def _dims(v) -> str:
+    return "(" + ",".join(map(str, v)) + ")" if v else "na"
+
+
+def _na(v):
+    return "na" if v is None else v
+
+
+def _f(v, digits: int):
+    return "na" if v is None else round(v, digits)
+
+
+def _last_site(v) -> str:
+    return v[-1].rsplit("/", 1)[-1] if v else "-"
+
+
+COLUMNS: dict[str, Column] = {
+    "idx": Column("Idx", "index of the kernel in the input (from 0)", "i", "i"),
+    "seq": Column("SeqId", "PyTorch sequence id(s) of the op", "_seq(d.get('seqId'))", "d.get('seqId') or []"),
+    "altseq": Column("AltSeqId", "alternative sequence id(s)", "_seq(d.get('altSeqId'))", "d.get('altSeqId') or []"),
+    "tid": Column("TId", "CPU thread id that launched the kernel", "_na(d.get('tid'))", "d.get('tid')"),
+    "layer": Column("Layer", "user 'layer:' annotations, outermost first, ':'-joined",
+                    "':'.join(d.get('layer') or ()) or '-'", "d.get('layer') or []"),
+    "trace": Column("Trace", "call stack (file:line), ','-joined", "','.join(d.get('trace') or ()) or '-'",
+                    "d.get('trace') or []"),
+    "dir": Column("Direction", "fprop or bprop", "d.get('dir') or 'na'", "d.get('dir') or None"),
+    "sub": Column("Sub", "index of the kernel among the kernels of its op call", "_na(d.get('subSeqId'))",
+                  "d.get('subSeqId')"),
+    "mod": Column("Module", "where the op lives (torch.nn.functional, torch.Tensor, aten ...)",
+                  "(d.get('mod') or ('na',))[0]", "(d.get('mod') or (None,))[0]"),
+    "op": Column("Op", "the op (for a backward kernel, the autograd node)", "(d.get('op') or ('na',))[0]",
+                 "(d.get('op') or (None,))[0]"),
+    "kernel": Column("Kernel", "kernel short name", "d.get('kShortName') or 'na'", "d.get('kShortName')"),
+    "params": Column("Params", "the op's shapes and dtype as the formula saw them (dgrad/wgrad for backward)",
+                     "m.params or 'na'", "m.params or None"),
+    "sil": Column("Sil(ns)", "kernel duration on the GPU (silicon time), ns", "d.get('kDuration', 0)",
+                  "d.get('kDuration', 0)"),
+    "tc": Column("TC", "Tensor Cores: 1 used, 0 eligible but not used, - not applicable", "m.tc", "m.tc"),
+    "device": Column("Device", "GPU index", "_na(d.get('device'))", "d.get('device')"),
+    "stream": Column("Stream", "CUDA stream id", "_na(d.get('stream'))", "d.get('stream')"),
+    "grid": Column("Grid", "grid dimensions", "_dims(d.get('grid'))", "d.get('grid') or None"),
+    "block": Column("Block", "block dimensions", "_dims(d.get('block'))", "d.get('block') or None"),
+    "flops": Column("FLOPs", "floating-point operations (an FMA is 2)", "_na(m.flops)", "m.flops"),
+    "bytes": Column("Bytes", "bytes read and written in device memory (each input once, each output once)",
+                    "_na(m.bytes)", "m.bytes"),
+    "start": Column("Start(ns)", "kernel start time, ns", "_na(d.get('start_ns'))", "d.get('start_ns')"),
+    "callsite": Column("CallSite", "the user's file:line that called the op", "d.get('callsite') or '-'",
+                       "d.get('callsite')"),
+    "tflops": Column("TFLOP/s", "achieved TFLOP/s (FLOPs / duration)", "_f(r[0], 3)", "r[0]"),
+    "gbps": Column("GB/s", "achieved GB/s (bytes / duration)", "_f(r[1], 1)", "r[1]"),
+    "intensity": Column("FLOP/B", "arithmetic intensity, FLOPs per byte", "_f(r[2], 2)", "r[2]"),
+    "roofline": Column("Roofline%", "% of the roofline: max(FLOPs/peak FLOP/s, bytes/peak bandwidth) / duration",
+                       "_f(r[3], 1)", "r[3]"),
+    "note": Column("Note", "why flops/bytes are na", "m.reason or '-'", "m.reason"),
+}
+ORIGINAL = ["idx", "seq", "altseq", "tid", "layer", "trace", "dir", "sub", "mod", "op", "kernel", "params", "sil",
+            "tc", "device", "stream", "grid", "block", "flops", "bytes"]
+DEFAULT = ["idx", "dir", "sub", "mod", "op", "kernel", "params", "sil"]
+ROOFLINE_COLUMNS = frozenset({"tflops", "gbps", "intensity", "roofline"})
+
+
+def parse_columns(spec: str) -> list[str]:
+    """Column names from ``-c`` (comma separated; ``all`` for every column). Raises UsageError on an unknown one."""
+    cols = list(COLUMNS) if spec.strip() == "all" else [c.strip() for c in spec.split(",") if c.strip()]
+    bad = [c for c in cols if c not in COLUMNS]
+    if bad or not cols:
+        raise UsageError(f"unknown column(s) {','.join(bad) or '(none)'}; valid: {','.join(COLUMNS)}")
+    return cols
+
+
+def help_text() -> str:
+    """One line per column: name and meaning (for ``-h``)."""
+    return "\n".join(f"{name:<10} {c.meaning}" for name, c in COLUMNS.items())
+
+
+def _inline_na(expr: str, k: int) -> str:
+    """``_na(x)`` as ``('na' if (v := x) is None else v)``: the same value without a function call per row."""
+    if expr.startswith("_na(") and expr.endswith(")"):
+        return f"('na' if (_v{k} := {expr[4:-1]}) is None else _v{k})"
+    return expr
+
+
+_ENV = {"_seq": _seq, "_dims": _dims, "_na": _na, "_f": _f, "_last_site": _last_site}
+
+
+def compile_row(cols: list[str], raw: bool = False, short_trace: bool = False) -> Callable:
+    """One function (i, d, m, r) -> tuple of the selected columns' values (text form unless ``raw``)."""
+    exprs = []
+    for c in cols:
+        col = COLUMNS[c]
+        e = col.raw if raw else col.text
+        if c == "trace" and short_trace and not raw:  # columnated output: the innermost site only, as the original
+            e = "_last_site(d.get('trace'))"
+        exprs.append(e)
+    # Generated from the fixed expressions above (never from input data): one call per row.
+    exprs = [_inline_na(e, k) for k, e in enumerate(exprs)]
+    src = "lambda i, d, m, r: (" + "".join(f"{e}, " for e in exprs) + ")"
+    return eval(src, dict(_ENV))  # noqa: S307

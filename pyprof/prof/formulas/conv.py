@@ -1,0 +1,148 @@
+"""Convolutions (1-d, 2-d, 3-d, grouped, transposed), counted as torch.utils.flop_counter counts them:
+
+- forward: 2 · N · Cout · (Cin/groups) · prod(kernel) · prod(output spatial); transposed:
+  2 · N · Cin · (Cout/groups) · prod(kernel) · prod(input spatial). Bias ignored in FLOPs, read once.
+- backward: dgrad (grad of the input) and wgrad (grad of the weight) each cost the forward's FLOPs.
+  flop_counter counts a grouped convolution's wgrad ``groups`` times larger (it drops the 1/groups);
+  we keep the arithmetic count, so depthwise wgrad differs from it (docs/formulas.md).
+"""
+from __future__ import annotations
+
+from math import prod
+
+from pyprof.prof.args import Args, estimate, short_dtype
+from pyprof.prof.registry import Estimate, NotModelled, register
+
+
+def conv(x: tuple, w: tuple, dtype: str | None, *, stride: tuple, padding: tuple, dilation: tuple,
+         groups: int, transposed: bool, output_padding: tuple, role: str, bias_numel: int = 0) -> Estimate:
+    """Estimate for one convolution of input shape ``x`` [N, C, *spatial] and weight ``w``."""
+    d = len(x) - 2
+    if d < 1 or len(w) != len(x):
+        raise NotModelled(f"conv shapes input {x}, weight {w}")
+    n, cin, spatial = x[0], x[1], x[2:]
+    kernel = w[2:]
+    if transposed:  # weight [Cin, Cout/groups, *k]
+        cout = w[1] * groups
+        out = tuple((i - 1) * s - 2 * p + dl * (k - 1) + op + 1
+                    for i, s, p, dl, k, op in zip(spatial, stride, padding, dilation, kernel, output_padding))
+        flops = 2 * n * cin * (cout // groups) * prod(kernel) * prod(spatial)
+    else:  # weight [Cout, Cin/groups, *k]
+        cout = w[0]
+        if w[1] * groups != cin:
+            raise NotModelled(f"weight {w} does not match {cin} input channels in {groups} groups")
+        out = tuple(int((i + 2 * p - dl * (k - 1) - 1) // s) + 1
+                    for i, s, p, dl, k in zip(spatial, stride, padding, dilation, kernel))
+        flops = 2 * n * cout * (cin // groups) * prod(kernel) * prod(out)
+    if any(o <= 0 for o in out):
+        raise NotModelled(f"empty output {out}")
+    xn, wn, on = prod(x), prod(w), n * cout * prod(out)
+    params = ("N={},C={},K={},".format(n, cin, cout) + "in=" + "x".join(map(str, spatial))
+              + ",k=" + "x".join(map(str, kernel)) + ",out=" + "x".join(map(str, out))
+              + (f",s={'x'.join(map(str, stride))}" if any(s != 1 for s in stride) else "")
+              + (f",g={groups}" if groups != 1 else "") + (",T" if transposed else "") + f",{short_dtype(dtype)}")
+    if role == "dgrad":
+        return estimate(flops, [(on, dtype), (wn, dtype), (xn, dtype)], params + ",dgrad")
+    if role == "wgrad":
+        return estimate(flops, [(xn, dtype), (on, dtype), (wn, dtype)], params + ",wgrad")
+    if role == "bprop":
+        return estimate(2 * flops, [(on, dtype), (wn, dtype), (xn, dtype), (xn, dtype), (wn, dtype)],
+                        params + ",bprop")
+    return estimate(flops, [(xn, dtype), (wn, dtype), (bias_numel, dtype), (on, dtype)], params)
+
+
+def _functional(a: Args, transposed: bool) -> Estimate:
+    x, w = a.tensor(0, "input"), a.tensor(1, "weight")
+    bias = a.tensor(2, "bias", optional=True)
+    d = len(x.shape) - 2
+    if d < 1:
+        raise NotModelled(f"conv input shape {x.shape}")
+    if transposed:  # conv_transposeNd(input, weight, bias, stride, padding, output_padding, groups, dilation)
+        stride, padding = a.ints(3, "stride", d, 1), a.ints(4, "padding", d, 0)
+        output_padding, groups = a.ints(5, "output_padding", d, 0), int(a.value(6, "groups", 1))
+        dilation = a.ints(7, "dilation", d, 1)
+    else:  # convNd(input, weight, bias, stride, padding, dilation, groups)
+        stride, dilation = a.ints(3, "stride", d, 1), a.ints(5, "dilation", d, 1)
+        groups, output_padding = int(a.value(6, "groups", 1)), (0,) * d
+        pv = a.value(4, "padding", 0)
+        padding = _same_padding(pv, w.shape[2:], dilation) if isinstance(pv, str) else a.ints(4, "padding", d, 0)
+    return conv(x.shape, w.shape, x.dtype, stride=stride, padding=padding, dilation=dilation, groups=groups,
+                transposed=transposed, output_padding=output_padding, role=a.role,
+                bias_numel=bias.numel if bias else 0)
+
+
+def _same_padding(mode: str, kernel: tuple, dilation: tuple) -> tuple:
+    """padding='valid' is 0; 'same' keeps the size (stride 1), i.e. total padding dil·(k-1), split in two."""
+    if mode == "valid":
+        return (0,) * len(kernel)
+    if mode == "same":  # the output size is what matters; total padding d·(k-1) gives out = in
+        return tuple(dl * (k - 1) / 2 for k, dl in zip(kernel, dilation))
+    raise NotModelled(f"padding={mode!r}")
+
+
+@register("torch.nn.functional.conv1d", "torch.nn.functional.conv2d", "torch.nn.functional.conv3d",
+          "torch.conv1d", "torch.conv2d", "torch.conv3d", "aten::conv1d", "aten::conv2d", "aten::conv3d",
+          family="conv")
+def conv_nd(a: Args) -> Estimate:
+    """conv1d/2d/3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)."""
+    return _functional(a, transposed=False)
+
+
+@register("torch.nn.functional.conv_transpose1d", "torch.nn.functional.conv_transpose2d",
+          "torch.nn.functional.conv_transpose3d", "torch.conv_transpose1d", "torch.conv_transpose2d",
+          "torch.conv_transpose3d", "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
+          family="conv")
+def conv_transpose_nd(a: Args) -> Estimate:
+    """conv_transposeNd(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1)."""
+    return _functional(a, transposed=True)
+
+
+@register("aten::convolution", "aten::_convolution", "torch.convolution", family="conv")
+def convolution(a: Args) -> Estimate:
+    """aten::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)."""
+    x, w = a.tensor(0, "input"), a.tensor(1, "weight")
+    bias = a.tensor(2, "bias", optional=True)
+    d = len(x.shape) - 2
+    if d < 1:
+        raise NotModelled(f"conv input shape {x.shape}")
+    return conv(x.shape, w.shape, x.dtype, stride=a.ints(3, "stride", d, 1), padding=a.ints(4, "padding", d, 0),
+                dilation=a.ints(5, "dilation", d, 1), transposed=bool(a.value(6, "transposed", False)),
+                output_padding=a.ints(7, "output_padding", d, 0), groups=int(a.value(8, "groups", 1)),
+                role=a.role, bias_numel=bias.numel if bias else 0)
+
+
+@register("aten::cudnn_convolution", family="conv")
+def cudnn_convolution(a: Args) -> Estimate:
+    """aten::cudnn_convolution(self, weight, padding, stride, dilation, groups, benchmark, deterministic, tf32)."""
+    return _backend(a, transposed=False, bias=False)
+
+
+@register("aten::cudnn_convolution_transpose", family="conv")
+def cudnn_convolution_transpose(a: Args) -> Estimate:
+    """aten::cudnn_convolution_transpose(self, weight, padding, output_padding, stride, dilation, groups, ...)."""
+    return _backend(a, transposed=True, bias=False)
+
+
+@register("aten::miopen_convolution", "aten::mkldnn_convolution", family="conv")
+def backend_convolution_with_bias(a: Args) -> Estimate:
+    """aten::miopen_convolution / mkldnn_convolution(self, weight, bias, padding, stride, dilation, groups, ...)."""
+    return _backend(a, transposed=False, bias=True)
+
+
+def _backend(a: Args, transposed: bool, bias: bool) -> Estimate:
+    x, w = a.tensor(0), a.tensor(1)
+    d = len(x.shape) - 2
+    if d < 1:
+        raise NotModelled(f"conv input shape {x.shape}")
+    o = 1 if bias else 0
+    b = a.tensor(2, optional=True) if bias else None
+    padding = a.ints(2 + o, "padding", d, 0)
+    if transposed:
+        output_padding = a.ints(3, "output_padding", d, 0)
+        stride, dilation, groups = a.ints(4, "stride", d, 1), a.ints(5, "dilation", d, 1), int(a.value(6, "groups", 1))
+    else:
+        output_padding = (0,) * d
+        stride, dilation = a.ints(3 + o, "stride", d, 1), a.ints(4 + o, "dilation", d, 1)
+        groups = int(a.value(5 + o, "groups", 1))
+    return conv(x.shape, w.shape, x.dtype, stride=stride, padding=padding, dilation=dilation, groups=groups,
+                transposed=transposed, output_padding=output_padding, role=a.role, bias_numel=b.numel if b else 0)

@@ -1,0 +1,291 @@
+"""From a record to its numbers: which formula, in which role, given to which kernel of the op call.
+
+Rule for an op call that launches several kernels (docs/formulas.md, "Which kernel carries the FLOPs"):
+the call's FLOPs and bytes go to its *main* kernel; the other kernels of the call show ``na`` with the
+reason "counted on sub N". For GEMM, convolution and attention ops the main kernel is the first kernel that
+is not a recognised helper (layout transposes, split-K reductions, element-wise bias or cast kernels, flash
+attention's pre/post-processing); for every other op it is the first kernel of the call. In a backward
+GEMM/convolution call, the first two main kernels are dgrad and wgrad: a name that says ``dgrad``/``wgrad``
+decides, otherwise the order does (autograd computes the input's gradient before the weight's). So every
+op call's FLOPs are counted once, and per-step totals can be compared with torch.utils.flop_counter.
+
+A call is the run of kernels on one thread with the same direction, op, sequence ids and call site; a
+kernel with ``subSeqId`` 0 starts a new one.
+"""
+from __future__ import annotations
+
+import json
+import re
+from typing import NamedTuple
+
+from pyprof.prof import registry
+from pyprof.prof.args import Args
+from pyprof.prof.registry import COUNTED_FAMILIES, TC_FAMILIES, Estimate, Formula, NotModelled
+from pyprof.prof.tensorcores import tc_column
+
+try:  # orjson is optional: a faster cache key (and faster reading, see reader.py)
+    import orjson as _orjson
+
+    def _key(obj) -> bytes:
+        return _orjson.dumps(obj)
+except ImportError:  # pragma: no cover - exercised where orjson is absent
+    def _key(obj) -> str:
+        return json.dumps(obj, separators=(",", ":"))
+
+HELPER_KERNEL = re.compile(
+    r"nchwToNhwc|nhwcToNchw|nchwToNhwc|transpose|splitKreduce|split_k|splitK|reduce_kernel|reduce_1Block|"
+    r"elementwise_kernel|fill_kernel|memset|copy_kernel|CatArrayBatchedCopy|computeOffsets|im2col|col2im|"
+    r"dot_do_o|convert_dq|clear_dq|cast_kernel|convert_kernel|_bias_|bias_kernel|scale_kernel|"
+    r"cunn_SoftMax|softmax_warp|unrolled_elementwise|cutlass::Kernel<.*?Epilogue|epilogue_kernel",
+    re.IGNORECASE)
+_helper_cache: dict[str, bool] = {}
+
+
+def is_helper(name: str) -> bool:
+    """True for kernels that only help a GEMM/conv/attention call (transposes, split-K reductions, casts ...)."""
+    v = _helper_cache.get(name)
+    if v is None:
+        if len(_helper_cache) > 65536:
+            _helper_cache.clear()
+        v = _helper_cache[name] = HELPER_KERNEL.search(name) is not None
+    return v
+
+
+_DGRAD = re.compile(r"dgrad", re.IGNORECASE)
+_WGRAD = re.compile(r"wgrad", re.IGNORECASE)
+_DUNDER = {"radd": "add", "iadd": "add", "rsub": "rsub", "isub": "sub", "rmul": "mul", "imul": "mul",
+           "truediv": "div", "rtruediv": "div", "itruediv": "div", "div": "div", "rdiv": "div", "idiv": "div",
+           "floordiv": "floor_divide", "rfloordiv": "floor_divide", "ifloordiv": "floor_divide",
+           "mod": "remainder", "rmod": "remainder", "imod": "remainder", "pow": "pow", "rpow": "pow",
+           "ipow": "pow", "and": "bitwise_and", "iand": "bitwise_and", "rand": "bitwise_and",
+           "or": "bitwise_or", "ior": "bitwise_or", "ror": "bitwise_or", "xor": "bitwise_xor",
+           "ixor": "bitwise_xor", "rxor": "bitwise_xor", "invert": "bitwise_not", "neg": "neg", "abs": "abs",
+           "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift", "imatmul": "matmul"}
+
+
+class Result(NamedTuple):
+    """The modelled numbers of one kernel row."""
+
+    flops: int | None
+    bytes: int | None
+    params: str
+    tc: str
+    reason: str | None  # why flops/bytes are na (None when both are modelled)
+    family: str  # formula family, '' when no formula
+    dtype: str | None  # the op's input dtype (None when unknown)
+    role: str
+
+
+def candidates(mod: str, op: str) -> list[str]:
+    """Registry keys tried, in order, for a marker's module and op name (in-place, dunder, overload and
+    method spellings reduced to the function's name)."""
+    out = []
+    if "::" in op:
+        ns, name = op.split("::", 1)
+        name = name.split(".", 1)[0]  # aten::add.Tensor -> add
+        out += [op, f"{ns}::{name}"]
+        base = name
+    else:
+        if mod:
+            out.append(f"{mod}.{op}")
+        base = op
+    if base.startswith("__") and base.endswith("__") and len(base) > 4:
+        inner = base[2:-2]
+        base = _DUNDER.get(inner, inner)
+    elif base.endswith("_") and not base.endswith("__"):
+        base = base[:-1]
+    for m in ([mod] if mod and "::" not in op else []) + ["torch", "torch.nn.functional", "torch.Tensor"]:
+        out.append(f"{m}.{base}")
+    out.append(f"aten::{base}")
+    seen = set()
+    return [c for c in out if not (c in seen or seen.add(c))]
+
+
+class Modeller:
+    """Stateful across rows only for the kernel-of-a-call bookkeeping; formulas stay pure."""
+
+    def __init__(self) -> None:
+        self._resolved: dict[tuple[str, str], Formula | None] = {}
+        self._estimates: dict = {}
+        self._calls: dict = {}  # tid -> [call key, main kernels seen, first main sub, roles given]
+        self._static: dict = {}  # (kernel, mod, op, dir, args, fwd) -> _Static
+
+    def reset_calls(self) -> None:
+        """Forget the op calls in progress (a worker starting a new chunk)."""
+        self._calls.clear()
+
+    def resolve(self, mod: str, op: str) -> Formula | None:
+        """The formula for a marker's module/op, or None (cached)."""
+        k = (mod, op)
+        try:
+            return self._resolved[k]
+        except KeyError:
+            pass
+        f = None
+        for c in candidates(mod, op):
+            f = registry.get(c)
+            if f is not None:
+                break
+        self._resolved[k] = f
+        return f
+
+    def estimate(self, formula: Formula, args: list, role: str) -> Estimate:
+        """The formula's estimate for these arguments and role, cached; never raises for bad arguments."""
+        try:
+            ck = (id(formula), role, _key(args))
+        except TypeError:
+            ck = None
+        if ck is not None:
+            hit = self._estimates.get(ck)
+            if hit is not None:
+                return hit
+        try:
+            est = formula.fn(Args(args, role))
+        except NotModelled as e:
+            est = Estimate(None, None, "", str(e))
+        except (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, AttributeError) as e:
+            # Arguments of an unexpected form (a marker from an unknown writer): say so, do not crash.
+            est = Estimate(None, None, "", f"arguments not understood by {formula.fn.__name__}: {e}")
+        if ck is not None:
+            if len(self._estimates) > 200_000:
+                self._estimates.clear()
+            self._estimates[ck] = est
+        return est
+
+    def model(self, d: dict) -> Result:
+        """Model one record (a dict with Record's keys)."""
+        kind = d.get("kind")
+        if kind == "memcpy" or kind == "memset":
+            n = d.get("bytes")
+            p = f"{d.get('copy_kind') or kind},{n}B"
+            if n is None:
+                return Result(0, None, p, "-", f"{kind} without a size", "memory", None, "")
+            return Result(0, int(n), p, "-", None, "memory", None, "")
+        ops, mods = d.get("op"), d.get("mod")
+        op = ops[0] if ops else ""
+        mod = mods[0] if mods else ""
+        direction = d.get("dir") or ""
+        fwd = d.get("fwd") if direction == "bprop" else None
+        args = d.get("args") or ()
+        long_name = d.get("kLongName") or d.get("kShortName") or ""
+        try:  # everything below except the call bookkeeping depends only on this key: computed once per key
+            skey = (long_name, mod, op, direction, _key(args) if args else b"",
+                    _key((fwd.get("mod"), fwd.get("op"), fwd.get("args"))) if fwd else b"")
+        except TypeError:
+            skey = None
+        st_info = self._static.get(skey) if skey is not None else None
+        if st_info is None:
+            st_info = self._static_info(long_name, mod, op, direction, args, fwd)
+            if skey is not None:
+                if len(self._static) > 100_000:
+                    self._static.clear()
+                self._static[skey] = st_info
+        if st_info.result is not None:  # no formula: the same answer for every kernel
+            return st_info.result
+        # Which kernel of the call carries the numbers.
+        sub = d.get("subSeqId")
+        seq = d.get("seqId")
+        key = (direction, op, tuple(seq) if seq else (), d.get("callsite"))
+        tid = d.get("tid")
+        st = self._calls.get(tid)
+        if st is None or sub == 0 or st[0] != key:
+            st = [key, 0, None, set()]
+            self._calls[tid] = st
+        if st_info.helper is not None:
+            return st_info.helper
+        st[1] += 1
+        role = st_info.role
+        if st[1] > 1:
+            kernel_role = None
+            if st_info.grads:
+                kernel_role = _grad_role(long_name, st[3])
+            if kernel_role is None:
+                return st_info.counted(st[2], op)
+            role = kernel_role
+        else:
+            st[2] = sub
+            if st_info.grads:
+                role = _grad_role(long_name, st[3]) or "bprop"
+        res = st_info.results.get(role)
+        if res is None:
+            est = self.estimate(st_info.formula, st_info.args, role)
+            res = st_info.results[role] = Result(est.flops, est.bytes, est.params, st_info.tc, est.reason,
+                                                 st_info.family, st_info.dtype, role)
+        return res
+
+    def _static_info(self, long_name: str, mod: str, op: str, direction: str, args, fwd) -> "_Static":
+        formula = self.resolve(mod, op) if op else None
+        role = "fprop"
+        if direction == "bprop":
+            f = fwd or {}
+            f_ops, f_mods = f.get("op") or [], f.get("mod") or []
+            ff = self.resolve(f_mods[0] if f_mods else "", f_ops[0]) if f_ops else None
+            if ff is not None and not (formula is not None and args):
+                formula, args, role = ff, f.get("args") or [], "bprop"
+        s = _Static()
+        if formula is None:
+            reason = ("no op (kernel outside any op range)" if not op
+                      else f"no formula for {mod + '.' if mod and '::' not in op else ''}{op}")
+            if direction == "bprop" and not fwd:
+                reason += " and no forward link"
+            s.result = Result(None, None, "", tc_column(long_name, False, None), reason, "", None, role)
+            return s
+        s.formula, s.args, s.role, s.family = formula, list(args), role, formula.family
+        matrix = s.family in TC_FAMILIES
+        s.dtype = _first_dtype(args)
+        s.grads = role == "bprop" and s.family in ("gemm", "conv")
+        s.tc = tc_column(long_name, matrix, s.dtype)
+        if matrix and is_helper(long_name):
+            s.helper = Result(None, None, "", tc_column(long_name, False, s.dtype),
+                              f"helper kernel of {op} (its FLOPs are on the call's main kernel)", s.family, s.dtype,
+                              role)
+        return s
+
+
+class _Static:
+    """What a kernel name, op and arguments decide once: formula, role, family, dtype, tc, results by role."""
+
+    __slots__ = ("formula", "args", "role", "family", "dtype", "grads", "tc", "helper", "result", "results",
+                 "_counted")
+
+    def __init__(self) -> None:
+        self.helper = self.result = None
+        self.results: dict = {}
+        self._counted: dict = {}
+
+    def counted(self, sub, op: str) -> Result:
+        r = self._counted.get(sub)
+        if r is None:
+            r = self._counted[sub] = Result(None, None, "", self.tc, f"counted on sub {sub} of the same {op} call",
+                                            self.family, self.dtype, self.role)
+        return r
+
+
+def _grad_role(name: str, given: set) -> str | None:
+    """dgrad or wgrad for a backward GEMM/conv kernel not yet given; None when both were given."""
+    if _DGRAD.search(name):
+        role = "dgrad"
+    elif _WGRAD.search(name):
+        role = "wgrad"
+    else:
+        role = "dgrad" if "dgrad" not in given else "wgrad"
+    if role in given:
+        return None
+    given.add(role)
+    return role
+
+
+def _first_dtype(args: list) -> str | None:
+    for e in args:
+        if isinstance(e, dict):
+            if "shape" in e:
+                return e.get("dtype")
+            items = e.get("items")
+            if items and isinstance(items[0], dict):
+                return items[0].get("dtype")
+    return None
+
+
+def counted_by_flop_counter(family: str) -> bool:
+    """True for the families whose FLOPs torch.utils.flop_counter counts (GEMM, convolution, attention)."""
+    return family in COUNTED_FAMILIES

@@ -1,0 +1,69 @@
+"""Peak dense throughput and memory bandwidth of common GPUs, from NVIDIA's datasheets (docs/roofline.md
+lists the document each row comes from). Dense means without 2:4 sparsity: where a datasheet gives only
+the sparse Tensor Core figure, it is halved. FLOP/s in TFLOP/s, bandwidth in GB/s (10^9 bytes/s).
+
+Keys of ``tflops``: ``fp64``, ``fp32`` (CUDA cores), ``fp64_tc``, ``tf32_tc``, ``fp16_tc``, ``bf16_tc``,
+``fp8_tc``, ``int8_tc`` (TOPS). A missing key means the GPU has no such unit.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GpuPeaks:
+    """One GPU's peaks: name, TFLOP/s by unit, memory bandwidth in GB/s, and where the figures come from."""
+
+    name: str
+    tflops: dict = field(default_factory=dict)
+    bandwidth_gbps: float = 0.0
+    source: str = ""
+
+
+def _p(name, bw, source, **tflops) -> GpuPeaks:
+    return GpuPeaks(name, tflops, bw, source)
+
+
+# (regex on the CUDA device name, peaks); first match wins, so specific variants come before families.
+TABLE: list[tuple[str, GpuPeaks]] = [
+    (r"V100S", _p("V100S PCIe", 1134, "Tesla V100S datasheet", fp64=8.2, fp32=16.4, fp16_tc=130)),
+    (r"V100.*(SXM|DGXS)", _p("V100 SXM2", 900, "Tesla V100 datasheet (SXM2)", fp64=7.8, fp32=15.7, fp16_tc=125)),
+    (r"V100", _p("V100 PCIe", 900, "Tesla V100 datasheet (PCIe)", fp64=7.0, fp32=14.0, fp16_tc=112)),
+    (r"\bT4\b", _p("T4", 320, "Tesla T4 datasheet", fp32=8.1, fp16_tc=65, int8_tc=130)),
+    (r"A100.*(80GB|SXM4-80)", _p("A100 80GB", 2039, "A100 datasheet (80GB SXM; PCIe: 1935 GB/s)",
+                                fp64=9.7, fp64_tc=19.5, fp32=19.5, tf32_tc=156, fp16_tc=312, bf16_tc=312,
+                                int8_tc=624)),
+    (r"A100", _p("A100 40GB", 1555, "A100 datasheet (40GB)", fp64=9.7, fp64_tc=19.5, fp32=19.5, tf32_tc=156,
+                 fp16_tc=312, bf16_tc=312, int8_tc=624)),
+    (r"\bA10\b", _p("A10", 600, "A10 datasheet", fp32=31.2, tf32_tc=62.5, fp16_tc=125, bf16_tc=125,
+                    int8_tc=250)),
+    (r"\bL4\b", _p("L4", 300, "L4 datasheet (sparse TC figures halved)", fp32=30.3, tf32_tc=60, fp16_tc=121,
+                   bf16_tc=121, fp8_tc=242.5, int8_tc=242.5)),
+    (r"L40S", _p("L40S", 864, "L40S datasheet (sparse TC figures halved)", fp32=91.6, tf32_tc=183,
+                 fp16_tc=362, bf16_tc=362, fp8_tc=733, int8_tc=733)),
+    (r"H100.*PCIe", _p("H100 PCIe", 2000, "H100 datasheet (PCIe; sparse TC figures halved)", fp64=26, fp64_tc=51,
+                       fp32=51, tf32_tc=378, fp16_tc=756, bf16_tc=756, fp8_tc=1513, int8_tc=1513)),
+    (r"H100.*NVL", _p("H100 NVL", 3900, "H100 datasheet (NVL; sparse TC figures halved)", fp64=30, fp64_tc=60,
+                      fp32=60, tf32_tc=418, fp16_tc=835, bf16_tc=835, fp8_tc=1671, int8_tc=1671)),
+    (r"H100|GH200", _p("H100 SXM", 3350, "H100 datasheet (SXM; sparse TC figures halved)", fp64=34, fp64_tc=67,
+                       fp32=67, tf32_tc=494.5, fp16_tc=989.5, bf16_tc=989.5, fp8_tc=1979, int8_tc=1979)),
+    (r"H200.*NVL", _p("H200 NVL", 4800, "H200 datasheet (NVL; sparse TC figures halved)", fp64=30, fp64_tc=60,
+                      fp32=60, tf32_tc=418, fp16_tc=835, bf16_tc=835, fp8_tc=1671, int8_tc=1671)),
+    (r"H200", _p("H200 SXM", 4800, "H200 datasheet (SXM; sparse TC figures halved)", fp64=34, fp64_tc=67,
+                 fp32=67, tf32_tc=494.5, fp16_tc=989.5, bf16_tc=989.5, fp8_tc=1979, int8_tc=1979)),
+    (r"B200", _p("B200", 8000, "HGX B200 datasheet, per GPU (8-GPU figures / 8, sparse TC figures halved)",
+                 fp64=37, fp64_tc=37, fp32=75, tf32_tc=1100, fp16_tc=2250, bf16_tc=2250, fp8_tc=4500,
+                 int8_tc=4500)),
+]
+_COMPILED = [(re.compile(rx, re.IGNORECASE), p) for rx, p in TABLE]
+
+
+def lookup(gpu_name: str | None) -> GpuPeaks | None:
+    """The peaks for a CUDA device name such as ``NVIDIA H200`` or ``NVIDIA A100-SXM4-80GB``; None if unknown."""
+    if not gpu_name:
+        return None
+    for rx, peaks in _COMPILED:
+        if rx.search(gpu_name):
+            return peaks
+    return None

@@ -1,0 +1,221 @@
+"""The prof pipeline: records in, one row per kernel (or a summary) out, and the coverage report.
+
+``run`` is what the CLI calls; it is importable and takes streams, so tests pass ``io`` objects.
+"""
+from __future__ import annotations
+
+import gc
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import IO, Iterable, Sequence
+
+from pyprof.common import InputError
+from pyprof.prof.columns import COLUMNS, ROOFLINE_COLUMNS, compile_row
+from pyprof.prof.model import Modeller, Result
+from pyprof.prof.output import FORMATS
+from pyprof.prof.reader import _DECODE_ERRORS, _legacy, _loads
+from pyprof.prof.registry import COUNTED_FAMILIES
+from pyprof.prof.roofline import Peaks, roofline
+
+_NO_ROOF = (None, None, None, None)
+_EMPTY_LINES = frozenset({b"", b"\r", b"\n", b"\r\n"})
+BATCH = 2048  # rows handed to the format at a time
+COMMIT_BATCHES = 32  # a spooling output (the CLI's) is written out every 64k rows
+
+
+@dataclass
+class Coverage:
+    """What share of kernel time got modelled numbers, and why the rest did not."""
+
+    kernels: int = 0
+    time_ns: int = 0
+    own_ns: int = 0  # the kernel carries its call's numbers
+    elsewhere_ns: int = 0  # another kernel of the same call carries them
+    flops: int = 0
+    counted_flops: int = 0  # GEMM/conv/attention: comparable with torch.utils.flop_counter
+    bytes: int = 0
+    reasons: dict = field(default_factory=dict)  # reason -> ns
+
+    def add(self, dur: int, m: Result) -> None:
+        self.kernels += 1
+        self.time_ns += dur
+        if m.flops is not None or m.bytes is not None:
+            self.own_ns += dur
+            if m.flops:
+                self.flops += m.flops
+                if m.family in COUNTED_FAMILIES:
+                    self.counted_flops += m.flops
+            if m.bytes:
+                self.bytes += m.bytes
+        elif m.reason and (m.reason.startswith("counted on") or m.reason.startswith("helper kernel")):
+            self.elsewhere_ns += dur
+        else:
+            r = m.reason or "not modelled"
+            if r.startswith("no formula for ") or r.startswith("no op"):
+                pass
+            elif m.family:
+                r = f"{r} ({m.family})"
+            self.reasons[r] = self.reasons.get(r, 0) + dur
+
+    def merge(self, other: "Coverage") -> None:
+        """Add another coverage (a worker's) into this one."""
+        for k in ("kernels", "time_ns", "own_ns", "elsewhere_ns", "flops", "counted_flops", "bytes"):
+            setattr(self, k, getattr(self, k) + getattr(other, k))
+        for r, ns in other.reasons.items():
+            self.reasons[r] = self.reasons.get(r, 0) + ns
+
+    def text(self) -> str:
+        """The end-of-run lines for stderr."""
+        t = self.time_ns or 1
+        lines = [f"pyprof.prof: {self.kernels} kernels, {self.time_ns / 1e6:.3f} ms GPU time; FLOPs/bytes modelled "
+                 f"for {100 * (self.own_ns + self.elsewhere_ns) / t:.1f}% of it ({100 * self.own_ns / t:.1f}% on the "
+                 f"kernel itself, {100 * self.elsewhere_ns / t:.1f}% on another kernel of the same op call)",
+                 f"pyprof.prof: total {self.flops} FLOPs, {self.bytes} bytes; GEMM/conv/attention FLOPs (comparable "
+                 f"with torch.utils.flop_counter) {self.counted_flops}"]
+        if self.reasons:
+            top = sorted(self.reasons.items(), key=lambda kv: -kv[1])[:5]
+            lines.append("pyprof.prof: not modelled: " + "; ".join(f"{r} {100 * ns / t:.1f}%" for r, ns in top))
+        return "\n".join(lines)
+
+
+def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks | None, need_roofline: bool,
+         coverage: Coverage) -> Iterable[tuple[int, dict, Result, tuple]]:
+    """(idx, record, model result, roofline tuple) for each record, in input order."""
+    model = modeller.model
+    add = coverage.add
+    for_gpu = peaks.for_gpu if peaks is not None else (lambda _g: None)
+    for idx, (_lineno, d) in enumerate(records):
+        m = model(d)
+        dur = d.get("kDuration") or 0
+        add(dur, m)
+        r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) if need_roofline else _NO_ROOF
+        yield idx, d, m, r
+
+
+def process_lines(lines: Sequence[bytes], path: str, lineno: int, idx: int, modeller: Modeller, row,
+                  peaks: Peaks, need_roofline: bool, coverage: Coverage) -> tuple[list, int, int]:
+    """The hot loop: decode, model and format a run of input lines.
+
+    ``lineno`` is the number of lines before them, ``idx`` the number of records before them. Returns
+    (row tuples, lines consumed, records produced). Raises InputError for a malformed line.
+    """
+    loads, legacy, errors = _loads, _legacy, _DECODE_ERRORS
+    model, add, for_gpu = modeller.model, coverage.add, peaks.for_gpu
+    out: list = []
+    append = out.append
+    n0 = idx
+    for line in lines:
+        lineno += 1
+        try:
+            d = loads(line)
+        except errors:
+            if not line.strip():
+                if line not in _EMPTY_LINES:
+                    idx += 1  # a line of spaces keeps its index (empty lines do not), as parallel.py counts
+                continue
+            d = legacy(line, path, lineno)
+        if type(d) is not dict:
+            raise InputError(path, f"line {lineno}: expected one record object per line, got {type(d).__name__}")
+        m = model(d)
+        dur = d.get("kDuration") or 0
+        add(dur, m)
+        r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) if need_roofline else _NO_ROOF
+        append(row(idx, d, m, r))
+        idx += 1
+    return out, len(lines), idx - n0
+
+
+def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str], fmt: str = "space",
+               width: int = 0, peaks: Peaks | None = None, header: bool = True, jobs: int = 1) -> Coverage:
+    """Read JSON Lines / PyProf dict lines from a binary stream and write one row per record.
+
+    ``jobs`` > 1 spreads the work over processes (streaming formats only; pyprof.prof.parallel).
+    Returns the coverage. Raises InputError naming the line of a malformed record.
+    """
+    cls = FORMATS[fmt]
+    writer = cls(out, columns, [COLUMNS[c].header for c in columns], width)
+    if header:
+        writer.header()
+    peaks = peaks or Peaks()
+    if jobs > 1 and fmt != "columns":
+        from pyprof.prof import parallel
+
+        if parallel.available():
+            coverage = parallel.run_parallel(stream, path, out, writer, list(columns), fmt, peaks, jobs)
+            writer.close()
+            return coverage
+    row = compile_row(list(columns), raw=cls.raw, short_trace=(fmt == "columns"))
+    coverage = Coverage()
+    need_roof = bool(ROOFLINE_COLUMNS.intersection(columns))
+    modeller = Modeller()
+    commit = getattr(out, "commit", None)
+    lineno = idx = n_batches = 0
+    with _no_cyclic_gc():
+        lineno, idx, n_batches = _serial(stream, path, writer, modeller, row, peaks, need_roof, coverage, commit, fmt)
+    writer.close()
+    return coverage
+
+
+@contextmanager
+def _no_cyclic_gc():
+    """Records are trees (no cycles): the cyclic collector only costs time on millions of short-lived dicts."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _serial(stream, path, writer, modeller, row, peaks, need_roof, coverage, commit, fmt):
+    lineno = idx = n_batches = 0
+    for lines in _line_blocks(stream):
+        rows_, n_lines, n_recs = process_lines(lines, path, lineno, idx, modeller, row, peaks, need_roof, coverage)
+        lineno += n_lines
+        idx += n_recs
+        writer.rows(rows_)
+        n_batches += 1
+        if commit is not None and n_batches % COMMIT_BATCHES == 0 and fmt != "columns":
+            commit()
+    return lineno, idx, n_batches
+
+
+def _line_blocks(stream: IO[bytes], block_bytes: int = 1 << 20) -> Iterable[list]:
+    """Lists of whole lines (with their newlines) read in large blocks: one read and one C-level split per
+    block instead of one readline call per line."""
+    rest = b""
+    read = getattr(stream, "read1", stream.read)
+    while True:
+        block = read(block_bytes)
+        if not block:
+            if rest:
+                yield [rest]
+            return
+        data = rest + block if rest else block
+        lines = data.split(b"\n")
+        rest = lines.pop()
+        yield lines
+
+
+def run(records: Iterable[tuple[int, dict]], out: IO[str], columns: Sequence[str], fmt: str = "space",
+        width: int = 0, peaks: Peaks | None = None, header: bool = True) -> Coverage:
+    """Write one row per already-decoded record (``(lineno, dict)`` pairs, as iter_records yields) in format
+    ``fmt``; return the coverage (the caller reports it)."""
+    cls = FORMATS[fmt]
+    writer = cls(out, columns, [COLUMNS[c].header for c in columns], width)
+    row = compile_row(list(columns), raw=cls.raw, short_trace=(fmt == "columns"))
+    coverage = Coverage()
+    need_roof = bool(ROOFLINE_COLUMNS.intersection(columns))
+    if header:
+        writer.header()
+    batch: list = []
+    for i, d, m, r in rows(records, Modeller(), peaks or Peaks(), need_roof, coverage):
+        batch.append(row(i, d, m, r))
+        if len(batch) >= BATCH:
+            writer.rows(batch)
+            batch.clear()
+    writer.rows(batch)
+    writer.close()
+    return coverage

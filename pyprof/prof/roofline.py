@@ -1,0 +1,81 @@
+"""Roofline numbers of one kernel: achieved FLOP/s and bytes/s, arithmetic intensity, and the fraction of the
+roofline reached: max(FLOPs / peak FLOP/s, bytes / peak bandwidth) / measured time (docs/roofline.md).
+
+The compute peak is chosen from the op's dtype and the ``tc`` column: a kernel that used Tensor Cores is held
+to the Tensor Core peak of its dtype (fp32 -> TF32); any other kernel to the CUDA-core peak (fp64, else fp32:
+half-precision CUDA-core math is held to the fp32 peak, a documented simplification).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyprof.common import UsageError
+from pyprof.prof.args import dtype_info
+from pyprof.prof.peaks import GpuPeaks, lookup
+
+_TC_UNIT = {"fp16": "fp16_tc", "bf16": "bf16_tc", "fp32": "tf32_tc", "fp8": "fp8_tc", "int8": "int8_tc",
+            "uint8": "int8_tc", "fp64": "fp64_tc"}
+
+
+@dataclass
+class Peaks:
+    """Resolves peaks per GPU name, with user overrides (``--gpu``, ``--peak UNIT=TFLOPS``, ``--bandwidth``)."""
+
+    gpu: str | None = None  # force this table entry for every record
+    overrides: dict | None = None  # unit -> TFLOP/s
+    bandwidth_gbps: float | None = None
+
+    def __post_init__(self) -> None:
+        self._cache: dict = {}
+        if self.gpu is not None and lookup(self.gpu) is None and not (self.overrides and self.bandwidth_gbps):
+            raise UsageError(f"--gpu {self.gpu!r} is not in the peaks table (docs/roofline.md); "
+                             "give --peak and --bandwidth instead")
+
+    def for_gpu(self, gpu_name: str | None) -> GpuPeaks | None:
+        """The effective peaks for a record's GPU name (None when unknown and not given by hand)."""
+        key = self.gpu or gpu_name
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        base = lookup(key)
+        if self.overrides or self.bandwidth_gbps:
+            tf = dict(base.tflops) if base else {}
+            tf.update(self.overrides or {})
+            bw = self.bandwidth_gbps or (base.bandwidth_gbps if base else 0.0)
+            base = GpuPeaks((base.name if base else "user") + " (overridden)", tf, bw, "command line")
+        self._cache[key] = base
+        return base
+
+
+def peak_tflops(peaks: GpuPeaks, dtype: str | None, tc: str) -> float | None:
+    """The compute peak (TFLOP/s) that a kernel of ``dtype`` with ``tc`` ('1', '0', '-') is held to."""
+    info = dtype_info(dtype)
+    short = info[2] if info else "fp32"
+    if tc == "1":
+        unit = _TC_UNIT.get(short)
+        if unit and unit in peaks.tflops:
+            return peaks.tflops[unit]
+    if short == "fp64" and "fp64" in peaks.tflops:
+        return peaks.tflops["fp64"]
+    return peaks.tflops.get("fp32")
+
+
+def roofline(flops: int | None, nbytes: int | None, duration_ns: int, peaks: GpuPeaks | None, dtype: str | None,
+             tc: str) -> tuple[float | None, float | None, float | None, float | None]:
+    """(TFLOP/s, GB/s, FLOPs per byte, % of roofline) for one kernel; None where not computable."""
+    if not duration_ns or duration_ns <= 0:
+        return None, None, None, None
+    tflops = flops / duration_ns / 1e3 if flops is not None else None  # FLOP/ns = GFLOP/s
+    gbps = nbytes / duration_ns if nbytes is not None else None  # byte/ns = GB/s
+    intensity = flops / nbytes if flops is not None and nbytes else None
+    frac = None
+    if peaks is not None and (flops is not None or nbytes is not None):
+        t_ns = 0.0
+        pk = peak_tflops(peaks, dtype, tc) if flops else None
+        if flops and pk:
+            t_ns = max(t_ns, flops / (pk * 1e3))
+        if nbytes and peaks.bandwidth_gbps:
+            t_ns = max(t_ns, nbytes / peaks.bandwidth_gbps)
+        frac = 100.0 * t_ns / duration_ns
+    return tflops, gbps, intensity, frac

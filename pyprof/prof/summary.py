@@ -1,0 +1,63 @@
+"""Summaries: kernels grouped by op, layer, kernel, call site or direction, with count, total and % of GPU
+time, FLOPs, TFLOP/s, roofline % (time at peak over measured time, summed over the group's kernels) and the
+share of the group's time spent in Tensor Core kernels; sorted by time, optionally the top N.
+"""
+from __future__ import annotations
+
+from typing import IO, Iterable
+
+from pyprof.common import UsageError
+from pyprof.prof.model import Modeller
+from pyprof.prof.output import FORMATS
+from pyprof.prof.report import Coverage, rows
+from pyprof.prof.roofline import Peaks
+
+GROUP_KEYS = {
+    "op": lambda d: (d.get("op") or ("na",))[0] if d.get("kind", "kernel") == "kernel" else d.get("kind"),
+    "layer": lambda d: ":".join(d.get("layer") or ()) or "-",
+    "kernel": lambda d: d.get("kShortName") or "na",
+    "callsite": lambda d: d.get("callsite") or "-",
+    "dir": lambda d: d.get("dir") or "na",
+}
+SUMMARY_COLUMNS = ["key", "count", "time_ns", "time_pct", "flops", "tflops", "roofline", "tc_pct"]
+SUMMARY_HEADERS = ["Key", "Count", "Time(ns)", "Time%", "FLOPs", "TFLOP/s", "Roofline%", "TC%"]
+
+
+def summarize(records: Iterable[tuple[int, dict]], out: IO[str], group_by: str, fmt: str = "space",
+              width: int = 0, top: int | None = None, peaks: Peaks | None = None) -> Coverage:
+    """Write the grouped summary table; return the coverage."""
+    if group_by not in GROUP_KEYS:
+        raise UsageError(f"--group-by {group_by!r}: choose one of {', '.join(GROUP_KEYS)}")
+    keyf = GROUP_KEYS[group_by]
+    coverage = Coverage()
+    groups: dict = {}
+    for _i, d, m, r in rows(records, Modeller(), peaks or Peaks(), True, coverage):
+        dur = d.get("kDuration") or 0
+        g = groups.get(k := keyf(d))
+        if g is None:
+            g = groups[k] = [0, 0, 0, 0.0, 0]  # count, ns, flops, ideal ns, tc ns
+        g[0] += 1
+        g[1] += dur
+        if m.flops:
+            g[2] += m.flops
+        if r[3] is not None:
+            g[3] += r[3] * dur / 100.0
+        if m.tc == "1":
+            g[4] += dur
+    total = sum(g[1] for g in groups.values()) or 1
+    table = sorted(groups.items(), key=lambda kv: -kv[1][1])
+    if top:
+        table = table[:top]
+    cls = FORMATS[fmt]
+    w = cls(out, SUMMARY_COLUMNS, SUMMARY_HEADERS, width)
+    w.header()
+    body = []
+    for k, (n, ns, fl, ideal, tc_ns) in table:
+        vals = (k, n, ns, 100.0 * ns / total, fl, fl / ns / 1e3 if ns else None,
+                100.0 * ideal / ns if ns else None, 100.0 * tc_ns / ns if ns else None)
+        if not cls.raw:
+            vals = tuple("na" if v is None else (round(v, 3) if isinstance(v, float) else v) for v in vals)
+        body.append(vals)
+    w.rows(body)
+    w.close()
+    return coverage

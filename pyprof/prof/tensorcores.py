@@ -1,0 +1,59 @@
+"""Did a kernel use Tensor Cores? Rules on kernel names, Volta to Blackwell (docs/tensor_cores.md).
+
+``tc_used(name)`` answers True (the name says tensor-core instructions or a tensor-core-only kernel family),
+False (a matrix kernel that says it runs on CUDA cores: sgemm, ffma, simt, gemv ...) or None (not a matrix
+kernel: element-wise, reductions, copies). The ``tc`` column is then 1, 0 (a GEMM/convolution/attention
+kernel in a dtype that Tensor Cores support, which did not use them), or ``-`` (not applicable).
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+# Checked first: names that say CUDA cores even though they are matrix kernels.
+_SIMT = re.compile(
+    r"ffma|simt|(?<![0-9a-z])[sdcz]gemm|_sgemm|_dgemm|[^a-z]gemv|gemvx|gemv2|gemmSN|gemmk1|dot_kernel|"
+    r"implicit_convolve_sgemm|precomputed_convolve_sgemm|explicit_convolve_sgemm|dgrad_engine|"
+    r"wgrad_alg[0-9]_engine|fft2d|fft_|winograd(?!.*(?:hmma|tensor))|fmha_cutlass[FB]_f32",
+    re.IGNORECASE)
+# A tensor-core instruction shape or kernel family in the name.
+_TC = re.compile(
+    r"(?<![0-9x])(?:884|1688|16816|16832|8816|8832|161616)(?![0-9x])|hmma|imma|dmma|wmma|gmma|tensorop|"
+    r"tensor\d+x\d+x\d+|nvjet|flash_fwd|flash_bwd|FlashAttn|fmha_cutlass|fmha_|cudnn_generated_fort_native_sdpa|"
+    r"sm\d+a?_xmma_\w*?(?:f16|bf16|tf32|e4m3|e5m2|i8|s8|fp8)|cutlass3x_sm\d+|"
+    r"xmma_\w*?(?:hgemm|f16f16|bf16bf16|tf32)|_hgemm|bf16gemm|_h[0-9]+gemm|tcgen05|umma|"
+    r"sm100_|sm120_",
+    re.IGNORECASE)
+# Names of matrix-multiply kernels (used when the op is unknown): these get 0 rather than '-'.
+MATRIX_KERNEL = re.compile(
+    r"gemm|gemv|xmma|nvjet|cutlass|implicit|fprop|dgrad|wgrad|conv|flash|fmha|sdpa|attention|attn|winograd|"
+    r"dot_kernel|wmma|hmma|Kernel2", re.IGNORECASE)
+
+#: dtypes that some generation of Tensor Cores takes (fp32 through TF32). fp64 only on A100/H100/B200, whose
+#: DMMA kernels are recognised by name; a fp64 kernel that did not use them shows '-'.
+TC_DTYPES = frozenset({"float16", "bfloat16", "float32", "float8_e4m3fn", "float8_e5m2", "int8", "uint8", None})
+
+
+@lru_cache(maxsize=65536)
+def tc_used(name: str) -> bool | None:
+    """True if the kernel name says Tensor Cores, False if it says a CUDA-core matrix kernel, else None."""
+    if _SIMT.search(name):
+        return False
+    if _TC.search(name):
+        return True
+    return None
+
+
+@lru_cache(maxsize=65536)
+def tc_column(name: str, matrix_role: bool, dtype: str | None) -> str:
+    """The ``tc`` value: '1', '0' or '-'.
+
+    ``matrix_role`` says the kernel is the matrix kernel of a GEMM/convolution/attention call (or named like
+    one); ``dtype`` is the op's input dtype (None when the marker did not record it).
+    """
+    used = tc_used(name)
+    if used:
+        return "1"
+    if (matrix_role or used is False or MATRIX_KERNEL.search(name)) and dtype in TC_DTYPES:
+        return "0"
+    return "-"

@@ -1,0 +1,16 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="pyprof",
+    version="0.1.0",
+    description="Which PyTorch op, layer and source line launched each GPU kernel, with FLOPs, bytes and roofline",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["pyprof", "pyprof.*"]),
+    # torch is needed only by the capture stage (pyprof.init); parse and prof run without it, so it is an extra.
+    install_requires=["nvtx>=0.2.10", "numpy", "tabulate>=0.9", "tqdm>=4.60"],
+    extras_require={"capture": ["torch>=2.1"], "test": ["pytest>=7", "expecttest"]},
+    entry_points={"console_scripts": ["pyprof=pyprof.cli:main"]},
+)

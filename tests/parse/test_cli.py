@@ -1,0 +1,111 @@
+"""The parse command, run as users run it (a subprocess): stdout, stderr and exit codes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CORPUS
+
+ROOT = Path(__file__).resolve().parents[2]
+SMALL = CORPUS / "nsys" / "nsys2025.5_flameox_cudagraph.sqlite"
+NVPROF = CORPUS / "nvprof" / "nvprof_v18_vectoradd.nvvp"
+
+
+def run(*args: str, stdin: bytes | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "pyprof.parse", *args], input=stdin, capture_output=True,
+                          env=env, cwd=cwd or ROOT, timeout=120)
+
+
+def test_parse_writes_json_lines_and_a_summary(corpus):
+    p = run(str(SMALL))
+    assert p.returncode == 0
+    lines = p.stdout.decode().splitlines()
+    assert len(lines) == 4 and all(json.loads(line)["schema"] == 1 for line in lines)
+    err = p.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and "3 kernels" in err[0] and "attributed to an op" in err[0]
+    assert "\r" not in p.stderr.decode()  # no progress bar when stderr is not a terminal
+
+
+@pytest.mark.parametrize("name", ["lfs_pointer.sqlite", "nvvp_session_xml.nvvp", "pgprof_database.nvvp"])
+def test_not_a_profile_one_line_exit_1_nothing_on_stdout(corpus, name):
+    path = corpus / "not-a-profile" / name
+    p = run(str(path))
+    assert p.returncode == 1 and p.stdout == b""
+    err = p.stderr.decode().strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0]
+    assert "Traceback" not in p.stderr.decode()
+
+
+def test_truncated_export_refused_before_any_output(corpus, tmp_path):
+    data = (corpus / "nsys" / "nsys2026.2_h100_2gpu_torch_nccl.sqlite").read_bytes()
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(data[: len(data) * 3 // 4])
+    p = run(str(cut))
+    assert p.returncode == 1 and p.stdout == b"" and "truncated" in p.stderr.decode()
+    assert len(p.stderr.decode().strip().splitlines()) == 1
+
+
+def test_bad_file_among_several_writes_nothing(corpus):
+    p = run(str(SMALL), str(corpus / "not-a-profile" / "lfs_pointer.sqlite"))
+    assert p.returncode == 1 and p.stdout == b""
+
+
+def test_missing_file(tmp_path):
+    p = run(str(tmp_path / "nope.sqlite"))
+    assert p.returncode == 1 and p.stdout == b"" and "nope.sqlite" in p.stderr.decode()
+    assert len(p.stderr.decode().strip().splitlines()) == 1
+
+
+def test_usage_errors_exit_2():
+    assert run().returncode == 2
+    p = run("-j", "0", "x")
+    assert p.returncode == 2 and p.stdout == b""
+
+
+def test_no_kernels_is_not_an_error(corpus):
+    p = run(str(corpus / "nsys" / "nsys2024.6_no_cuda.sqlite"))
+    assert p.returncode == 0 and p.stdout == b""
+    assert "no GPU kernels" in p.stderr.decode()
+
+
+def test_stdin(corpus):
+    p = run("-", stdin=SMALL.read_bytes())
+    assert p.returncode == 0 and len(p.stdout.decode().splitlines()) == 4
+    assert "<stdin>" in p.stderr.decode()
+
+
+def test_several_files_in_parallel_same_as_serial(corpus):
+    serial = run(str(SMALL), str(NVPROF))
+    parallel = run("-j", "2", str(SMALL), str(NVPROF))
+    assert serial.returncode == parallel.returncode == 0
+    assert serial.stdout == parallel.stdout and len(serial.stdout.decode().splitlines()) == 8
+
+
+def test_output_file_is_written_whole_or_not_at_all(corpus, tmp_path):
+    out = tmp_path / "net.dict"
+    assert run("-o", str(out), str(SMALL)).returncode == 0
+    assert len(out.read_text().splitlines()) == 4
+    bad = tmp_path / "bad.dict"
+    assert run("-o", str(bad), str(corpus / "not-a-profile" / "lfs_pointer.sqlite")).returncode == 1
+    assert not bad.exists() and not list(tmp_path.glob(".pyprof-parse-*"))
+
+
+def test_main_is_callable_without_a_subprocess(corpus, capsys):
+    from pyprof.parse.cli import main
+
+    assert main(["-q", str(SMALL)]) == 0
+    assert main([str(corpus / "not-a-profile" / "lfs_pointer.sqlite")]) == 1
+
+
+def test_import_does_not_need_torch():
+    code = ("import sys; sys.modules['torch'] = None; import pyprof.parse, pyprof.parse.cli, "
+            "pyprof.parse.nsys, pyprof.parse.nvprof, pyprof.parse.kineto; print('ok')")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert p.stdout.strip() == b"ok", p.stderr.decode()

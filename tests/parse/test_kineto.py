@@ -1,0 +1,136 @@
+"""Unit tests of the PyTorch profiler (Kineto JSON) reader on small synthetic traces.
+
+The event shapes (cat, args keys, the backward node's evaluate_function wrapper, Sequence number and
+Fwd thread id) copy a real ``export_chrome_trace`` of torch 2.x on the CPU; the GPU events copy
+Kineto's kernel / cuda_runtime fields. Real H200 traces will replace these as fixtures.
+"""
+from __future__ import annotations
+
+import gzip
+import io
+import json
+
+import pytest
+
+from pyprof.common import InputError
+from pyprof.parse import parse_file
+
+PID, MAIN, BWD = 4242, 4242, 4300
+
+
+def op(name, ts, dur, tid=MAIN, **args):
+    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+
+def launch(ts, corr, tid=MAIN, name="cudaLaunchKernel"):
+    return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": PID, "tid": tid, "ts": ts, "dur": 2.5,
+            "args": {"cbid": 211, "correlation": corr}}
+
+
+def kernel(name, ts, dur, corr):
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
+            "args": {"queued": 0, "device": 0, "context": 1, "stream": 7, "correlation": corr,
+                     "registers per thread": 90, "shared memory": 16384, "blocks per SM": 0.5,
+                     "grid": [4, 1, 1], "block": [128, 1, 1], "est. achieved occupancy %": 6}}
+
+
+def trace() -> dict:
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "layer:encoder", "pid": PID, "tid": MAIN,
+         "ts": 1000.0, "dur": 500.0, "args": {}},
+        op("aten::linear", 1010.0, 100.0, **{"Sequence number": 0, "Fwd thread id": 0,
+           "Input Dims": [[2, 8], [4, 8], [4]], "Input type": ["c10::Half", "c10::Half", "c10::Half"],
+           "Concrete Inputs": ["", "", ""]}),
+        op("aten::addmm", 1020.0, 80.0, **{"Sequence number": 1, "Fwd thread id": 0,
+           "Input Dims": [[4], [2, 8], [8, 4], [], []],
+           "Input type": ["c10::Half", "c10::Half", "c10::Half", "Scalar", "Scalar"],
+           "Concrete Inputs": ["", "", "", "1", "1"]}),
+        launch(1030.0, corr=11),
+        kernel("void gemm<__half>(int)", 1040.0, 5.125, corr=11),
+        op("autograd::engine::evaluate_function: AddmmBackward0", 2000.0, 300.0, tid=BWD,
+           **{"Sequence number": 1, "Fwd thread id": 1}),
+        op("AddmmBackward0", 2001.0, 290.0, tid=BWD, **{"Sequence number": 1, "Fwd thread id": 1}),
+        op("aten::mm", 2010.0, 100.0, tid=BWD, **{"Input Dims": [[2, 4], [4, 8]],
+                                                  "Input type": ["c10::Half", "c10::Half"]}),
+        launch(2020.0, corr=12, tid=BWD),
+        kernel("void gemm<__half>(int)", 2100.0, 4.0, corr=12),
+        op("aten::mm", 2150.0, 100.0, tid=BWD),
+        launch(2160.0, corr=13, tid=BWD),
+        kernel("void gemm<__half>(int)", 2200.0, 4.0, corr=13),
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pageable -> Device)", "pid": 0, "tid": 7,
+         "ts": 3000.0, "dur": 1.0, "args": {"device": 0, "stream": 7, "correlation": 14, "bytes": 64}},
+        {"ph": "i", "cat": "cpu_instant_event", "name": "ignored", "pid": PID, "tid": MAIN, "ts": 1.0},
+    ]
+    # Kineto does not write events in time order: the reader must sort.
+    events.reverse()
+    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "totalGlobalMem":
+            150000000000, "computeMajor": 9, "computeMinor": 0, "numSms": 132}], "traceEvents": events,
+            "traceName": "x.pt.trace.json"}
+
+
+def parse(path) -> list[dict]:
+    out = io.StringIO()
+    parse_file(str(path), out)
+    return [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_kineto_kernels_get_ops_shapes_and_forward_links(tmp_path, gz):
+    data = json.dumps(trace()).encode()
+    path = tmp_path / ("t.pt.trace.json.gz" if gz else "t.json")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    fwd, dgrad, wgrad, copy = parse(path)
+    assert (fwd["start_ns"], fwd["kDuration"]) == (1040000, 5125)
+    assert fwd["kShortName"] == "gemm" and fwd["gpu"] == "NVIDIA H200" and fwd["gpu_props"]["numSms"] == 132
+    assert fwd["registers"] == 90 and fwd["grid"] == [4, 1, 1]
+    assert fwd["op"] == ["linear", "addmm"] and fwd["mod"] == ["aten", "aten"]
+    assert fwd["args"] == [{"type": "tensor", "shape": [2, 8], "dtype": "float16"},
+                           {"type": "tensor", "shape": [4, 8], "dtype": "float16"},
+                           {"type": "tensor", "shape": [4], "dtype": "float16"}]
+    assert fwd["layer"] == ["encoder"] and fwd["dir"] == "fprop" and fwd["seqId"] == [0, 1]
+    assert (fwd["api"], fwd["pid"], fwd["tid"]) == ("cudaLaunchKernel", PID, MAIN)
+    for k, sub in ((dgrad, 0), (wgrad, 1)):
+        assert k["dir"] == "bprop" and k["op"] == ["mm"] and k["subSeqId"] == sub
+        assert k["fwd"]["op"] == "linear" and k["fwd"]["seq"] == 1 and k["fwd"]["layer"] == ["encoder"]
+        assert k["fwd"]["args"][0]["shape"] == [2, 8]
+    assert (copy["kind"], copy["copy_kind"], copy["bytes"], copy["api"]) == ("memcpy", "HtoD", 64, None)
+
+
+def test_kineto_scalars_from_concrete_inputs(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace()))
+    recs = parse(path)
+    # addmm's beta/alpha are Scalars with Concrete Inputs "1": decoded as ints.
+    from pyprof.parse.markers import seq_marker
+
+    m = seq_marker("aten::addmm", 1, [[4], [2, 8], [8, 4], [], []],
+                   ["c10::Half", "c10::Half", "c10::Half", "Scalar", "Scalar"], ["", "", "", "1", "1"])
+    assert m.get_args()[3:] == [{"type": "int", "value": 1}, {"type": "int", "value": 1}]
+    assert len(recs) == 4
+
+
+def test_truncated_trace_is_refused_before_output(tmp_path):
+    data = json.dumps(trace()).encode()
+    path = tmp_path / "t.json"
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="truncated"):
+        parse(path)
+    gz = tmp_path / "t.json.gz"
+    gz.write_bytes(gzip.compress(data)[:200])
+    with pytest.raises(InputError):
+        parse(gz)
+
+
+def test_json_that_is_not_a_trace(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text('{"hello": [1, 2, 3]}')
+    with pytest.raises(InputError, match="traceEvents"):
+        parse(path)
+
+
+def test_trace_without_gpu_events_has_no_records(tmp_path):
+    t = trace()
+    t["traceEvents"] = [e for e in t["traceEvents"] if e["cat"] not in ("kernel", "gpu_memcpy")]
+    path = tmp_path / "cpu.json"
+    path.write_text(json.dumps(t))
+    assert parse(path) == []

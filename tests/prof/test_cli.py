@@ -1,0 +1,168 @@
+"""The command line, run as users run it (python -m pyprof.prof) and through main(argv)."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from pyprof.prof.cli import main
+
+from .helpers import S, T, rec
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_kernel__5x_cublas"
+
+
+def records() -> list[dict]:
+    lin = [T([64, 256], "bfloat16"), T([512, 256], "bfloat16"), T([512], "bfloat16")]
+    return [
+        rec(GEMM, 2000, "linear", "torch.nn.functional", lin, callsite="model.py:10", layer=["enc"],
+            trace=["train.py:3", "/src/model.py:10"]),
+        rec("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", 500, "add",
+            "torch", [T([64, 512], "bfloat16"), T([512], "bfloat16")], seq=(2,), callsite="model.py:11"),
+        rec("mystery_kernel", 100, "my_op", "torch", [], seq=(3,)),
+        {"kind": "memcpy", "kShortName": "Memcpy HtoD", "kDuration": 50, "bytes": 1024, "copy_kind": "HtoD"},
+    ]
+
+
+@pytest.fixture
+def dict_file(tmp_path):
+    p = tmp_path / "net.dict"
+    p.write_text("".join(json.dumps(r) + "\n" for r in records()))
+    return str(p)
+
+
+def prof(*argv, stdin=None):
+    return subprocess.run([sys.executable, "-m", "pyprof.prof", *argv], input=stdin, capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+
+
+def test_default_space_separated(dict_file):
+    p = prof(dict_file)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].split() == ["Idx", "Direction", "Sub", "Module", "Op", "Kernel", "Params", "Sil(ns)"]
+    assert all(len(line.split(" ")) == 8 for line in lines)  # one field per column, for awk
+    assert lines[1].split()[6] == "M=64,N=512,K=256,bf16"
+    assert "modelled for" in p.stderr and "no formula for torch.my_op" in p.stderr
+
+
+def test_csv_parses_back(dict_file):
+    p = prof("--csv", "-c", "idx,op,kernel,params,sil,tc,flops,bytes,roofline,note", dict_file)
+    rows = list(csv.reader(io.StringIO(p.stdout)))
+    assert rows[0] == ["Idx", "Op", "Kernel", "Params", "Sil(ns)", "TC", "FLOPs", "Bytes", "Roofline%", "Note"]
+    assert rows[1][2] == GEMM and rows[1][3] == "M=64,N=512,K=256,bf16" and rows[1][5] == "1"
+    assert rows[1][6] == str(2 * 64 * 512 * 256)
+    assert rows[2][5] == "-" and rows[3][6] == "na" and rows[3][9] == "no formula for torch.my_op"
+    assert len(rows) == 5
+
+
+@pytest.mark.parametrize("width,cols", [(40, "idx,dir,sub,mod,op,kernel,params,sil"), (100, "all"), (300, "all")])
+def test_width_is_respected(dict_file, width, cols):
+    p = prof("-w", str(width), "-c", cols, dict_file)
+    assert p.returncode == 0, p.stderr
+    assert max(len(line) for line in p.stdout.splitlines()) <= width
+
+
+def test_too_narrow_is_a_usage_error(dict_file):
+    p = prof("-w", "5", dict_file)
+    assert p.returncode == 2 and p.stdout == "" and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_stdin_and_dash(dict_file):
+    text = open(dict_file).read()
+    a, b = prof(stdin=text), prof("-", stdin=text)
+    assert a.returncode == b.returncode == 0 and a.stdout == b.stdout == prof(dict_file).stdout
+
+
+def test_malformed_line_is_one_message_and_exit_1(dict_file):
+    text = open(dict_file).read().splitlines()
+    text.insert(2, '{"kind": "kernel", oops')
+    p = prof("-", stdin="\n".join(text) + "\n")
+    assert p.returncode == 1
+    assert p.stdout == ""  # small inputs: nothing half-written
+    assert p.stderr.strip().splitlines() == ["pyprof.prof: <stdin>: line 3: not a JSON record nor a PyProf dict line"]
+
+
+def test_non_object_line(tmp_path):
+    f = tmp_path / "x.dict"
+    f.write_text("[1, 2]\n")
+    p = prof(str(f))
+    assert p.returncode == 1 and "line 1" in p.stderr and str(f) in p.stderr
+
+
+def test_missing_file_and_bad_column():
+    assert prof("/nonexistent.dict").returncode == 1
+    p = prof("-c", "idx,bogus", "/nonexistent.dict")
+    assert p.returncode == 2 and "bogus" in p.stderr
+
+
+def test_original_pyprof_dict_line(tmp_path):
+    line = ("{'kShortName': 'volta_h884gemm_64x64_ldg8_nn', 'kDuration': 1000, 'layer': [], 'trace': [], "
+            "'reprMarkers': [], 'marker': [\"{'mod': 'torch.nn.functional', 'op': 'linear', 'args': [{'name': '', "
+            "'type': 'tensor', 'shape': (64, 256), 'dtype': 'float16'}, {'name': '', 'type': 'tensor', "
+            "'shape': (512, 256), 'dtype': 'float16'}]}\"], 'seqMarker': [], 'seqId': [1], 'subSeqId': 0, "
+            "'altSeqId': [], 'dir': 'fprop', 'mod': ['torch.nn.functional'], 'op': ['linear'], 'tid': 1, "
+            "'device': 0, 'stream': 7, 'grid': (1, 1, 1), 'block': (256, 1, 1), 'kLongName': 'volta_h884gemm'}")
+    f = tmp_path / "old.dict"
+    f.write_text(line + "\n")
+    p = prof("--csv", "-c", "op,params,tc,flops,grid", str(f))
+    assert p.returncode == 0, p.stderr
+    assert list(csv.reader(io.StringIO(p.stdout)))[1] == ["linear", "M=64,N=512,K=256,fp16", "1",
+                                                          str(2 * 64 * 512 * 256), "(1,1,1)"]
+
+
+def test_jsonl_output(dict_file):
+    p = prof("--jsonl", "-c", "idx,flops,bytes,tc,note", dict_file)
+    rows = [json.loads(x) for x in p.stdout.splitlines()]
+    assert rows[0]["flops"] == 2 * 64 * 512 * 256 and rows[2]["flops"] is None and rows[2]["note"]
+
+
+def test_group_by_op_sorted_by_time_with_top(dict_file):
+    p = prof("--group-by", "op", "--csv", "--top", "2", dict_file)
+    rows = list(csv.reader(io.StringIO(p.stdout)))
+    assert rows[0][:3] == ["Key", "Count", "Time(ns)"]
+    assert [r[0] for r in rows[1:]] == ["linear", "add"]
+    assert float(rows[1][7]) == 100.0  # the GEMM ran on Tensor Cores
+
+
+def test_help_lists_every_column():
+    p = prof("-h")
+    from pyprof.prof.columns import COLUMNS
+
+    assert p.returncode == 0 and all(f"\n{c} " in p.stdout for c in COLUMNS)
+
+
+def test_plugin_registers_a_user_op(tmp_path, dict_file):
+    plugin = tmp_path / "my_ops.py"
+    plugin.write_text(
+        "from pyprof.prof import register, estimate\n"
+        "@register('torch.my_op', family='pointwise')\n"
+        "def my_op(a):\n"
+        "    '''my_op: 1 FLOP, 8 bytes (a test).'''\n"
+        "    return estimate(1, [(2, 'float32')], 'mine')\n")
+    p = prof("--plugin", str(plugin), "--csv", "-c", "op,params,flops,bytes", dict_file)
+    assert p.returncode == 0, p.stderr
+    assert list(csv.reader(io.StringIO(p.stdout)))[3] == ["my_op", "mine", "1", "8"]
+
+
+def test_plugin_cannot_silently_replace_a_builtin(tmp_path, dict_file):
+    plugin = tmp_path / "dup.py"
+    plugin.write_text("from pyprof.prof import register\n@register('torch.mm')\ndef mine(a):\n    pass\n")
+    p = prof("--plugin", str(plugin), dict_file)
+    assert p.returncode == 2 and "already registered" in p.stderr and "mm" in p.stderr
+
+
+def test_main_in_process(dict_file, capsys):
+    assert main(["-q", "-c", "idx,flops", dict_file]) == 0
+
+
+def test_import_does_not_import_torch():
+    code = "import sys; sys.modules['torch'] = None; import pyprof.prof, pyprof.prof.cli; print('ok')"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert p.stdout.strip() == "ok", p.stderr

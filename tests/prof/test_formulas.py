@@ -1,0 +1,316 @@
+"""Table-driven formula tests: each case gives the arguments, the role, and the expected FLOPs and bytes with
+the arithmetic beside them. Every registered formula must have a case, and every registered name must reach
+its formula through the same lookup that records use."""
+from __future__ import annotations
+
+import pytest
+
+from pyprof.prof import registry
+from pyprof.prof.args import Args
+from pyprof.prof.formulas import loss as loss_mod
+from pyprof.prof.formulas import optim as optim_mod
+from pyprof.prof.formulas import pointwise as pw
+from pyprof.prof.formulas import reduce as red
+from pyprof.prof.model import Modeller
+
+from .helpers import D, L, S, T, rec, split_name
+
+CONV_X, CONV_W = T([2, 3, 8, 8]), T([4, 3, 3, 3])
+Q16 = T([2, 4, 16, 8], "float16")  # B=2, H=4, L=16, D=8
+QBLHD = T([2, 16, 4, 8], "float16")  # the same in [B, L, H, D]
+
+# formula name -> list of (op name, args, role, flops, bytes)
+CASES: dict[str, list] = {
+    "mm": [
+        ("torch.mm", [T([64, 128], "float16"), T([128, 32], "float16")], "fprop",
+         524288,  # 2·64·32·128
+         28672),  # (64·128 + 128·32 + 64·32)·2 B
+        ("aten::mm", [T([64, 128], "float16"), T([128, 32], "float16")], "dgrad",
+         524288,  # dA = dC·Bᵀ: 2·64·32·128
+         28672),  # dC 64·32 + B 128·32 read, dA 64·128 written, ·2 B
+    ],
+    "addmm": [("aten::addmm", [T([32], "float16"), T([64, 128], "float16"), T([128, 32], "float16")], "fprop",
+               524288,  # bias ignored: 2·64·32·128
+               28736)],  # 28672 + bias 32·2
+    "bmm": [("torch.bmm", [T([4, 64, 128], "bfloat16"), T([4, 128, 32], "bfloat16")], "fprop",
+             2097152,  # 2·4·64·32·128
+             114688)],  # 4·(8192 + 4096 + 2048)·2
+    "baddbmm": [("torch.baddbmm", [T([4, 64, 32], "bfloat16"), T([4, 64, 128], "bfloat16"),
+                                   T([4, 128, 32], "bfloat16")], "fprop",
+                 2097152,  # as bmm
+                 131072)],  # 114688 + self 4·64·32·2
+    "matmul": [
+        ("torch.matmul", [T([8, 64, 128]), T([128, 32])], "fprop",
+         4194304,  # folded: M = 8·64 = 512; 2·512·32·128
+         344064),  # (512·128 + 128·32 + 512·32)·4
+        ("torch.Tensor.__matmul__", [T([2, 1, 64, 128], "float16"), T([3, 128, 32], "float16")], "fprop",
+         3145728,  # batch 2·3 = 6: 2·6·64·32·128
+         172032),  # 6·(8192 + 4096 + 2048)·2, broadcast operands counted per batch
+    ],
+    "linear": [
+        ("torch.nn.functional.linear", [T([4, 16, 256], "bfloat16"), T([512, 256], "bfloat16"), T([512], "bfloat16")],
+         "fprop",
+         16777216,  # M = 4·16 = 64: 2·64·512·256
+         361472),  # (64·256 + 256·512 + 512 + 64·512)·2
+        ("aten::linear", [T([4, 16, 256], "bfloat16"), T([512, 256], "bfloat16"), T([512], "bfloat16")], "wgrad",
+         16777216,  # dW = xᵀ·dY: 2·64·512·256
+         360448),  # (x 64·256 + dY 64·512 + dW 256·512)·2
+    ],
+    "mv": [("torch.mv", [T([64, 128]), T([128])], "fprop",
+            16384,  # 2·64·1·128
+            33536)],  # (8192 + 128 + 64)·4
+    "addmv": [("torch.addmv", [T([64]), T([64, 128]), T([128])], "fprop", 16384, 33536)],  # as mv
+    "dot": [("torch.dot", [T([1000]), T([1000])], "fprop",
+             2000,  # 2·1·1·1000
+             8004)],  # (1000 + 1000 + 1)·4
+    "scaled_mm": [("aten::_scaled_mm", [T([64, 128], "float8_e4m3fn"), T([128, 32], "float8_e4m3fn"), T([]), T([]),
+                                        D("bfloat16", "out_dtype")], "fprop",
+                   524288,  # 2·64·32·128
+                   16384)],  # (64·128 + 128·32)·1 + 64·32·2 (bf16 out)
+    "einsum": [("torch.einsum", [S("bik,bkj->bij"), T([2, 3, 4]), T([2, 4, 5])], "fprop",
+                240,  # 2·(b2·i3·k4·j5) = 2·120, = bmm 2·2·3·5·4
+                376)],  # (24 + 40 + 30)·4
+    "conv_nd": [
+        ("torch.nn.functional.conv2d", [CONV_X, CONV_W, S(None), S([1, 1], "stride"), S([1, 1], "padding")], "fprop",
+         27648,  # out 8×8: 2·N2·Cout4·Cin3·k9·64
+         4016),  # (x 384 + w 108 + y 2·4·64)·4
+        ("torch.conv2d", [T([1, 4, 9, 9]), T([8, 2, 3, 3]), S(None), S(2), S(0), S(1), S(2)], "fprop",
+         4608,  # out (9-3)//2+1 = 4: 2·1·8·(4/2)·9·16
+         2384),  # (324 + 144 + 8·16)·4
+        ("torch.nn.functional.conv1d", [T([2, 4, 10]), T([6, 4, 3]), S("same", "padding")], "fprop",
+         2880,  # 'same': out 10: 2·2·6·4·3·10
+         1088),  # (80 + 72 + 120)·4
+    ],
+    "conv_transpose_nd": [("torch.nn.functional.conv_transpose2d",
+                           [T([1, 4, 5, 5]), T([4, 2, 3, 3]), S(None), S(2, "stride"), S(1, "padding"),
+                            S(1, "output_padding")], "fprop",
+                           3600,  # 2·N1·Cin4·(Cout2)·k9·in 25; out (5-1)·2 - 2 + 2 + 1 + 1 = 10
+                           1488)],  # (100 + 72 + 2·100)·4
+    "convolution": [
+        ("aten::convolution", [CONV_X, CONV_W, S(None), S([1, 1]), S([1, 1]), S([1, 1]), S(False), S([0, 0]), S(1)],
+         "fprop", 27648, 4016),  # as conv2d above
+        ("aten::_convolution", [CONV_X, CONV_W, S(None), S([1, 1]), S([1, 1]), S([1, 1]), S(False), S([0, 0]), S(1)],
+         "dgrad", 27648,  # dgrad = forward FLOPs
+         4016),  # reads dY 512 + w 108, writes dX 384; ·4
+    ],
+    "cudnn_convolution": [("aten::cudnn_convolution", [CONV_X, CONV_W, S([1, 1]), S([1, 1]), S([1, 1]), S(1)], "fprop",
+                           27648, 4016)],  # as conv2d above
+    "cudnn_convolution_transpose": [("aten::cudnn_convolution_transpose",
+                                     [T([1, 4, 5, 5]), T([4, 2, 3, 3]), S([1, 1]), S([1, 1]), S([2, 2]), S([1, 1]),
+                                      S(1)], "fprop", 3600, 1488)],  # as conv_transpose2d above
+    "backend_convolution_with_bias": [("aten::mkldnn_convolution",
+                                       [CONV_X, CONV_W, T([4]), S([1, 1]), S([1, 1]), S([1, 1]), S(1)], "fprop",
+                                       27648, 4032)],  # 4016 + bias 4·4
+    "scaled_dot_product_attention": [
+        ("torch.nn.functional.scaled_dot_product_attention", [Q16, Q16, Q16], "fprop",
+         65536,  # 2·BH8·16·16·8 (Q·Kᵀ) + 2·8·16·16·8 (P·V)
+         8704),  # q, k, v, o: 4·1024·2 + logsumexp 8·16·4
+        ("aten::_scaled_dot_product_flash_attention", [Q16, Q16, Q16], "bprop",
+         163840,  # five GEMMs: 5·2·8·16·16·8
+         16896),  # q, k, v, o, dO 5·1024·2 + lse 512 + dq, dk, dv 3·1024·2
+    ],
+    "scaled_dot_product_attention_backward": [("aten::_scaled_dot_product_efficient_attention_backward",
+                                               [Q16, Q16, Q16, Q16], "fprop", 163840, 16896)],  # as above
+    "flash_attention_forward": [("aten::_flash_attention_forward", [QBLHD, QBLHD, QBLHD], "fprop", 65536, 8704)],
+    "flash_attention_backward": [("aten::_flash_attention_backward", [QBLHD, QBLHD, QBLHD, QBLHD], "fprop",
+                                  163840, 16896)],
+    "glu": [("torch.nn.functional.glu", [T([4, 10])], "fprop",
+             80,  # 4·(40/2)
+             240)],  # (40 + 20)·4
+    "dropout": [
+        ("torch.nn.functional.dropout", [T([100], "float16"), S(0.1)], "fprop",
+         200,  # 2·100
+         500),  # x 200 + y 200 + mask 100
+        ("aten::native_dropout", [T([100], "float16"), S(0.1)], "bprop",
+         100,  # 1·100
+         500),  # dy 200 + mask 100 + dx 200
+    ],
+    "softmax": [
+        ("torch.softmax", [T([8, 100]), S(-1)], "fprop",
+         4000,  # 5·800
+         6400),  # 2·800·4
+        ("aten::_log_softmax", [T([8, 100]), S(-1)], "bprop",
+         3200,  # 4·800
+         9600),  # 3·800·4
+    ],
+    "batch_norm": [("torch.nn.functional.batch_norm", [T([2, 4, 3, 3]), T([4]), T([4]), T([4]), T([4])], "fprop",
+                    504,  # 7·72
+                    640)],  # (72 + 72 + 16)·4
+    "layer_norm": [
+        ("torch.nn.functional.layer_norm", [T([2, 8, 16], "float16"), S([16]), T([16], "float16"),
+                                            T([16], "float16")], "fprop",
+         1792,  # 7·256
+         1088),  # (256 + 256 + 32)·2
+        ("aten::native_layer_norm", [T([2, 8, 16], "float16"), S([16]), T([16], "float16"), T([16], "float16")],
+         "bprop", 3584,  # 2·7·256
+         1600),  # (3·256 + 32)·2
+    ],
+    "rms_norm": [("torch.nn.functional.rms_norm", [T([4, 32], "bfloat16"), S([32]), T([32], "bfloat16")], "fprop",
+                  512,  # 4·128
+                  576)],  # (128 + 128 + 32)·2
+    "group_norm": [("torch.nn.functional.group_norm", [T([2, 8, 4, 4]), S(4), T([8]), T([8])], "fprop",
+                    1792,  # 7·256
+                    2112)],  # (256 + 256 + 16)·4
+    "instance_norm": [("torch.nn.functional.instance_norm", [T([2, 3, 4, 4])], "fprop",
+                       672,  # 7·96
+                       768)],  # 2·96·4
+    "normalize": [("torch.nn.functional.normalize", [T([4, 8])], "fprop",
+                   96,  # 3·32
+                   256)],  # 2·32·4
+    "fused_adam": [("aten::_fused_adam_", [L(T([10]), T([20])), L(T([10]), T([20])), L(T([10]), T([20])),
+                                           L(T([10]), T([20]))], "fprop",
+                    390,  # 13·30
+                    840)],  # p, g, m, v read + p, m, v written: 7·30·4
+    "fused_adamw": [("aten::_fused_adamw_", [L(T([10]), T([20])), L(T([10]), T([20])), L(T([10]), T([20])),
+                                             L(T([10]), T([20])), S(0.01, "weight_decay")], "fprop",
+                     420,  # (13 + 1 decoupled decay)·30
+                     840)],  # 7·30·4
+    "fused_sgd": [("aten::_fused_sgd_", [L(T([10])), L(T([10])), L(T([10])), S(0.9, "momentum")], "fprop",
+                   40,  # 4·10 with momentum
+                   200)],  # p 2·10 + g 10 + buf 2·10, ·4
+    "to_copy": [("torch.Tensor.to", [T([10]), D("float16")], "fprop",
+                 0, 60)],  # read 10·4, write 10·2
+    "copy_": [("torch.Tensor.copy_", [T([10], "float16"), T([10])], "fprop",
+               0, 60)],  # read src 10·4, write self 10·2
+    "cat": [("torch.cat", [L(T([2, 3]), T([4, 3])), S(0)], "fprop",
+             0, 144)],  # read 18·4, write 18·4
+    "index_select": [("torch.index_select", [T([10, 4]), S(0), T([3], "int64")], "fprop",
+                      0, 120)],  # index 3·8 + 12 elements read + 12 written, ·4
+    "gather": [("torch.gather", [T([10, 4]), S(1), T([10, 2], "int64")], "fprop",
+                0, 320)],  # index 20·8 + 20·4 read + 20·4 written
+    "index": [("aten::index", [T([10, 4]), L(T([3], "int64"))], "fprop",
+               0, 120)],  # index 3·8 + 3·4 elements read and written, ·4
+    "scatter": [("torch.scatter", [T([10, 4]), S(0), T([2, 4], "int64"), T([2, 4])], "fprop",
+                 0, 128)],  # index 8·8 + src 8·4 + 8·4 written
+    "scatter_add": [("torch.scatter_add", [T([10, 4]), S(0), T([2, 4], "int64"), T([2, 4])], "fprop",
+                     8,  # one add per source element
+                     160)],  # 128 + 8·4 read of x at the scattered positions
+    "masked_fill": [("torch.masked_fill", [T([4, 4]), T([4, 4], "bool"), S(0.0)], "fprop",
+                     0, 144)],  # x 64 + mask 16 + y 64
+    "masked_select": [("torch.masked_select", [T([4, 4]), T([4, 4], "bool")], "fprop",
+                       0, 144)],  # upper bound: as masked_fill
+    "fill_like": [("torch.Tensor.zero_", [T([10])], "fprop", 0, 40)],  # write 10·4
+    "fill_new": [("torch.zeros", [S([2, 3])], "fprop", 0, 24)],  # write 6·4 (float32 default)
+    "embedding": [
+        ("torch.nn.functional.embedding", [T([4, 5], "int64"), T([100, 16])], "fprop",
+         0, 2720),  # idx 20·8 + 20·16·4 read + 320·4 written
+        ("torch.nn.functional.embedding", [T([4, 5], "int64"), T([100, 16])], "bprop",
+         320,  # one add per gradient element
+         4000),  # dY 1280 + idx 160 + read-modify-write 2·1280
+    ],
+    "aten_embedding": [("aten::embedding", [T([100, 16]), T([4, 5], "int64")], "fprop", 0, 2720)],
+    "embedding_bag": [("torch.nn.functional.embedding_bag", [T([4, 5], "int64"), T([100, 16])], "fprop",
+                       320,  # 20 rows · 16 summed
+                       1696)],  # idx 160 + rows 1280 + 4 bags·16·4
+    "aten_embedding_bag": [("aten::embedding_bag", [T([100, 16]), T([4, 5], "int64")], "fprop", 320, 1696)],
+    "interpolate": [("torch.nn.functional.interpolate", [T([1, 2, 4, 4]), S(None), S(2.0), S("bilinear")], "fprop",
+                     896,  # out 8×8·2 = 128 elements · 7
+                     640)],  # (32 + 128)·4
+    "upsample": [("aten::upsample_nearest2d", [T([1, 2, 4, 4]), S([8, 8])], "fprop",
+                  128,  # 1 per output element (floor)
+                  640)],  # (32 + 128)·4
+    "pad": [("torch.nn.functional.pad", [T([1, 2, 4, 4]), S([1, 1, 1, 1])], "fprop",
+             0, 416)],  # (32 + 2·6·6)·4
+}
+
+# Formulas made from tables: one case each, the expected numbers from the documented per-element cost.
+for _name, _cost in {**pw.UNARY, **pw.BINARY}.items():
+    CASES[f"pointwise_{_name}"] = [(f"torch.{_name}", [T([4, 8], "float16"), T([8], "float16")]
+                                    if _name in pw.BINARY else [T([4, 8], "float16")], "fprop",
+                                    _cost * 32,  # cost · 4·8 output elements
+                                    (32 + 8 + 32) * 2 if _name in pw.BINARY else (32 + 32) * 2)]
+for _name, _cost in pw.TERNARY.items():
+    CASES[f"pointwise_{_name}"] = [(f"torch.{_name}", [T([10], "bool" if _name == "where" else "float32"), T([10]),
+                                                       T([10])], "fprop", _cost * 10,
+                                    (10 + 80 + 40) if _name == "where" else 160)]  # 3 read + 1 written
+for _name, _cost in pw.COMPARE.items():
+    CASES[f"pointwise_{_name}"] = [(f"torch.{_name}", [T([4, 8], "float16"), T([4, 8], "float16")], "fprop",
+                                    _cost * 32, 64 + 64 + 32)]  # two fp16 inputs, bool output
+for _name, _cost in red._COST.items():
+    _out = 10 if _name in red._SCANS else 1
+    CASES[f"reduce_{_name.replace('.', '_')}"] = [(f"torch.{_name}", [T([10])], "fprop", _cost * 10,
+                                                   40 + _out * (8 if _name in red._INDEX_OUT else
+                                                                1 if _name in ("all", "any") else 4))]
+for _name, _cost in {**loss_mod._PER_ELEMENT, "nll_loss": 1}.items():
+    CASES[_name] = [(f"torch.nn.functional.{_name}", [T([4, 10]), T([4], "int64")], "fprop",
+                     4 if _name == "nll_loss" else _cost * 40,  # per target / per input element
+                     160 + 32 + 4)]  # input 40·4 + target 4·8 + scalar loss
+for _name, _cost in optim_mod._FOREACH.items():
+    CASES[f"foreach_{_name}"] = [(f"aten::_foreach_{_name}_", [L(T([10]), T([20]))], "fprop", _cost * 30,
+                                  2 * 30 * 4)]  # read and write 30 elements
+for _m, _d in {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int": 4, "long": 8, "bool": 1, "short": 2,
+               "char": 1, "byte": 1}.items():
+    _dtype = {"float": "float32", "half": "float16", "double": "float64", "int": "int32", "long": "int64",
+              "short": "int16", "char": "int8", "byte": "uint8"}.get(_m, _m)
+    CASES[f"cast_to_{_dtype}"] = [(f"torch.Tensor.{_m}", [T([10])], "fprop", 0, 40 + 10 * _d)]
+for _d in (1, 2, 3):
+    _x = T([1, 2] + [4] * _d)  # 2·4^d elements
+    _n_in, _n_out = 2 * 4 ** _d, 2 * 2 ** _d  # kernel 2, stride 2 halves each dim
+    CASES[f"max_pool{_d}d"] = [(f"torch.nn.functional.max_pool{_d}d", [_x, S(2)], "fprop",
+                                _n_out * 2 ** _d, (_n_in + _n_out) * 4)]  # window 2^d per output
+    CASES[f"max_pool{_d}d_with_indices"] = [(f"aten::max_pool{_d}d_with_indices", [_x, S(2)], "fprop",
+                                             _n_out * 2 ** _d, (_n_in + _n_out) * 4 + _n_out * 8)]  # + int64 indices
+    CASES[f"avg_pool{_d}d"] = [(f"torch.nn.functional.avg_pool{_d}d", [_x, S(2)], "fprop",
+                                _n_out * 2 ** _d, (_n_in + _n_out) * 4)]
+    for _k in ("avg", "max"):
+        CASES[f"adaptive_{_k}_pool{_d}d"] = [(f"torch.nn.functional.adaptive_{_k}_pool{_d}d", [_x, S(1)], "fprop",
+                                              _n_in, (_n_in + 2) * 4)]  # every input once; out 2·1^d
+
+
+def _all_cases():
+    for fname, cases in CASES.items():
+        for c in cases:
+            yield pytest.param(fname, *c, id=f"{fname}:{c[0]}:{c[2]}")
+
+
+@pytest.mark.parametrize("fname,op,args,role,flops,nbytes", list(_all_cases()))
+def test_formula(fname, op, args, role, flops, nbytes):
+    f = registry.get(op) or Modeller().resolve(*split_name(op))
+    assert f is not None, op
+    assert f.fn.__name__ == fname
+    est = f.fn(Args(args, role))
+    assert est.reason is None, est.reason
+    assert (est.flops, est.bytes) == (flops, nbytes)
+    assert " " not in est.params
+
+
+def test_formula_names_are_unique():
+    names = [f.fn.__name__ for f in registry.formulas()]
+    assert len(names) == len(set(names))
+
+
+def test_every_formula_has_a_case():
+    missing = sorted(f.fn.__name__ for f in registry.formulas() if f.fn.__name__ not in CASES)
+    assert not missing, f"formulas without a test case: {missing}"
+
+
+def test_every_registered_name_reaches_its_formula():
+    """Each name, carried by a record as its marker would carry it, is modelled (not na)."""
+    m = Modeller()
+    by_fn = {f.fn.__name__: f for f in registry.formulas()}
+    for name in registry.names():
+        f = registry.get(name)
+        case = CASES[f.fn.__name__][0]
+        mod, op = split_name(name)
+        assert m.resolve(mod, op) is f, name
+        r = m.model(rec(name="k", op=op, mod=mod, args=case[1], seq=(hash(name),)))
+        assert r.flops is not None and r.reason is None, (name, r)
+    assert by_fn
+
+
+def test_unknown_dtype_keeps_flops_and_says_why():
+    f = registry.get("torch.mm")
+    est = f.fn(Args([{"type": "tensor", "shape": [4, 8], "dtype": None}, {"type": "tensor", "shape": [8, 2]}]))
+    assert est.flops == 2 * 4 * 2 * 8 and est.bytes is None and "dtype" in est.reason
+
+
+@pytest.mark.parametrize("op,args", [
+    ("torch.mm", [T([4, 8]), T([7, 2])]),  # inner dimensions differ
+    ("torch.nn.functional.linear", [T([4, 8])]),  # weight missing
+    ("torch.nn.functional.conv2d", [T([1, 3, 2, 2]), T([4, 3, 5, 5])]),  # empty output
+    ("torch.einsum", [S("...ij,...jk"), T([2, 3]), T([3, 4])]),  # ellipsis
+    ("torch.add", [T([3]), T([4])]),  # no broadcast
+])
+def test_unusable_arguments_are_na_with_a_reason(op, args):
+    r = Modeller().model(rec(op=split_name(op)[1], mod=split_name(op)[0], args=args))
+    assert r.flops is None and r.bytes is None and r.reason

@@ -1,0 +1,123 @@
+"""Which kernel of an op call carries the numbers, backward roles, memcpys, legacy records, roofline."""
+from __future__ import annotations
+
+from pyprof.prof.model import Modeller, candidates
+from pyprof.prof.peaks import lookup
+from pyprof.prof.reader import from_legacy
+from pyprof.prof.roofline import Peaks, peak_tflops, roofline
+
+from .helpers import S, T, rec
+
+LIN = [T([64, 256], "bfloat16"), T([512, 256], "bfloat16"), T([512], "bfloat16")]  # 2·64·512·256 = 16777216
+GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_kernel__5x_cublas"
+
+
+def test_flops_go_to_the_main_kernel_and_helpers_say_where():
+    m = Modeller()
+    conv = [T([2, 3, 8, 8], "float16"), T([4, 3, 3, 3], "float16"), S(None), S(1, "stride"), S(1, "padding")]
+    kw = dict(op="conv2d", mod="torch.nn.functional", args=conv)
+    r0 = m.model(rec("nchwToNhwcKernel", sub=0, **kw))
+    r1 = m.model(rec("sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_tensor16x8x16_kernel", sub=1, **kw))
+    r2 = m.model(rec("nhwcToNchwKernel", sub=2, **kw))
+    assert r0.flops is None and "helper" in r0.reason and r0.tc == "-"
+    assert r1.flops == 27648 and r1.tc == "1"  # 2·2·4·3·9·64
+    assert r2.flops is None and "helper" in r2.reason
+
+
+def test_second_kernel_of_a_pointwise_call_is_counted_on_the_first():
+    m = Modeller()
+    kw = dict(op="add", mod="torch", args=[T([10]), T([10])])
+    assert m.model(rec("elementwise_kernel", sub=0, **kw)).flops == 10
+    r = m.model(rec("elementwise_kernel", sub=1, **kw))
+    assert r.flops is None and r.reason == "counted on sub 0 of the same add call"
+    assert m.model(rec("elementwise_kernel", sub=0, seq=(2,), **kw)).flops == 10  # a new call
+
+
+def test_backward_gemm_dgrad_then_wgrad_by_order_and_by_name():
+    m = Modeller()
+    fwd = {"mod": ["torch.nn.functional"], "op": ["linear"], "args": LIN}
+    kw = dict(op="AddmmBackward0", mod="aten", dir="bprop", fwd=fwd, seq=(7,))
+    bias = m.model(rec("void at::native::reduce_kernel<512, 1>", sub=0, **kw))
+    d = m.model(rec(GEMM, sub=1, **kw))
+    w = m.model(rec(GEMM, sub=2, **kw))
+    assert bias.flops is None and "helper" in bias.reason
+    assert (d.role, d.flops) == ("dgrad", 16777216) and d.params.endswith(",dgrad")
+    assert (w.role, w.flops) == ("wgrad", 16777216)
+    # Names decide when they say it: a call computing only the weight gradient.
+    conv = {"mod": ["torch.nn.functional"], "op": ["conv2d"],
+            "args": [T([2, 3, 8, 8]), T([4, 3, 3, 3]), S(None), S(1, "stride"), S(1, "padding")]}
+    only_w = m.model(rec("sm80_xmma_wgrad_implicit_gemm_tf32f32_tensor16x8x8", op="ConvolutionBackward0", mod="aten",
+                         dir="bprop", fwd=conv, seq=(9,), sub=0))
+    assert only_w.role == "wgrad" and only_w.flops == 27648
+
+
+def test_backward_attention_gets_five_gemms_on_the_main_kernel():
+    m = Modeller()
+    q = T([2, 4, 16, 8], "bfloat16")
+    fwd = {"mod": ["aten"], "op": ["aten::_scaled_dot_product_flash_attention"], "args": [q, q, q]}
+    kw = dict(op="ScaledDotProductFlashAttentionBackward0", mod="aten", dir="bprop", fwd=fwd, seq=(3,))
+    pre = m.model(rec("void pytorch_flash::flash_bwd_dot_do_o_kernel<true>", sub=0, **kw))
+    main = m.model(rec("void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<>", sub=1, **kw))
+    post = m.model(rec("void pytorch_flash::flash_bwd_convert_dq_kernel<>", sub=2, **kw))
+    assert pre.flops is None and post.flops is None
+    assert main.flops == 163840 and main.tc == "1"  # 5·2·8·16·16·8
+
+
+def test_unknown_op_and_missing_forward_link_are_na_with_reasons():
+    m = Modeller()
+    r = m.model(rec("k", op="my_custom_op", mod="torch"))
+    assert r.flops is None and r.reason == "no formula for torch.my_custom_op"
+    r = m.model(rec("k", op="MulBackward0", mod="aten", dir="bprop"))
+    assert "no forward link" in r.reason
+    assert "no op" in m.model(rec("k")).reason
+
+
+def test_memcpy_and_memset():
+    m = Modeller()
+    r = m.model({"kind": "memcpy", "kShortName": "Memcpy HtoD", "bytes": 4096, "copy_kind": "HtoD", "kDuration": 10})
+    assert (r.flops, r.bytes, r.params, r.tc) == (0, 4096, "HtoD,4096B", "-")
+
+
+def test_lookup_spellings():
+    assert "torch.add" in candidates("torch.Tensor", "__iadd__")
+    assert "aten::add" in candidates("aten", "aten::add_.Tensor")
+    m = Modeller()
+    assert m.resolve("torch.Tensor", "__matmul__").fn.__name__ == "matmul"
+    assert m.resolve("torch.Tensor", "mul_").fn.__name__ == "pointwise_mul"
+    assert m.resolve("aten", "aten::addmm").fn.__name__ == "addmm"
+    assert m.resolve("torch", "conv2d").fn.__name__ == "conv_nd"
+
+
+def test_legacy_dict_line_becomes_a_record():
+    d = {"kShortName": "volta_h884gemm_64x64_ldg8_nn", "kDuration": 1000, "layer": [], "trace": [], "reprMarkers": [],
+         "marker": ["{'mod': 'torch.nn.functional', 'op': 'linear', 'args': [{'name': '', 'type': 'tensor', "
+                    "'shape': (64, 256), 'dtype': 'float16'}, {'name': '', 'type': 'tensor', 'shape': (512, 256), "
+                    "'dtype': 'float16'}]}"],
+         "seqMarker": [], "seqId": [], "subSeqId": 0, "altSeqId": [], "dir": "bprop", "mod": ["torch.nn.functional"],
+         "op": ["linear"], "tid": 1, "device": 0, "stream": 7, "grid": (1, 1, 1), "block": (256, 1, 1)}
+    r = Modeller().model(from_legacy(d))
+    assert r.role == "dgrad" and r.flops == 16777216 and r.tc == "1"
+
+
+def test_roofline_numbers():
+    h200 = lookup("NVIDIA H200")
+    assert h200.bandwidth_gbps == 4800 and h200.tflops["bf16_tc"] == 989.5
+    assert lookup("NVIDIA A100-SXM4-80GB").name == "A100 80GB"
+    assert lookup("NVIDIA A10").name == "A10" and lookup("NVIDIA L40S").name == "L40S"
+    assert lookup("NVIDIA L4").name == "L4" and lookup("NVIDIA H100 PCIe").name == "H100 PCIe"
+    assert lookup("NVIDIA H100 80GB HBM3").name == "H100 SXM" and lookup("Tesla V100-SXM2-16GB").name == "V100 SXM2"
+    assert lookup("Tesla T4").name == "T4" and lookup("NVIDIA B200").name == "B200" and lookup("Radeon") is None
+    assert peak_tflops(h200, "bfloat16", "1") == 989.5 and peak_tflops(h200, "bfloat16", "-") == 67
+    assert peak_tflops(h200, "float32", "1") == 494.5  # TF32
+    # 989.5e12 FLOP/s → 1e9 FLOPs take 1010.6 ns; 4.8e12 B/s → 4.8e6 B take 1000 ns; measured 2021.2 ns → 50%
+    tf, gbps, inten, pct = roofline(10**9, 4_800_000, 2021.2, h200, "bfloat16", "1")
+    assert round(pct, 1) == 50.0 and round(tf, 1) == 494.8 and round(inten, 1) == 208.3
+    # bandwidth-bound: 4.8e6 B at 4800 GB/s = 1000 ns of 4000 ns → 25 %
+    assert round(roofline(0, 4_800_000, 4000, h200, "float16", "-")[3], 1) == 25.0
+
+
+def test_peak_overrides():
+    p = Peaks(None, {"bf16_tc": 500.0}, 1000.0)
+    g = p.for_gpu("NVIDIA H200")
+    assert g.tflops["bf16_tc"] == 500 and g.tflops["fp32"] == 67 and g.bandwidth_gbps == 1000
+    assert Peaks(gpu="H100 PCIe").for_gpu("NVIDIA H200").name == "H100 PCIe"

@@ -1,0 +1,70 @@
+"""Tensor Core rules on real kernel names (H100/H200, A100, V100, T4 captures and cuDNN/cuBLAS/CUTLASS/flash)."""
+from __future__ import annotations
+
+import pytest
+
+from pyprof.prof.tensorcores import tc_column, tc_used
+
+TC = [
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
+    "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT",
+    "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn",
+    "volta_h884gemm_64x64_ldg8_nn",
+    "turing_fp16_s1688gemm_fp16_128x128_ldg8_f2f_nn",
+    "void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_relu_bf16_64x64_32x6_tn_align8>(Params)",
+    "cutlass3x_sm90_tensorop_s64x128x16gemm_bf16_bf16_f32_bf16_bf16_128x128x64_1x1x1_0_tnn_align8_warpspecialized",
+    "sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nchw_tilesize128x128x32_stage4_warpsize2x2x1_g1_"
+    "tensor16x8x16_kernel",
+    "sm80_xmma_wgrad_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nhwc_tilesize64x64x32_stage4_warpsize2x2x1_g1_"
+    "tensor16x8x8",
+    "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<128, 128, 64, 4, false, false, cutlass::bfloat16_t>>"
+    "(Flash_fwd_params)",
+    "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<64>>(Flash_bwd_params)",
+    "fmha_cutlassF_bf16_aligned_64x128_rf_sm80",
+    "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x128_4x1x1_kernel0_0",
+    "volta_fp16_hmma_implicit_gemm_fprop_fp32_nchw_kernel",
+    "sm86_xmma_fprop_implicit_gemm_indexed_wo_smem_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize32x32x64_stage5_warpsize2x2x1"
+    "_g1_tensor16x8x16_kernel",
+]
+SIMT = [
+    "sgemm_128x128x8_NN_vec",
+    "ampere_sgemm_128x64_nn",
+    "volta_sgemm_128x64_tn",
+    "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel"
+    "__51a_cublas",
+    "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 4, 4, false, false>(cublasGemvParams)",
+    "void cudnn::detail::implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1, true, false, true>(int)",
+    "void cutlass::Kernel<cutlass_80_simt_sgemm_128x64_8x5_nn_align1>(Params)",
+]
+NOT_MATRIX = [
+    "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >"
+    "(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)",
+    "void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1>(cudnnTensorStruct, float const*)",
+    "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>(float*, float const*, int)",
+    "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float>>>",
+    "void splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, true, false, false>(Params)",
+    "Memcpy HtoD (Pageable -> Device)",
+]
+
+
+@pytest.mark.parametrize("name", TC)
+def test_tensor_core_names(name):
+    assert tc_used(name) is True
+    assert tc_column(name, True, "bfloat16") == "1"
+
+
+@pytest.mark.parametrize("name", SIMT)
+def test_cuda_core_matrix_kernels_are_eligible_but_unused(name):
+    assert tc_used(name) is False
+    assert tc_column(name, True, "float32") == "0"  # fp32 could have run as TF32
+    assert tc_column(name, False, None) == "0"  # named like a matrix kernel: eligible even without the op
+
+
+@pytest.mark.parametrize("name", NOT_MATRIX)
+def test_other_kernels_are_not_applicable(name):
+    assert tc_used(name) is None
+    assert tc_column(name, False, "float16") == "-"
+
+
+def test_fp64_matrix_kernel_without_dmma_is_not_applicable():
+    assert tc_column("volta_dgemm_64x64_nn", True, "float64") == "-"
