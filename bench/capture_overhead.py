@@ -7,13 +7,12 @@ measured is the wrapper. Yardsticks, each wrapping the same call:
   original - NVIDIA PyProf's approach: ``traceback.extract_stack()`` and a repr'd dict marker per call;
   naive    - a ``json.dumps`` of op, shapes and dtypes and a ``sys._getframe`` call site per call.
 Every variant pushes and pops an NVTX range in its own domain. Prints one line per figure: microseconds
-per call and the added microseconds over bare (the median of several repeats).
+per call and the added microseconds over bare (the best of several alternating rounds).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 import traceback
@@ -24,19 +23,17 @@ import torch
 import pyprof
 
 
-def per_call_us(fn, calls: int, repeats: int = 5) -> float:
-    """Median over ``repeats`` of the mean time of one call of ``fn``, in microseconds."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn(calls)
-        times.append((time.perf_counter() - t0) / calls * 1e6)
-    return statistics.median(times)
+def per_call_us(fn, calls: int) -> float:
+    """Mean time of one call of ``fn`` over ``calls`` calls, in microseconds."""
+    t0 = time.perf_counter()
+    fn(calls)
+    return (time.perf_counter() - t0) / calls * 1e6
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=200_000)
+    parser.add_argument("--calls", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=7)
     opts = parser.parse_args()
     a, b = torch.randn(4, 4), torch.randn(4, 4)
     add = torch.add
@@ -66,15 +63,20 @@ def main() -> None:
             add(a, b)
             domain.pop_range()
 
-    base = per_call_us(bare, opts.calls)
-    results = {"bare": base, "original": per_call_us(original, opts.calls // 4),
-               "naive": per_call_us(naive, opts.calls)}
-    pyprof.init()
-    try:
-        results["init"] = per_call_us(bare, opts.calls)
-    finally:
-        pyprof.uninit()
-    results["bare-after"] = per_call_us(bare, opts.calls)
+    # Rounds alternate the variants so that a busy neighbour slows them all alike; each figure is the
+    # best round (the least disturbed), as timeit does.
+    results = {"bare": [], "init": [], "original": [], "naive": []}
+    for _ in range(opts.rounds):
+        results["bare"].append(per_call_us(bare, opts.calls))
+        results["original"].append(per_call_us(original, opts.calls // 4))
+        results["naive"].append(per_call_us(naive, opts.calls))
+        pyprof.init()
+        try:
+            results["init"].append(per_call_us(bare, opts.calls))
+        finally:
+            pyprof.uninit()
+    results = {name: min(times) for name, times in results.items()}
+    base = results["bare"]
     print(f"torch {torch.__version__}, nvtx tool attached: {not isinstance(domain, nvtx._lib.DummyDomain)}")
     for name, us in results.items():
         print(f"{name:11s} {us:7.2f} us/call  added {us - base:+6.2f} us/call")

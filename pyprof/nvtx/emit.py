@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
 
 import nvtx
 
@@ -19,6 +18,8 @@ DOMAIN = "pyprof"
 MAX_CACHED_MARKERS = 200_000
 _MISS = object()  # cached attributes are None when no profiler is attached
 
+_signature = payload.signature
+_FAST_TENSORS = (payload.torch.Tensor, payload.torch.nn.Parameter)
 _TORCH_DIR = os.path.dirname(os.path.dirname(payload.torch.__file__)) + os.sep + "torch" + os.sep
 _PYPROF_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -72,6 +73,9 @@ class Emitter:
         self.cache: dict = {}
         self.ids = itertools.count(1)
         self._internal: dict[str, bool] = {}
+        # Bound once: the wrappers call these on every torch call.
+        self.push = sink.push
+        self.pop = sink.pop
 
     def is_internal(self, filename: str) -> bool:
         """True for frames of torch and pyprof, which are never the user's call site."""
@@ -80,18 +84,6 @@ class Emitter:
             hit = filename.startswith((_TORCH_DIR, _PYPROF_DIR)) or filename.startswith("<frozen")
             self._internal[filename] = hit
         return hit
-
-    def user_frame(self, frame):
-        """Return the innermost frame outside torch and pyprof, or None."""
-        internal = self._internal
-        while frame is not None:
-            hit = internal.get(frame.f_code.co_filename)
-            if hit is None:
-                hit = self.is_internal(frame.f_code.co_filename)
-            if not hit:
-                return frame
-            frame = frame.f_back
-        return None
 
     def user_stack(self, frame) -> list[str]:
         """Every user frame from ``frame`` outwards, returned outermost first as ``file:line``."""
@@ -104,23 +96,30 @@ class Emitter:
 
     def enter(self, key_fn, mod: str, op: str, args, kwargs, frame) -> None:
         """Push the range of one call; ``frame`` is the caller of the patched callable."""
-        f = self.user_frame(frame)
-        sig = payload.signature
-        if f is None:
-            code, line = None, 0
-        else:
-            code, line = f.f_code, f.f_lineno
-        if self.stack:
-            key = (key_fn, code, line, tuple(map(sig, args)),
-                   tuple((k, sig(v)) for k, v in kwargs.items()) if kwargs else None,
-                   tuple(self.user_stack(frame)))
-        else:
-            key = (key_fn, code, line, tuple(map(sig, args)),
-                   tuple((k, sig(v)) for k, v in kwargs.items()) if kwargs else None)
+        # The user-frame walk and the tensor signature are inlined: this runs on every torch call.
+        internal = self._internal
+        f = frame
+        while f is not None:
+            code = f.f_code
+            hit = internal.get(code.co_filename)
+            if hit is None:
+                hit = self.is_internal(code.co_filename)
+            if not hit:
+                break
+            f = f.f_back
+        site = (f.f_code, f.f_lineno) if f is not None else None
+        try:
+            sig = [(a.shape, a.dtype, a.is_contiguous(), a.get_device()) if type(a) in _FAST_TENSORS
+                   else _signature(a) for a in args]
+        except (RuntimeError, NotImplementedError):  # sparse or nested tensors: the careful path
+            sig = [_signature(a) for a in args]
+        if kwargs:
+            sig.append(tuple((k, _signature(v)) for k, v in kwargs.items()))
+        key = (key_fn, site, tuple(sig), tuple(self.user_stack(frame)) if self.stack else None)
         attrs = self.cache.get(key, _MISS)
         if attrs is _MISS:
             attrs = self._build(key, mod, op, args, kwargs, f, frame)
-        self.sink.push(attrs, next(self.ids))
+        self.push(attrs, next(self.ids))
 
     def _build(self, key, mod, op, args, kwargs, f, frame):
         site = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else ""
@@ -137,12 +136,4 @@ class Emitter:
         if attrs is _MISS:
             attrs = self.sink.attributes(text)
             self.cache[text] = attrs
-        self.sink.push(attrs, next(self.ids))
-
-    def pop(self) -> None:
-        self.sink.pop()
-
-
-def caller(depth: int = 2):
-    """The frame ``depth`` levels up from the caller of this function."""
-    return sys._getframe(depth)
+        self.push(attrs, next(self.ids))

@@ -12,8 +12,9 @@ import os
 from typing import IO, Iterator
 
 from pyprof.common import Record
-from pyprof.parse.correlate import Stats, correlate, correlate_lines
+from pyprof.parse.correlate import Stats
 from pyprof.parse.detect import open_source
+from pyprof.parse.output import lines, records
 
 __all__ = ["parse_file", "iter_records", "open_source", "Stats"]
 
@@ -25,11 +26,11 @@ def iter_records(path: str) -> tuple[Iterator[Record], Stats]:
     iterating has written nothing. The Stats fill in as the records are consumed.
     """
     src = open_source(path)
-    records, stats = correlate(src)
+    recs, stats = records(src)
 
     def gen() -> Iterator[Record]:
         try:
-            yield from records
+            yield from recs
         finally:
             _close(src)
 
@@ -47,9 +48,9 @@ def parse_file(path: str, out: IO[str]) -> Stats:
     """Parse ``path`` and write one JSON line per record to ``out``. Returns the Stats; raises InputError."""
     src = open_source(path)
     try:
-        lines, stats = correlate_lines(src)
+        out_lines, stats = lines(src)
         write = out.write
-        for line in lines:
+        for line in out_lines:
             write(line)
             write("\n")
     finally:

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from typing import IO
 
-from pyprof.common import InputError, PyprofError, UsageError, text_stdout
+from pyprof.common import PyprofError, UsageError, text_stdout
 from pyprof.parse.correlate import Stats
 
 PROG = "python -m pyprof.parse"
@@ -96,10 +96,10 @@ def _want_progress(args: argparse.Namespace) -> bool:
     return not args.quiet and sys.stderr.isatty()
 
 
-def _write(src, out: IO[str], progress: bool = False) -> Stats:
-    from pyprof.parse.correlate import correlate_lines
+def _write(src, out: IO[str], progress: bool = False, worker: bool | None = None) -> Stats:
+    from pyprof.parse.output import lines as record_lines
 
-    lines, stats = correlate_lines(src)
+    lines, stats = record_lines(src, worker)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -128,7 +128,7 @@ def _parse_to_file(job: tuple[str, str]) -> Stats:
     path, dest = job
     src = open_source(path)
     with open(dest, "w", encoding="utf-8", buffering=1 << 20) as f:
-        return _write(src, f)
+        return _write(src, f, worker=False)  # the files already use the cores
 
 
 def _run_parallel(sources: list, out: IO[str], jobs: int) -> list[Stats]:

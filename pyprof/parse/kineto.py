@@ -16,7 +16,7 @@ from typing import IO, Iterator
 
 from pyprof.common import InputError
 from pyprof.parse import markers as mk
-from pyprof.parse.model import Activity, GpuInfo, Launch, Range
+from pyprof.parse.model import Activity, GpuInfo, Launch
 
 _KERNEL_CATS = {"kernel"}
 _COPY_CATS = {"gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
@@ -84,7 +84,7 @@ class KinetoSource:
         except (KeyError, TypeError, ValueError, ArithmeticError) as e:
             raise InputError(self.path, f"event with missing or malformed fields ({type(e).__name__}: {e})") \
                 from None
-        self._ranges.sort(key=lambda r: (r.start_ns, -r.end_ns))
+        self._ranges.sort(key=lambda r: (r[1], -r[2]))
         self._launches.sort(key=lambda x: x.start_ns)
         self._acts.sort(key=lambda a: a.start_ns)
 
@@ -128,13 +128,13 @@ class KinetoSource:
                 marker = mk.seq_marker(name, int(seq) if seq is not None else None, args.get("Input Dims"),
                                        args.get("Input type"), args.get("Concrete Inputs"),
                                        args.get("Fwd thread id"))
-            self._ranges.append(Range((pid, tid), start, end, name, None, pid, marker))
+            self._ranges.append(((pid, tid), start, end, name, None, pid, marker))
 
     def gpus(self) -> dict[int, GpuInfo]:
         """GPU name and properties by device id, from ``deviceProperties``."""
         return self._gpus
 
-    def ranges(self) -> Iterator[Range]:
+    def ranges(self) -> Iterator[tuple]:
         """cpu_op and user_annotation events, in start order, outer before inner."""
         return iter(self._ranges)
 

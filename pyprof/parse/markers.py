@@ -111,9 +111,12 @@ def _decode_dict(text: str) -> Marker | None:
             return m
         if "op" in data:
             m = Marker(OP, str(data["op"]), str(data.get("mod", "")), str(data["op"]))
-            m.args = data.get("args") or []
-            m.site = data.get("site")
-            m.stack = data.get("stack")
+            args = data.get("args")
+            m.args = args if isinstance(args, list) else []
+            site = data.get("site")
+            m.site = None if site is None else str(site)
+            stack = data.get("stack")
+            m.stack = [str(x) for x in stack] if isinstance(stack, list) else None
             m.data = data
             return m
         return None
@@ -165,7 +168,22 @@ _EMIT_KEYS = (", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = ", ", st
 
 
 def _decode_emit_nvtx(text: str) -> Marker | None:
-    # str.find on the known keys (C speed) rather than a regex: this runs for every aten range.
+    if "sizes = " not in text and "stashed" not in text:
+        # The common case, "aten::add, seq = 5, op_id = 9[, input_op_ids = [...]]": one split. Pieces of
+        # input_op_ids (which is ignored) never start with a key.
+        parts = text.split(", ")
+        seq = op_id = None
+        for p in parts[1:]:
+            if p.startswith("seq = "):
+                seq = int(p[6:]) if p[6:].isdigit() else None
+            elif p.startswith("op_id = "):
+                op_id = int(p[8:]) if p[8:].isdigit() else None
+        if seq is not None or op_id is not None:
+            m = Marker(SEQ, parts[0])
+            m.seq, m.op_id = seq, op_id
+            _name_op(m, parts[0])
+            return m
+    # str.find on the known keys (C speed) rather than a regex.
     found = []
     for key in _EMIT_KEYS:
         i = text.find(key)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Iterator, NamedTuple, Protocol
 
-from pyprof.parse.markers import Marker, decode
 
 
 class Activity(NamedTuple):
@@ -44,34 +43,20 @@ class Launch(NamedTuple):
     tid: int | None
 
 
-class Range:
-    """One push/pop range on a CPU thread. ``marker`` is decoded lazily from ``text`` unless a reader
-    supplies it (Kineto's structured events). ``parent`` is set by the sweep: the enclosing open range."""
+#: A push/pop range is a plain tuple, as an SQLite cursor yields it (millions of them go through the
+#: sweep, most enclosing no launch, so nothing is built per range):
+#: ``(thread, start_ns, end_ns, text, payload, pid, marker)``. ``thread`` is hashable and unique per
+#: thread in the file; ``payload`` the NVTX int64 payload (pyprof's call id) or None; ``pid`` keys backward
+#: links (any per-process value); ``marker`` a pre-decoded Marker (Kineto's structured ops) or None, in which
+#: case ``text`` is decoded when a launch needs it.
+RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload", "pid", "marker")
 
-    __slots__ = ("thread", "start_ns", "end_ns", "text", "payload", "pid", "parent", "_marker", "decoded",
-                 "info", "n_sub")
 
-    def __init__(self, thread: object, start_ns: int, end_ns: int, text: str | None, payload: int | None,
-                 pid: int | None, marker: Marker | None = None):
-        self.thread = thread
-        self.start_ns = start_ns
-        self.end_ns = end_ns
-        self.text = text
-        self.payload = payload
-        self.pid = pid
-        self.parent: Range | None = None
-        self._marker = marker
-        self.decoded = marker is not None
-        self.info = None  # attribution of launches whose innermost range this is (cached by correlate)
-        self.n_sub: list | None = None  # [kernels counted so far] when this range stands for an op call
-
-    @property
-    def marker(self) -> Marker | None:
-        """The decoded marker, or None for a plain user range."""
-        if not self.decoded:
-            self._marker = decode(self.text)
-            self.decoded = True
-        return self._marker
+#: What the sweep (correlate.Correlator.launch_infos) yields per launch call, a plain tuple that crosses a
+#: process boundary cheaply: ``(key, api, start_ns, end_ns, pid, tid, head_json, tail_json, call, flags)``.
+#: ``head_json`` / ``tail_json`` are the record's attribution keys before and after ``subSeqId``; ``call``
+#: numbers the op call (subSeqId counts kernels per call) or is None; ``flags`` see correlate.HAS_OP.
+LAUNCH_INFO = ("key", "api", "start_ns", "end_ns", "pid", "tid", "head_json", "tail_json", "call", "flags")
 
 
 class GpuInfo(NamedTuple):
@@ -89,7 +74,7 @@ class Source(Protocol):
 
     def gpus(self) -> dict[int, GpuInfo]: ...
 
-    def ranges(self) -> Iterator[Range]: ...
+    def ranges(self) -> Iterator[tuple]: ...
 
     def launches(self) -> Iterator[Launch]: ...
 

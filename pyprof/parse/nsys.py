@@ -10,7 +10,7 @@ import sqlite3
 from typing import Iterator
 
 from pyprof.common import InputError
-from pyprof.parse.model import Activity, GpuInfo, Launch, Range
+from pyprof.parse.model import Activity, GpuInfo, Launch
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -42,6 +42,7 @@ class NsysSource:
     format = "nsys"
 
     def __init__(self, path: str, display: str | None = None):
+        self.file = path
         self.path = display or path
         try:
             self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -87,7 +88,6 @@ class NsysSource:
             for table in (KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds"):
                 if table in self.cols:
                     self.db.execute(f"SELECT * FROM {table} ORDER BY rowid DESC LIMIT 1").fetchall()
-            self.db.execute("PRAGMA quick_check(1)").fetchall() if _small(self.db) else None
         except sqlite3.DatabaseError as e:
             raise InputError(self.path, f"corrupted or truncated SQLite database ({e})") from None
 
@@ -106,18 +106,22 @@ class NsysSource:
             out[row[0]] = GpuInfo(row[1], dict(zip(props, row[2:])))
         return out
 
-    def ranges(self) -> Iterator[Range]:
-        """Push/pop ranges (eventType 59) with an end, in start order, outer before inner."""
+    def ranges(self) -> Iterator[tuple]:
+        """Push/pop ranges (eventType 59) with an end, as model.RANGE_ROW tuples straight from the cursor,
+        in start order, outer before inner. Registered strings are resolved in the query."""
         if NVTX not in self.cols:
-            return
-        c = self._col
-        sql = (f"SELECT start, end, globalTid, text, {c(NVTX, 'textId')}, {c(NVTX, 'int64Value')} FROM {NVTX} "
-               f"WHERE eventType = {NVTX_PUSH_POP} AND end IS NOT NULL ORDER BY start, end DESC")
-        strings = self.strings
-        for start, end, gtid, text, text_id, payload in self.db.execute(sql):
-            if text is None and text_id is not None:
-                text = strings.get(text_id)
-            yield Range(gtid, start, end, text, payload, gtid & _PID_MASK if gtid is not None else None)
+            return iter(())
+        has = self.cols[NVTX]
+        text = "COALESCE(e.text, s.value)" if "textId" in has else "e.text"
+        join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in has else ""
+        # pyprof's call id: the nvtx package sends a Python int as an INT64 payload (int64Value); a
+        # uint64 one is taken too.
+        payload = ("COALESCE(e.int64Value, e.uint64Value)" if {"int64Value", "uint64Value"} <= has
+                   else "e.int64Value" if "int64Value" in has else "NULL")
+        return self.db.execute(
+            f"SELECT e.globalTid, e.start, e.end, {text}, {payload}, e.globalTid & {_PID_MASK}, NULL "
+            f"FROM {NVTX} e {join} WHERE e.eventType = {NVTX_PUSH_POP} AND e.end IS NOT NULL "
+            f"ORDER BY e.start, e.end DESC")
 
     def launches(self) -> Iterator[Launch]:
         """Runtime and driver API calls that started a kernel, memcpy or memset, in start order."""
@@ -181,6 +185,10 @@ class NsysSource:
     def _memcpy_kinds(self) -> dict[int, str]:
         return dict(MEMCPY_KINDS)
 
+    def reopen_args(self) -> tuple:
+        """(class, file, display name): what a worker process needs to open this export again."""
+        return type(self), self.file, self.path
+
     def close(self) -> None:
         """Close the database."""
         self.db.close()
@@ -194,9 +202,3 @@ def _api_name(name: str) -> str:
     """cudaLaunchKernel_v7000 -> cudaLaunchKernel (the suffix is the API version, not part of the name)."""
     base, sep, ver = name.rpartition("_v")
     return base if sep and ver.isdigit() else name
-
-
-def _small(db: sqlite3.Connection) -> bool:
-    pages = db.execute("PRAGMA page_count").fetchone()[0]
-    size = db.execute("PRAGMA page_size").fetchone()[0]
-    return pages * size < 64 << 20

@@ -14,7 +14,7 @@ from typing import Iterator
 
 from pyprof.common import InputError
 from pyprof.parse.demangle import demangle, short_name
-from pyprof.parse.model import Activity, GpuInfo, Launch, Range
+from pyprof.parse.model import Activity, GpuInfo, Launch
 from pyprof.parse.nsys import MEMCPY_KINDS
 
 KERNEL_TABLES = ("CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_KERNEL")
@@ -25,11 +25,18 @@ DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"
 MARKER = "CUPTI_ACTIVITY_KIND_MARKER"
 MARKER_START, MARKER_END = 2, 4
 
-# CUPTI callback ids of the launch-like calls (names for the record's ``api``; others keep their number).
-RUNTIME_API = {13: "cudaLaunch", 211: "cudaLaunchKernel", 212: "cudaLaunchKernel_ptsz",
-               213: "cudaLaunchCooperativeKernel", 31: "cudaMemcpy", 41: "cudaMemcpyAsync",
-               51: "cudaMemset", 52: "cudaMemsetAsync", 311: "cudaGraphLaunch"}
-DRIVER_API = {307: "cuLaunchKernel", 442: "cuLaunchKernel_ptsz", 514: "cuGraphLaunch"}
+# CUPTI callback ids (cupti_runtime_cbid.h / cupti_driver_cbid.h) of the calls that start GPU work, for
+# the record's ``api``; any other id is kept as a number.
+RUNTIME_API = {13: "cudaLaunch", 31: "cudaMemcpy", 32: "cudaMemcpy2D", 41: "cudaMemcpyAsync",
+               44: "cudaMemcpy2DAsync", 49: "cudaMemset", 50: "cudaMemset2D", 51: "cudaMemsetAsync",
+               52: "cudaMemset2DAsync", 144: "cudaMemcpy3D", 145: "cudaMemcpy3DAsync", 160: "cudaMemcpyPeer",
+               161: "cudaMemcpyPeerAsync", 211: "cudaLaunchKernel", 214: "cudaLaunchKernel_ptsz",
+               215: "cudaMemcpy_ptds", 225: "cudaMemcpyAsync_ptsz", 233: "cudaMemset_ptds",
+               235: "cudaMemsetAsync_ptsz", 269: "cudaLaunchCooperativeKernel", 311: "cudaGraphLaunch",
+               312: "cudaGraphLaunch_ptsz", 430: "cudaLaunchKernelExC"}
+DRIVER_API = {115: "cuLaunch", 116: "cuLaunchGrid", 117: "cuLaunchGridAsync", 305: "cuMemcpy",
+              306: "cuMemcpyAsync", 307: "cuLaunchKernel", 442: "cuLaunchKernel_ptsz",
+              477: "cuLaunchCooperativeKernel", 514: "cuGraphLaunch", 652: "cuLaunchKernelEx"}
 
 
 class NvprofSource:
@@ -38,6 +45,7 @@ class NvprofSource:
     format = "nvprof"
 
     def __init__(self, path: str, display: str | None = None):
+        self.file = path
         self.path = display or path
         try:
             self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -81,7 +89,7 @@ class NvprofSource:
             out[row[0]] = GpuInfo(name, dict(zip(props, row[2:])))
         return out
 
-    def ranges(self) -> Iterator[Range]:
+    def ranges(self) -> Iterator[tuple]:
         """NVTX ranges from start/end marker pairs (flags 2 and 4 with equal id), in start order."""
         if MARKER not in self.cols:
             return
@@ -91,7 +99,7 @@ class NvprofSource:
         strings = self.strings
         for start, end, obj, name_id in self.db.execute(sql):
             pid, tid = _object_thread(obj)
-            yield Range((pid, tid), start, end, strings.get(name_id), None, pid)
+            yield ((pid, tid), start, end, strings.get(name_id), None, pid, None)
 
     def launches(self) -> Iterator[Launch]:
         """Runtime and driver API calls that started GPU work, in start order (runtime wins a tie)."""
@@ -111,9 +119,9 @@ class NvprofSource:
         for start, end, pid, tid, corr, cbid in self.db.execute(sql):
             tid &= 0xFFFFFFFF  # stored signed
             api = names.get(cbid) or (f"driver_cbid_{cbid}" if driver else f"runtime_cbid_{cbid}")
-            # A runtime call and the driver call it made share a correlation id; keying driver rows
-            # apart keeps the runtime call (the user-visible one) as the launch.
-            yield Launch((pid, tid), start, end, api, ("drv", corr) if driver else corr, pid, tid)
+            # Kernels launched through the driver API alone (cuLaunchKernel) join a driver row; CUPTI gives
+            # the driver calls made inside a runtime call ids of their own, so the keys do not collide.
+            yield Launch((pid, tid), start, end, api, corr, pid, tid)
 
     def activities(self) -> Iterator[Activity]:
         """Kernels, memcpys and memsets merged in start order."""
@@ -150,6 +158,10 @@ class NvprofSource:
             ck = MEMCPY_KINDS.get(ckind, str(ckind)) if kind == "memcpy" else None
             name = f"[CUDA {kind} {ck}]" if ck else f"[CUDA {kind}]"
             yield Activity(kind, start, end, dev, stream, None, corr, corr, name, name, bytes=nbytes, copy_kind=ck)
+
+    def reopen_args(self) -> tuple:
+        """(class, file, display name): what a worker process needs to open this export again."""
+        return type(self), self.file, self.path
 
     def close(self) -> None:
         """Close the database."""

@@ -107,6 +107,18 @@ def _tensor(entry: dict) -> Tensor:
     return Tensor(shape, entry.get("dtype"))
 
 
+def _normalise(e: dict) -> dict:
+    """PyTorch traces give a tensor list as one tensor entry whose shape is a list of shapes (dtype
+    ``TensorList``): make it a tensorlist entry (dtypes unknown)."""
+    shape = e.get("shape")
+    if shape and isinstance(shape[0], (list, tuple)):
+        out = {"type": "tensorlist", "items": [{"type": "tensor", "shape": list(s), "dtype": None} for s in shape]}
+        if e.get("name"):
+            out["name"] = e["name"]
+        return out
+    return e
+
+
 class Args:
     """The arguments of one call in marker order (positional first, then keywords with a ``name``).
 
@@ -117,7 +129,7 @@ class Args:
     __slots__ = ("entries", "role", "_positional")
 
     def __init__(self, entries: Sequence[Any], role: str = "fprop"):
-        self.entries = [e for e in entries if isinstance(e, dict)]
+        self.entries = [_normalise(e) for e in entries if isinstance(e, dict)]
         self.role = role
         self._positional = [e for e in self.entries if not e.get("name")]
 

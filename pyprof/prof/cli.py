@@ -56,7 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a peak: fp64, fp32, fp64_tc, tf32_tc, fp16_tc, bf16_tc, fp8_tc, int8_tc")
     p.add_argument("--bandwidth", type=float, default=None, metavar="GBPS", help="override memory bandwidth, GB/s")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
-                   help="worker processes for per-kernel output (default: one per CPU core; 1: no workers)")
+                   help="worker processes for per-kernel output (default: one per CPU for files >= 32 MB; 1: none)")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 when any kernel has no modelled FLOPs/bytes (the report says which ops)")
     p.add_argument("-q", "--quiet", action="store_true", help="no coverage report on stderr")
     return p
 
@@ -92,13 +94,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cov = summarize(iter_records(stream, name), out, args.group_by, fmt, args.width, args.top, peaks)
             else:
                 cov = run_stream(stream, name, out, cols, fmt, args.width, peaks, header=not args.no_header,
-                                 jobs=_jobs(args.jobs))
+                                 jobs=_jobs(args.jobs, path))
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
         out.commit()
-        if not args.quiet:
+        if not args.quiet or (args.strict and cov.reasons):
             print(cov.text(), file=sys.stderr)
+        if args.strict and cov.reasons:
+            print("pyprof.prof: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
+            return 1
         return 0
     except BrokenPipeError:
         _silence_stdout()
@@ -111,12 +116,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _jobs(n: int) -> int:
+#: Below this input size the workers' start-up costs more than they save (default --jobs only).
+PARALLEL_MIN_BYTES = 32 << 20
+
+
+def _jobs(n: int, path: str) -> int:
+    """Worker count: as given, or by default one per CPU for a regular file of at least PARALLEL_MIN_BYTES."""
     import os
 
     if n < 0:
         raise UsageError("--jobs must be >= 0")
-    return n or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    if n:
+        return n
+    try:
+        if path == "-" or os.path.getsize(path) < PARALLEL_MIN_BYTES:
+            return 1
+    except OSError:
+        return 1
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 class Spool:

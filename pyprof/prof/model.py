@@ -21,7 +21,7 @@ from typing import NamedTuple
 from pyprof.prof import registry
 from pyprof.prof.args import Args
 from pyprof.prof.registry import COUNTED_FAMILIES, TC_FAMILIES, Estimate, Formula, NotModelled
-from pyprof.prof.tensorcores import tc_column
+from pyprof.prof.tensorcores import dtype_from_kernel_name, tc_column, tc_used
 
 try:  # orjson is optional: a faster cache key (and faster reading, see reader.py)
     import orjson as _orjson
@@ -32,12 +32,19 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
     def _key(obj) -> str:
         return json.dumps(obj, separators=(",", ":"))
 
+# Kernels that only help a GEMM/conv/attention call. Names that are always helpers:
 HELPER_KERNEL = re.compile(
-    r"nchwToNhwc|nhwcToNchw|nchwToNhwc|transpose|splitKreduce|split_k|splitK|reduce_kernel|reduce_1Block|"
-    r"elementwise_kernel|fill_kernel|memset|copy_kernel|CatArrayBatchedCopy|computeOffsets|im2col|col2im|"
-    r"dot_do_o|convert_dq|clear_dq|cast_kernel|convert_kernel|_bias_|bias_kernel|scale_kernel|"
-    r"cunn_SoftMax|softmax_warp|unrolled_elementwise|cutlass::Kernel<.*?Epilogue|epilogue_kernel",
-    re.IGNORECASE)
+    r"nchwToNhwc|nhwcToNchw|AddPaddingKernel|RemovePaddingKernel|init_device_workspace|splitKreduce|"
+    r"split_k_reduce|reduce_1Block|CatArrayBatchedCopy|computeOffsets|scal_kernel|scalePackedTensor|"
+    r"epilogue::impl|"
+    r"dot_do_o|convert_dq|clear_dq|at::native::.*reduce_kernel|cunn_SoftMax|softmax_warp", re.IGNORECASE)
+# Names that are helpers unless they also say they multiply matrices (a GEMM with a fused bias epilogue is
+# the main kernel, not a helper):
+_WEAK_HELPER = re.compile(r"transpose|elementwise_kernel|fill_kernel|memset|copy_kernel|im2col|col2im|cast_kernel|"
+                          r"convert_kernel|_bias_|bias_kernel|scale_kernel|reduce_kernel|epilogue_kernel",
+                          re.IGNORECASE)
+_MATMUL = re.compile(r"gemm|xmma|nvjet|tensorop|implicit|fprop|dgrad|wgrad|flash_fwd|flash_bwd_dq|fmha|sdpa",
+                     re.IGNORECASE)
 _helper_cache: dict[str, bool] = {}
 
 
@@ -47,7 +54,8 @@ def is_helper(name: str) -> bool:
     if v is None:
         if len(_helper_cache) > 65536:
             _helper_cache.clear()
-        v = _helper_cache[name] = HELPER_KERNEL.search(name) is not None
+        v = bool(HELPER_KERNEL.search(name) or (_WEAK_HELPER.search(name) and not _MATMUL.search(name)))
+        _helper_cache[name] = v
     return v
 
 
@@ -157,22 +165,27 @@ class Modeller:
         kind = d.get("kind")
         if kind == "memcpy" or kind == "memset":
             n = d.get("bytes")
-            p = f"{d.get('copy_kind') or kind},{n}B"
+            ck = d.get("copy_kind")
+            p = f"{ck or kind},{n}B"
+            # A copy to or from the host (or another GPU) is bound by PCIe/NVLink, not by this GPU's memory:
+            # family "transfer" keeps it out of the roofline.
+            fam = "memory" if kind == "memset" or ck in ("DtoD", "DeviceToDevice") else "transfer"
             if n is None:
-                return Result(0, None, p, "-", f"{kind} without a size", "memory", None, "")
-            return Result(0, int(n), p, "-", None, "memory", None, "")
+                return Result(0, None, p, "-", f"{kind} without a size", fam, None, "")
+            return Result(0, int(n), p, "-", None, fam, None, "")
         ops, mods = d.get("op"), d.get("mod")
-        op = ops[0] if ops else ""
-        mod = mods[0] if mods else ""
+        op = (ops if type(ops) is str else ops[0]) if ops else ""
+        mod = (mods if type(mods) is str else mods[0]) if mods else ""
         direction = d.get("dir") or ""
         fwd = d.get("fwd") if direction == "bprop" else None
         args = d.get("args") or ()
         long_name = d.get("kLongName") or d.get("kShortName") or ""
         try:  # everything below except the call bookkeeping depends only on this key: computed once per key
-            skey = (long_name, mod, op, direction, _key(args) if args else b"",
+            akey = _key(args) if args else b""
+            skey = (long_name, mod, op, direction, akey,
                     _key((fwd.get("mod"), fwd.get("op"), fwd.get("args"))) if fwd else b"")
         except TypeError:
-            skey = None
+            skey = akey = None
         st_info = self._static.get(skey) if skey is not None else None
         if st_info is None:
             st_info = self._static_info(long_name, mod, op, direction, args, fwd)
@@ -185,7 +198,9 @@ class Modeller:
         # Which kernel of the call carries the numbers.
         sub = d.get("subSeqId")
         seq = d.get("seqId")
-        key = (direction, op, tuple(seq) if seq else (), d.get("callsite"))
+        # parse numbers the kernels of a backward node, not of each aten op inside it: the op's arguments
+        # tell two calls of one backward node apart.
+        key = (direction, op, tuple(seq) if type(seq) is list else seq, d.get("callsite"), akey)
         tid = d.get("tid")
         st = self._calls.get(tid)
         if st is None or sub == 0 or st[0] != key:
@@ -195,6 +210,8 @@ class Modeller:
             return st_info.helper
         st[1] += 1
         role = st_info.role
+        if st_info.one_per_kernel:  # an aten GEMM/conv op inside a backward node runs one main kernel per call
+            st[1] = 1
         if st[1] > 1:
             kernel_role = None
             if st_info.grads:
@@ -205,11 +222,15 @@ class Modeller:
         else:
             st[2] = sub
             if st_info.grads:
-                role = _grad_role(long_name, st[3]) or "bprop"
+                role = _grad_role(long_name, st[3]) or role
         res = st_info.results.get(role)
         if res is None:
             est = self.estimate(st_info.formula, st_info.args, role)
-            res = st_info.results[role] = Result(est.flops, est.bytes, est.params, st_info.tc, est.reason,
+            if est.reason and est.flops is None and not st_info.args:
+                est = est._replace(reason=f"the marker recorded no arguments for {op} (PyTorch's emit_nvtx "
+                                          "without record_shapes=True records names only)")
+            params = est.params + ",dtype-from-kernel" if st_info.guessed and est.params else est.params
+            res = st_info.results[role] = Result(est.flops, est.bytes, params, st_info.tc, est.reason,
                                                  st_info.family, st_info.dtype, role)
         return res
 
@@ -218,11 +239,19 @@ class Modeller:
         role = "fprop"
         if direction == "bprop":
             f = fwd or {}
-            f_ops, f_mods = f.get("op") or [], f.get("mod") or []
+            f_ops, f_mods = _as_list(f.get("op")), _as_list(f.get("mod"))
             ff = self.resolve(f_mods[0] if f_mods else "", f_ops[0]) if f_ops else None
             if ff is not None and not (formula is not None and args):
+                if formula is not None and formula.family != ff.family:
+                    # The backward op has no arguments and its forward link names another kind of op: the
+                    # link is not the op's own forward (a capture-side mismatch); do not borrow its shapes.
+                    return _Static.fixed(Result(
+                        None, None, "", tc_column(long_name, False, None),
+                        f"no arguments recorded for {op}, and its forward link ({f_ops[0]}) is a different kind "
+                        "of op", "", None, role))
                 formula, args, role = ff, f.get("args") or [], "bprop"
         s = _Static()
+        s.name = long_name
         if formula is None:
             reason = ("no op (kernel outside any op range)" if not op
                       else f"no formula for {mod + '.' if mod and '::' not in op else ''}{op}")
@@ -230,13 +259,16 @@ class Modeller:
                 reason += " and no forward link"
             s.result = Result(None, None, "", tc_column(long_name, False, None), reason, "", None, role)
             return s
-        s.formula, s.args, s.role, s.family = formula, list(args), role, formula.family
+        args, s.guessed = _fill_dtypes(list(args), long_name)
+        s.formula, s.args, s.role, s.family = formula, args, role, formula.family
         matrix = s.family in TC_FAMILIES
         s.dtype = _first_dtype(args)
-        s.grads = role == "bprop" and s.family in ("gemm", "conv")
+        s.grads = (role == "bprop" or formula.backward) and s.family in ("gemm", "conv")
+        s.one_per_kernel = direction == "bprop" and role == "fprop" and not formula.backward and \
+            s.family in ("gemm", "conv")
         s.tc = tc_column(long_name, matrix, s.dtype)
         if matrix and is_helper(long_name):
-            s.helper = Result(None, None, "", tc_column(long_name, False, s.dtype),
+            s.helper = Result(None, None, "", "1" if tc_used(long_name) else "-",
                               f"helper kernel of {op} (its FLOPs are on the call's main kernel)", s.family, s.dtype,
                               role)
         return s
@@ -246,18 +278,27 @@ class _Static:
     """What a kernel name, op and arguments decide once: formula, role, family, dtype, tc, results by role."""
 
     __slots__ = ("formula", "args", "role", "family", "dtype", "grads", "tc", "helper", "result", "results",
-                 "_counted")
+                 "_counted", "guessed", "one_per_kernel", "name")
 
     def __init__(self) -> None:
         self.helper = self.result = None
         self.results: dict = {}
         self._counted: dict = {}
 
+    @classmethod
+    def fixed(cls, result: Result) -> "_Static":
+        """Every kernel with this key gets ``result`` (no formula, or nothing it could use)."""
+        s = cls()
+        s.result = result
+        return s
+
     def counted(self, sub, op: str) -> Result:
         r = self._counted.get(sub)
         if r is None:
-            r = self._counted[sub] = Result(None, None, "", self.tc, f"counted on sub {sub} of the same {op} call",
-                                            self.family, self.dtype, self.role)
+            # Not the call's main kernel: Tensor Cores '0' only if its own name says it multiplies matrices.
+            r = self._counted[sub] = Result(None, None, "", tc_column(self.name, False, self.dtype),
+                                            f"counted on sub {sub} of the same {op} call", self.family, self.dtype,
+                                            self.role)
         return r
 
 
@@ -273,6 +314,35 @@ def _grad_role(name: str, given: set) -> str | None:
         return None
     given.add(role)
     return role
+
+
+def _as_list(v) -> list:
+    """A marker list field that a writer may also give as a single string (the forward link's mod/op)."""
+    if not v:
+        return []
+    return [v] if isinstance(v, str) else list(v)
+
+
+def _fill_dtypes(args: list, kernel_name: str) -> tuple[list, bool]:
+    """Give tensors without a dtype the one the kernel's name states (emit_nvtx-only markers record shapes
+    only). A modelling shortcut: the params string then ends with ``dtype-from-kernel``. Returns (args, filled)."""
+    missing = any(isinstance(e, dict) and (("shape" in e and not e.get("dtype")) or
+                                           any(isinstance(i, dict) and not i.get("dtype") for i in e.get("items") or ()))
+                  for e in args)
+    if not missing:
+        return args, False
+    guess = dtype_from_kernel_name(kernel_name)
+    if guess is None:
+        return args, False
+    out = []
+    for e in args:
+        if isinstance(e, dict) and "shape" in e and not e.get("dtype"):
+            e = {**e, "dtype": guess}
+        elif isinstance(e, dict) and e.get("items"):
+            e = {**e, "items": [{**i, "dtype": guess} if isinstance(i, dict) and not i.get("dtype") else i
+                                for i in e["items"]]}
+        out.append(e)
+    return out, True
 
 
 def _first_dtype(args: list) -> str | None:

@@ -25,7 +25,7 @@ from pyprof.prof.output import FORMATS, Format
 from pyprof.prof.roofline import Peaks
 
 CHUNK_BYTES = 4 << 20
-_EMPTY = re.compile(rb"\n\r?\n|^\r\n")
+_EMPTY = re.compile(rb"\n\r?\n")  # no alternation: a literal-prefixed pattern scans at memchr speed
 LOOKBACK = 64
 
 _state: dict = {}
@@ -73,7 +73,7 @@ def _work(task: tuple) -> tuple:
 
 def empty_lines(chunk: bytes) -> int:
     """Lines of ``chunk`` that are empty (they get no idx; a line of only spaces does, see process_lines)."""
-    if _EMPTY.search(chunk) is None and not chunk.startswith(b"\n"):  # the usual case: one fast scan
+    if _EMPTY.search(chunk) is None and not chunk.startswith((b"\n", b"\r\n")):  # the usual case: one fast scan
         return 0
     n = chunk.count(b"\n\n") + chunk.count(b"\n\r\n")
     return n + (1 if chunk.startswith(b"\n") or chunk.startswith(b"\r\n") else 0)

@@ -44,6 +44,7 @@ class Formula:
     fn: Callable
     family: str
     names: tuple[str, ...]
+    backward: bool = False  # an explicit backward op (aten::convolution_backward): kernels get dgrad/wgrad roles
 
     @property
     def qualname(self) -> str:
@@ -53,17 +54,18 @@ class Formula:
 _REGISTRY: dict[str, Formula] = {}
 
 
-def register(*names: str, family: str = "other") -> Callable[[Callable], Callable]:
+def register(*names: str, family: str = "other", backward: bool = False) -> Callable[[Callable], Callable]:
     """Decorator registering ``fn`` under every name in ``names``.
 
     ``family`` is one of gemm, conv, attention, norm, pointwise, reduce, loss, optim, memory, misc, other.
+    ``backward`` marks an explicit backward op whose GEMM/conv kernels are given dgrad/wgrad roles.
     Returns the function unchanged. Raises UsageError when a name is already taken (message names both).
     """
     if not names:
         raise UsageError("register() needs at least one op name")
 
     def deco(fn: Callable) -> Callable:
-        formula = Formula(fn, family, tuple(names))
+        formula = Formula(fn, family, tuple(names), backward)
         for name in names:
             old = _REGISTRY.get(name)
             if old is not None:

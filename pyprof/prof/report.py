@@ -85,11 +85,15 @@ def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks |
     model = modeller.model
     add = coverage.add
     for_gpu = peaks.for_gpu if peaks is not None else (lambda _g: None)
-    for idx, (_lineno, d) in enumerate(records):
-        m = model(d)
-        dur = d.get("kDuration") or 0
-        add(dur, m)
-        r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) if need_roofline else _NO_ROOF
+    for idx, (lineno, d) in enumerate(records):
+        try:
+            m = model(d)
+            dur = d.get("kDuration") or 0
+            add(dur, m)
+            r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
+                if need_roofline and m.family != "transfer" else _NO_ROOF
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
+            raise InputError("input", f"line {lineno}: a record field has an unexpected type ({e})") from None
         yield idx, d, m, r
 
 
@@ -117,11 +121,15 @@ def process_lines(lines: Sequence[bytes], path: str, lineno: int, idx: int, mode
             d = legacy(line, path, lineno)
         if type(d) is not dict:
             raise InputError(path, f"line {lineno}: expected one record object per line, got {type(d).__name__}")
-        m = model(d)
-        dur = d.get("kDuration") or 0
-        add(dur, m)
-        r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) if need_roofline else _NO_ROOF
-        append(row(idx, d, m, r))
+        try:
+            m = model(d)
+            dur = d.get("kDuration") or 0
+            add(dur, m)
+            r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
+                if need_roofline and m.family != "transfer" else _NO_ROOF
+            append(row(idx, d, m, r))
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
+            raise InputError(path, f"line {lineno}: a record field has an unexpected type ({e})") from None
         idx += 1
     return out, len(lines), idx - n0
 

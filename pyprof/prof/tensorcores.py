@@ -10,7 +10,12 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-# Checked first: names that say CUDA cores even though they are matrix kernels.
+# Checked first: kernels that belong to matrix libraries but multiply nothing (layout changes, workspace set-up,
+# split-K reductions): not applicable, whatever their template arguments mention.
+_NOT_MATRIX = re.compile(r"init_device_workspace|AddPaddingKernel|RemovePaddingKernel|nchwToNhwc|nhwcToNchw|"
+                         r"splitKreduce|split_k_reduce|compute_dot_do_o|convert_dq|dot_do_o|scal_kernel|"
+                         r"scalePackedTensor|epilogue::impl", re.IGNORECASE)
+# Then names that say CUDA cores even though they are matrix kernels.
 _SIMT = re.compile(
     r"ffma|simt|(?<![0-9a-z])[sdcz]gemm|_sgemm|_dgemm|[^a-z]gemv|gemvx|gemv2|gemmSN|gemmk1|dot_kernel|"
     r"implicit_convolve_sgemm|precomputed_convolve_sgemm|explicit_convolve_sgemm|dgrad_engine|"
@@ -37,6 +42,8 @@ TC_DTYPES = frozenset({"float16", "bfloat16", "float32", "float8_e4m3fn", "float
 @lru_cache(maxsize=65536)
 def tc_used(name: str) -> bool | None:
     """True if the kernel name says Tensor Cores, False if it says a CUDA-core matrix kernel, else None."""
+    if _NOT_MATRIX.search(name):
+        return None
     if _SIMT.search(name):
         return False
     if _TC.search(name):
@@ -54,6 +61,29 @@ def tc_column(name: str, matrix_role: bool, dtype: str | None) -> str:
     used = tc_used(name)
     if used:
         return "1"
+    if used is None and _NOT_MATRIX.search(name):
+        return "-"
     if (matrix_role or used is False or MATRIX_KERNEL.search(name)) and dtype in TC_DTYPES:
         return "0"
     return "-"
+
+
+# dtype tokens in kernel names, most specific first: used only when the marker did not record dtypes.
+_DTYPE_TOKENS = [
+    (re.compile(r"e4m3", re.I), "float8_e4m3fn"), (re.compile(r"e5m2", re.I), "float8_e5m2"),
+    (re.compile(r"bf16|bfloat16|BFloat16|__nv_bfloat16", re.I), "bfloat16"),
+    (re.compile(r"tf32", re.I), "float32"),
+    (re.compile(r"f16f16|fp16|_f16_|c10::Half|__half|\bhalf\b|h884|h1688|h16816|_hgemm", re.I), "float16"),
+    (re.compile(r"f64|double|dgemm|fp64", re.I), "float64"),
+    (re.compile(r"f32f32|fp32|_f32_|sgemm|<float[,>]|\bfloat\b", re.I), "float32"),
+]
+
+
+@lru_cache(maxsize=65536)
+def dtype_from_kernel_name(name: str) -> str | None:
+    """The data type a kernel name (or its template arguments) states, or None. A guess, used only for
+    records whose markers carry shapes without dtypes (PyTorch's emit_nvtx alone)."""
+    for rx, dtype in _DTYPE_TOKENS:
+        if rx.search(name):
+            return dtype
+    return None

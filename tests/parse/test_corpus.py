@@ -201,3 +201,34 @@ def test_nvprof_markers_attribute_backward_kernels(corpus):
 def test_nsys_gpu_name_when_exported(corpus):
     recs = parsed(corpus / "nsys/nsys2023.3_lts_la.sqlite")
     assert {r["gpu"] for r in recs if r["kind"] == "kernel"} == {"Tesla T4"}
+
+
+@pytest.mark.parametrize("name", [NCCL, EMIT_NVPROF, "nsys/nsys2023.3_lts_la.sqlite"])
+def test_record_api_and_json_lines_agree(corpus, name):
+    from dataclasses import fields
+
+    from pyprof.parse import iter_records
+
+    recs, _ = iter_records(str(corpus / name))
+    as_records = [r.to_json() for r in recs]
+    out = io.StringIO()
+    parse_file(str(corpus / name), out)
+    assert as_records == out.getvalue().splitlines()
+    assert list(json.loads(as_records[0])) == [f.name for f in fields(Record)]
+
+
+@pytest.mark.parametrize("name", [NCCL, WINDOW, EMIT_NVPROF])
+def test_sweep_in_a_worker_process_gives_the_same_lines(corpus, name):
+    from pyprof.parse import open_source
+    from pyprof.parse.output import lines
+
+    def run(worker: bool) -> tuple[list, tuple]:
+        src = open_source(str(corpus / name))
+        try:
+            out, stats = lines(src, worker=worker)
+            result = list(out)
+        finally:
+            src.close()
+        return result, (stats.records, stats.kernels, stats.kernels_with_op, stats.no_launch)
+
+    assert run(True) == run(False)

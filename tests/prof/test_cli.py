@@ -166,3 +166,27 @@ def test_import_does_not_import_torch():
     code = "import sys; sys.modules['torch'] = None; import pyprof.prof, pyprof.prof.cli; print('ok')"
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert p.stdout.strip() == "ok", p.stderr
+
+
+def test_docs_name_every_column_and_formula():
+    from pyprof.prof import registry
+    from pyprof.prof.columns import COLUMNS
+
+    prof_md = open(os.path.join(ROOT, "docs", "prof.md")).read()
+    formulas_md = open(os.path.join(ROOT, "docs", "formulas.md")).read()
+    assert all(f"| `{c}` |" in prof_md for c in COLUMNS)
+    missing = [f.fn.__name__ for f in registry.formulas() if f"`{f.fn.__name__}`" not in formulas_md]
+    assert not missing, f"docs/formulas.md does not describe {missing}"
+    from pyprof.prof.catalogue import catalogue
+
+    assert formulas_md.endswith(catalogue()), "regenerate docs/formulas.md's catalogue: python -m pyprof.prof.catalogue"
+
+
+def test_strict_fails_on_unmodelled_kernels(dict_file):
+    p = prof("--strict", "-q", dict_file)
+    assert p.returncode == 1 and "my_op" in p.stderr
+
+
+def test_record_with_fields_of_wrong_types_is_bad_input():
+    p = prof("-", stdin='{"kShortName": "k", "tid": [1], "op": ["add"], "mod": ["torch"], "args": []}\n')
+    assert p.returncode == 1 and p.stdout == "" and "line 1" in p.stderr and "Traceback" not in p.stderr

@@ -93,6 +93,16 @@ CASES: dict[str, list] = {
          "dgrad", 27648,  # dgrad = forward FLOPs
          4016),  # reads dY 512 + w 108, writes dX 384; ·4
     ],
+    "convolution_backward": [
+        ("aten::convolution_backward", [T([2, 4, 8, 8]), CONV_X, CONV_W, S([4]), S([1, 1]), S([1, 1]), S([1, 1]),
+                                        S(False), S([0, 0]), S(1), S([True, True, True])], "fprop",
+         55296,  # dgrad + wgrad, each the forward's 27648
+         8032),  # dgrad 4016 + wgrad 4016
+        ("aten::convolution_backward", [T([2, 4, 8, 8]), CONV_X, CONV_W, S([4]), S([1, 1]), S([1, 1]), S([1, 1]),
+                                        S(False), S([0, 0]), S(1), S([False, True, True])], "dgrad",
+         27648,  # the first layer: only wgrad is computed, so the kernel given dgrad by order is the wgrad
+         4016),  # x 384 + dY 512 read, dW 108 written; ·4
+    ],
     "cudnn_convolution": [("aten::cudnn_convolution", [CONV_X, CONV_W, S([1, 1]), S([1, 1]), S([1, 1]), S(1)], "fprop",
                            27648, 4016)],  # as conv2d above
     "cudnn_convolution_transpose": [("aten::cudnn_convolution_transpose",
@@ -212,6 +222,58 @@ CASES: dict[str, list] = {
     "pad": [("torch.nn.functional.pad", [T([1, 2, 4, 4]), S([1, 1, 1, 1])], "fprop",
              0, 416)],  # (32 + 2·6·6)·4
 }
+
+CASES.update({
+    "layer_norm_backward": [("aten::native_layer_norm_backward",
+                             [T([2, 8, 16], "float16"), T([2, 8, 16], "float16"), S([16]), T([2, 8, 1]), T([2, 8, 1]),
+                              T([16], "float16"), T([16], "float16")], "fprop",
+                             3584,  # as layer_norm's bprop: 2·7·256
+                             1600)],  # (3·256 + 32)·2
+    "batch_norm_backward": [("aten::native_batch_norm_backward",
+                             [T([2, 4, 3, 3]), T([2, 4, 3, 3]), T([4]), T([4]), T([4]), T([4]), T([4])], "fprop",
+                             1008,  # 2·7·72
+                             896)],  # (3·72 + weight and its gradient 2·4)·4
+    "cudnn_batch_norm_backward": [("aten::cudnn_batch_norm_backward",
+                                   [T([2, 4, 3, 3]), T([2, 4, 3, 3]), T([4]), T([4]), T([4]), T([4]), T([4])], "fprop",
+                                   1008, 896)],  # as above, input first
+    "group_norm_backward": [("aten::native_group_norm_backward",
+                             [T([2, 8, 4, 4]), T([2, 8, 4, 4]), T([2, 4]), T([2, 4]), T([8]), S(2), S(8), S(16), S(4)],
+                             "fprop", 3584,  # 2·7·256
+                             3136)],  # (3·256 + 2·8)·4
+    "softmax_backward_data": [("aten::_softmax_backward_data", [T([8, 100]), T([8, 100]), S(-1), S(6)], "fprop",
+                               3200,  # 4·800
+                               9600)],  # 3·800·4
+    "dropout_backward": [("aten::native_dropout_backward", [T([100], "float16"), T([100], "bool"), S(1.1)], "fprop",
+                          100,  # 1·100
+                          500)],  # dY 200 + mask 100 + dX 200
+    "pool_backward": [("aten::max_pool2d_with_indices_backward",
+                       [T([1, 2, 4, 4]), T([1, 2, 8, 8]), S([2, 2]), S([2, 2]), S([0, 0]), S([1, 1]), S(False),
+                        T([1, 2, 4, 4], "int64")], "fprop",
+                       128,  # 1 per input element: 2·8·8
+                       896)],  # dY 32·4 + indices 32·8 + dX 128·4
+    "nll_loss_backward": [("aten::nll_loss_backward", [T([]), T([4, 10]), T([4], "int64"), S(None), S(1), S(-100),
+                                                       T([])], "fprop",
+                           4,  # 1 per target
+                           192)],  # targets 4·8 + dX 40·4
+    "embedding_backward": [("aten::embedding_dense_backward", [T([4, 5, 16]), T([4, 5], "int64"), S(100), S(-1),
+                                                               S(False)], "fprop",
+                            320,  # 20 indices · D 16 accumulated
+                            7840)],  # dY 320·4 + indices 20·8 + dW 100·16·4
+    "amp_unscale": [("aten::_amp_foreach_non_finite_check_and_unscale_", [L(T([10]), T([20])), T([]), T([])], "fprop",
+                     60,  # 2·30
+                     240)],  # 30·4 read + 30·4 written
+    "amp_update_scale": [("aten::_amp_update_scale_", [T([]), T([], "int32"), T([]), S(2.0), S(0.5), S(2000)],
+                          "fprop", 2, 20)],  # 5 scalars of 4 bytes
+    "new_fill": [("aten::new_zeros", [T([64, 2048], "float16"), S([131072])], "fprop",
+                  0, 262144)],  # 131072·2 written
+    "reshape": [("aten::reshape", [T([8, 511], "int64"), S([-1])], "fprop",
+                 0, 65408)],  # 4088·8 read + written
+})
+for _name in ("threshold", "gelu", "silu", "sigmoid", "tanh", "hardtanh", "leaky_relu", "elu", "softplus",
+              "hardswish", "hardsigmoid", "mish", "logsigmoid", "softshrink", "hardshrink"):
+    CASES[f"{_name}_backward"] = [(f"aten::{_name}_backward", [T([10], "float16"), T([10], "float16")], "fprop",
+                                   pw.UNARY[_name] * 10,  # the forward's cost per element
+                                   (10 + 2 * 10) * 2)]  # dY + the saved tensor read, dX written; ·2 B
 
 # Formulas made from tables: one case each, the expected numbers from the documented per-element cost.
 for _name, _cost in {**pw.UNARY, **pw.BINARY}.items():

@@ -121,3 +121,28 @@ def test_peak_overrides():
     g = p.for_gpu("NVIDIA H200")
     assert g.tflops["bf16_tc"] == 500 and g.tflops["fp32"] == 67 and g.bandwidth_gbps == 1000
     assert Peaks(gpu="H100 PCIe").for_gpu("NVIDIA H200").name == "H100 PCIe"
+
+
+def test_dtype_from_kernel_name_for_emit_nvtx_markers():
+    m = Modeller()
+    args = [{"type": "tensor", "shape": [64, 256]}, {"type": "tensor", "shape": [256, 512]}]
+    r = m.model(rec("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_kernel", op="aten::mm", mod="aten", args=args))
+    assert r.bytes == (64 * 256 + 256 * 512 + 64 * 512) * 2 and r.params.endswith("dtype-from-kernel")
+    r = m.model(rec("mystery", op="aten::mm", mod="aten", args=args, seq=(5,)))
+    assert r.flops == 2 * 64 * 512 * 256 and r.bytes is None and "dtype unknown" in r.reason
+
+
+def test_helper_kernel_names():
+    from pyprof.prof.model import is_helper
+
+    for name in ["void nchwToNhwcKernel<__half, __half, float, true, false, (cudnnKernelDataType_t)0>(int)",
+                 "void splitKreduce_kernel<32, 16, int, float, __nv_bfloat16>(cublasSplitKParams<float>)",
+                 "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(at::native::ReduceOp<float>)",
+                 "void pytorch_flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64>>(Flash_bwd_params)",
+                 "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"]:
+        assert is_helper(name), name
+    for name in ["cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8_bias_",
+                 "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_kernel__5x_cublas",
+                 "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<64>>()",
+                 "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "volta_sgemm_128x64_nn"]:
+        assert not is_helper(name), name

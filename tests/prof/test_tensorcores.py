@@ -6,6 +6,16 @@ import pytest
 from pyprof.prof.tensorcores import tc_column, tc_used
 
 TC = [
+    # H200 captures (tests/data/kineto): cuBLASLt, cuDNN, CUTLASS, cuDNN SDPA
+    "nvjet_sm90_hsh_64x64_64x13_2x1_v_bz_splitK_NTT",
+    "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT",
+    "sm90_xmma_wgrad_indexed_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_tilesize128x64x64_warpgroupsize1x1x1_g1_"
+    "execute_segment_k_off_kernel__5x_cudnn",
+    "sm90_xmma_fprop_image_first_layer_f16f16_f32_f16_nhwckrsc_nhwc_hmma_k64c4r7s7_stride2x2_tile16x64x64_tensor1688_"
+    "execute_kernel_kernel__5x_cudnn",
+    "void cutlass::Kernel2<cutlass_80_tensorop_s16816gemm_f16_64x128_64x3_nt_align8>(cutlass_80_tensorop_s16816gemm_"
+    "f16_64x128_64x3_nt_align8::Params)",
+    "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x64_1x4x1_cga1x1x1_kernel0_0",
     "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas",
     "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT",
     "ampere_fp16_s16816gemm_fp16_128x128_ldg8_f2f_stages_32x5_nn",
@@ -44,6 +54,15 @@ NOT_MATRIX = [
     "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float>>>",
     "void splitKreduce_kernel<32, 16, int, float, __nv_bfloat16, float, __nv_bfloat16, true, false, false>(Params)",
     "Memcpy HtoD (Pageable -> Device)",
+    # cuDNN/cuBLAS helpers whose template arguments name GEMMs (H200 ResNet/Transformer captures)
+    "void cask_plugin__5x_cudnn::xmma__5x_cudnn::init_device_workspace_kernel<xmma__5x_cudnn::implicit_gemm::"
+    "wgrad_indexed::Warp_specialized_params<xmma__5x_cudnn::Grid_constant_params> >(xmma__5x_cudnn::implicit_gemm::"
+    "wgrad_indexed::Warp_specialized_params<xmma__5x_cudnn::Grid_constant_params>, bool)",
+    "void nhwcAddPaddingKernel<__half, __half, float, true, (cudnnKernelDataType_t)0>(int, int, int, __half const*)",
+    "void cudnn::fusion::compute_dot_do_o_specialized<true, 64>(void const*, void const*, void*, void*, unsigned int)",
+    "void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*, unsigned int, unsigned int)",
+    "void cublasLt::splitKreduce_kernel<32, 16, int, float, __half, float, __half, false, float, __half, __half, true, "
+    "false, false, false>(cublasLt::cublasSplitKParams<float>, __half const*)",
 ]
 
 
@@ -64,6 +83,8 @@ def test_cuda_core_matrix_kernels_are_eligible_but_unused(name):
 def test_other_kernels_are_not_applicable(name):
     assert tc_used(name) is None
     assert tc_column(name, False, "float16") == "-"
+    if "workspace" in name or "Padding" in name or "splitK" in name:
+        assert tc_column(name, True, "float16") == "-"  # even as a kernel of a convolution/GEMM call
 
 
 def test_fp64_matrix_kernel_without_dmma_is_not_applicable():

@@ -51,7 +51,8 @@ def scaled_dot_product_attention(a: Args) -> Estimate:
 
 @register("aten::_scaled_dot_product_flash_attention_backward",
           "aten::_scaled_dot_product_efficient_attention_backward",
-          "aten::_scaled_dot_product_cudnn_attention_backward", family="attention")
+          "aten::_scaled_dot_product_cudnn_attention_backward",
+          "aten::_scaled_dot_product_flash_attention_for_cpu_backward", family="attention")
 def scaled_dot_product_attention_backward(a: Args) -> Estimate:
     """The explicit backward ops: (grad_out, query, key, value, ...): the five GEMMs."""
     return sdpa(a.tensor(1, "query"), a.tensor(2, "key"), a.tensor(3, "value"), "bprop")

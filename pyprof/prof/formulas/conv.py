@@ -146,3 +146,37 @@ def _backend(a: Args, transposed: bool, bias: bool) -> Estimate:
         groups = int(a.value(5 + o, "groups", 1))
     return conv(x.shape, w.shape, x.dtype, stride=stride, padding=padding, dilation=dilation, groups=groups,
                 transposed=transposed, output_padding=output_padding, role=a.role, bias_numel=b.numel if b else 0)
+
+
+@register("aten::convolution_backward", backward=True, family="conv")
+def convolution_backward(a: Args) -> Estimate:
+    """aten::convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+    output_padding, groups, output_mask): the gradients ``output_mask`` asks for (dgrad, wgrad; the bias
+    gradient, a reduction, is not counted). A kernel given role dgrad when only wgrad is computed counts as
+    wgrad (the first layer: its input needs no gradient)."""
+    x, w = a.tensor(1, "input"), a.tensor(2, "weight")
+    d = len(x.shape) - 2
+    if d < 1:
+        raise NotModelled(f"conv input shape {x.shape}")
+    mask = a.value(10, "output_mask", [True, True, False])
+    want_d, want_w = bool(mask[0]), bool(mask[1]) if len(mask) > 1 else True
+    role = a.role
+    if role == "dgrad" and not want_d:
+        role = "wgrad"
+    elif role == "wgrad" and not want_w:
+        role = "dgrad"
+
+    def one(r: str) -> Estimate:
+        return conv(x.shape, w.shape, x.dtype, stride=a.ints(4, "stride", d, 1), padding=a.ints(5, "padding", d, 0),
+                    dilation=a.ints(6, "dilation", d, 1), transposed=bool(a.value(7, "transposed", False)),
+                    output_padding=a.ints(8, "output_padding", d, 0), groups=int(a.value(9, "groups", 1)), role=r)
+
+    if role in ("dgrad", "wgrad"):
+        return one(role)
+    parts = [one(r) for r, on in (("dgrad", want_d), ("wgrad", want_w)) if on]
+    if not parts:
+        raise NotModelled("output_mask asks for no input or weight gradient")
+    flops = sum(p.flops for p in parts)
+    nbytes = None if any(p.bytes is None for p in parts) else sum(p.bytes for p in parts)
+    return Estimate(flops, nbytes, parts[0].params.rsplit(",", 1)[0] + ",bprop",
+                    None if nbytes is not None else "dtype unknown: bytes not modelled")

@@ -30,7 +30,7 @@ def adam(a: Args, adamw: bool) -> Estimate:
     """The shared Adam/AdamW estimate (module docstring)."""
     params, grads, m, v, vmax = _lists(a, 5)
     if not params:
-        raise NotModelled("no parameter list")
+        raise NotModelled("parameter list without its tensors (not recorded by the trace)")
     n = _total(params)
     amsgrad = bool(a.value(None, "amsgrad", False))
     wd = float(a.value(None, "weight_decay", 0) or 0)
@@ -59,7 +59,7 @@ def fused_sgd(a: Args) -> Estimate:
     """_fused_sgd_(params, grads, momentum_buffer_list, *, weight_decay, momentum, lr, ...)."""
     params, grads, bufs = _lists(a, 3)
     if not params:
-        raise NotModelled("no parameter list")
+        raise NotModelled("parameter list without its tensors (not recorded by the trace)")
     momentum = float(a.value(None, "momentum", 0) or 0)
     n = _total(params)
     io = [(t.numel, t.dtype) for t in params] * 2 + [(t.numel, t.dtype) for t in grads]
@@ -73,7 +73,7 @@ def foreach(a: Args, cost: int) -> Estimate:
     """The shared foreach estimate (module docstring)."""
     lists = a.lists()
     if not lists or not lists[0]:
-        raise NotModelled("no tensor list")
+        raise NotModelled("tensor list without its tensors (not recorded by the trace)")
     first = lists[0]
     n = _total(first)
     io = [(t.numel, t.dtype) for lst in lists for t in lst] + [(t.numel, t.dtype) for t in first]

@@ -1,0 +1,58 @@
+"""JSON pieces of a record, built without a JSONEncoder call where a plain join does (the hot path).
+
+Every helper produces exactly what ``json.dumps(..., separators=(",", ":"))`` would, so that the writer's
+lines are byte for byte ``Record.to_json()`` (a test checks every line of every corpus file).
+"""
+from __future__ import annotations
+
+import json
+
+from pyprof.common import RECORD_SCHEMA
+
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+string = json.encoder.encode_basestring_ascii  # what the encoder itself uses for str (ensure_ascii)
+
+# JSONEncoder.encode builds a C encoder on every call, which costs more than the small values encoded
+# here; build the same one once (as JSONEncoder.iterencode does, without the circular-reference check).
+if json.encoder.c_make_encoder is not None:
+    _c_encoder = json.encoder.c_make_encoder(None, _ENCODER.default, string, None, ":", ",", False, False, True)
+
+    def value(v) -> str:
+        """JSON of any JSON-able value."""
+        return "".join(_c_encoder(v, 0))
+else:  # pragma: no cover - CPython always has the C accelerator
+    value = _ENCODER.encode
+
+
+def integer(v) -> str:
+    """JSON of an int or None (readers give ints for every count and id)."""
+    return "null" if v is None else str(v)
+
+
+def ints(items) -> str:
+    """JSON of a sequence of ints (or None)."""
+    return "[" + ",".join("null" if x is None else str(x) for x in items) + "]"
+
+
+def strings(items: list) -> str:
+    """JSON of a list of strings: the C string escaper per item, no encoder call."""
+    return "[" + ",".join(map(string, items)) + "]" if items else "[]"
+
+
+def nested(v) -> str:
+    """JSON of a nested value; empty ones, the common case, without an encoder call."""
+    if v is None:
+        return "null"
+    if v == []:
+        return "[]"
+    return value(v)
+
+
+def attribution(a) -> tuple[str, str]:
+    """An attribution's record keys before and after ``subSeqId`` (see correlate.Attribution)."""
+    return (
+        f'"layer":{strings(a.layer)},"trace":{strings(a.trace)},"reprMarkers":{nested(a.reprMarkers)},'
+        f'"marker":{nested(a.marker)},"seqMarker":{strings(a.seqMarker)},"seqId":{ints(a.seqId)}',
+        f'"altSeqId":{ints(a.altSeqId)},"dir":{string(a.dir)},"mod":{strings(a.mod)},'
+        f'"op":{strings(a.op)},"args":{nested(a.args)},"callsite":{nested(a.callsite)},"fwd":{nested(a.fwd)},'
+        f'"ranges":{strings(a.ranges)},"schema":{RECORD_SCHEMA}')

@@ -1,0 +1,146 @@
+"""Records out: activities joined to the sweep's launch infos, written as JSON lines.
+
+The sweep (correlate) yields one LAUNCH_INFO per launch call in launch order; this module reads the
+activities in start order alongside and joins them on the launch key. On a machine with two cores or more
+and a large export, the sweep runs in a worker process (pipeline.py) while this process reads the
+activities and writes the lines: the two halves of the work are about equal.
+
+The writer is the hot path of a parse (one line per kernel, millions of them): parts that many records
+share (kernel names, launch configuration, GPU, attribution) are encoded once, the rest is formatted
+directly. Its output is byte for byte ``Record.to_json()``: a test checks every line of every corpus file.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import os
+from typing import Iterator
+
+from pyprof.common import Record
+from pyprof.parse import encode
+from pyprof.parse.correlate import _EMPTY, BPROP, HAS_FWD, HAS_OP, Correlator, Stats
+from pyprof.parse.model import Source
+
+#: How far a GPU timestamp may run ahead of the launch call's CPU timestamp (clock conversion jitter).
+CLOCK_SKEW_NS = 50_000_000
+#: Launches kept after their first activity, for the further kernels of a CUDA graph launch, and op calls
+#: whose kernel count (subSeqId) is kept: the kernels of one call run back to back, far within this.
+RECENT = 16_384
+#: Exports smaller than this are swept in-process: a worker process is not worth starting.
+WORKER_MIN_BYTES = 16 << 20
+
+
+def lines(source: Source, worker: bool | None = None) -> tuple[Iterator[str], Stats]:
+    """Return (the records' JSON lines, without newlines, in activity start order, their Stats).
+
+    ``worker``: sweep in a worker process (None: when the machine has two cores or more, the source can
+    be reopened there and the file is large). The Stats fill in as the lines are consumed."""
+    if worker is None:
+        worker = _worth_a_worker(source)
+    if worker:
+        from pyprof.parse.pipeline import launch_infos_from_worker
+
+        infos = launch_infos_from_worker(source)
+    else:
+        infos = Correlator(source).launch_infos()
+    stats = Stats()
+    return _merge(source, infos, stats), stats
+
+
+def records(source: Source, worker: bool | None = None) -> tuple[Iterator[Record], Stats]:
+    """Return (one Record per activity in start order, their Stats): the JSON lines, decoded."""
+    out, stats = lines(source, worker)
+    return (Record.from_dict(json.loads(line)) for line in out), stats
+
+
+def _worth_a_worker(source: Source) -> bool:
+    args = getattr(source, "reopen_args", None)
+    if args is None or (os.cpu_count() or 1) < 2:
+        return False
+    try:
+        return os.path.getsize(args()[1]) >= WORKER_MIN_BYTES
+    except OSError:
+        return False
+
+
+def _merge(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterator[str]:
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # only acyclic tuples and strings are made here; see Correlator.launch_infos
+    try:
+        yield from _merge_lines(source, infos, stats)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterator[str]:
+    gpus = {dev: f'"gpu":{encode.value(g.name)},"gpu_props":{encode.value(g.props)}'
+            for dev, g in source.gpus().items()}
+    no_gpu = '"gpu":null,"gpu_props":null'
+    no_call = '"api":null,"api_start_ns":null,"api_end_ns":null'
+    empty_head, empty_tail = encode.attribution(_EMPTY)
+    names: dict = {}  # (kind, short, long) -> JSON: a few hundred distinct kernels, not a million
+    shapes: dict = {}  # (grid, block) -> JSON
+    apis: dict = {}
+    pending: dict = {}  # launch key -> info, swept but not yet used
+    recent: dict = {}  # used already: a graph launch starts many kernels
+    counts: dict = {}  # op call -> kernels so far
+    num, nums = encode.integer, encode.ints
+    infos = iter(infos)
+    nxt = next(infos, None)
+    for act in source.activities():
+        horizon = act.start_ns + CLOCK_SKEW_NS
+        while nxt is not None and nxt[2] <= horizon:
+            pending[nxt[0]] = nxt
+            nxt = next(infos, None)
+        key = act.launch_key
+        info = pending.pop(key, None)
+        if info is not None:
+            recent[key] = info
+            if len(recent) > 2 * RECENT:  # pruned in bulk: cheaper than an LRU per record
+                recent = dict(list(recent.items())[-RECENT:])
+        else:
+            info = recent.get(key)
+        stats.records += 1
+        if info is None:
+            stats.no_launch += 1
+            pid, tid, call_json, head, tail, call, flags = act.pid, None, no_call, empty_head, empty_tail, None, 0
+        else:
+            _, api, api_start, api_end, pid, tid, head, tail, call, flags = info
+            if pid is None:
+                pid = act.pid
+            api_json = apis.get(api)
+            if api_json is None:
+                api_json = apis[api] = encode.value(api)
+            call_json = f'"api":{api_json},"api_start_ns":{api_start},"api_end_ns":{api_end}'
+        sub = None
+        if act.kind == "kernel":
+            stats.kernels += 1
+            if flags:
+                stats.kernels_with_op += flags & HAS_OP
+                if flags & BPROP:
+                    stats.bprop_kernels += 1
+                    if flags & HAS_FWD:
+                        stats.bprop_with_fwd += 1
+            if call is not None:
+                sub = counts.get(call, 0)
+                counts[call] = sub + 1
+                if len(counts) > 2 * RECENT:
+                    counts = dict(list(counts.items())[-RECENT:])
+        k = (act.kind, act.short_name, act.long_name)
+        name_json = names.get(k)
+        if name_json is None:
+            name_json = names[k] = (f'{{"kind":{encode.value(act.kind)},"kShortName":{encode.value(act.short_name)},'
+                                    f'"kLongName":{encode.value(act.long_name)},"kDuration":')
+        k = (act.grid, act.block)
+        shape = shapes.get(k)
+        if shape is None:
+            shape = shapes[k] = f'"grid":{nums(act.grid)},"block":{nums(act.block)}'
+        start = act.start_ns
+        yield (f'{name_json}{act.end_ns - start},"start_ns":{start},"end_ns":{act.end_ns},'
+               f'"pid":{num(pid)},"tid":{num(tid)},"device":{num(act.device)},"stream":{num(act.stream)},'
+               f'"correlation_id":{num(act.correlation_id)},{shape},"registers":{num(act.registers)},'
+               f'"static_smem_bytes":{num(act.static_smem_bytes)},'
+               f'"dynamic_smem_bytes":{num(act.dynamic_smem_bytes)},{gpus.get(act.device, no_gpu)},{call_json},'
+               f'"bytes":{num(act.bytes)},"copy_kind":{encode.value(act.copy_kind)},{head},'
+               f'"subSeqId":{num(sub)},{tail}}}')

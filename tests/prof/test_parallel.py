@@ -1,0 +1,58 @@
+"""--jobs N gives exactly the serial output, chunk boundaries inside op calls included."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from pyprof.prof import parallel
+from pyprof.prof.columns import COLUMNS
+from pyprof.prof.report import run_stream
+
+from .helpers import S, T, rec
+
+pytestmark = pytest.mark.skipif(not parallel.available(), reason="needs the fork start method")
+
+
+def _records(n_calls: int) -> list[dict]:
+    conv = [T([2, 3, 8, 8], "float16"), T([4, 3, 3, 3], "float16"), S(None), S(1, "stride"), S(1, "padding")]
+    out = []
+    for c in range(n_calls):
+        kw = dict(op="conv2d", mod="torch.nn.functional", args=conv, seq=(c,))
+        out += [rec("nchwToNhwcKernel", 10, sub=0, **kw), rec("sm80_xmma_fprop_implicit_gemm_tensor16x8x16", 50, sub=1, **kw),
+                rec("nhwcToNchwKernel", 10, sub=2, **kw)]
+        if c % 7 == 0:
+            out.append({})  # a record with nothing known still gets a row
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["csv", "space", "jsonl"])
+def test_parallel_equals_serial(tmp_path, monkeypatch, fmt):
+    path = tmp_path / "in.jsonl"
+    lines = [json.dumps(r) for r in _records(400)]
+    lines.insert(100, "")  # an empty line gets no idx, in both modes
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 4096)  # many chunks, boundaries inside calls
+    cols = list(COLUMNS)
+    outs = []
+    for jobs, pipe in ((1, False), (3, False), (2, True)):  # a file (workers pread it) and a pipe (bytes sent)
+        buf = io.StringIO()
+        with open(path, "rb") as f:
+            src = io.BytesIO(f.read()) if pipe else f
+            cov = run_stream(src, str(path), buf, cols, fmt, jobs=jobs)
+        outs.append((buf.getvalue(), cov.kernels, cov.flops, cov.own_ns, cov.elsewhere_ns))
+    assert outs[0] == outs[1] == outs[2]
+    assert outs[0][1] == 400 * 3 + 58 and outs[0][2] == 400 * 27648  # each conv counted once: 2·2·4·3·9·64
+
+
+def test_parallel_reports_the_malformed_line(tmp_path, monkeypatch):
+    from pyprof.common import InputError
+
+    path = tmp_path / "bad.jsonl"
+    lines = [json.dumps(r) for r in _records(200)]
+    lines[450] = "{oops"
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 4096)
+    with open(path, "rb") as f, pytest.raises(InputError, match="line 451:"):
+        run_stream(f, str(path), io.StringIO(), ["idx"], "csv", jobs=2)
