@@ -1,0 +1,36 @@
+"""The ``pyprof`` console command: one front door to the stages (``pyprof parse ...``, ``pyprof prof ...``)."""
+from __future__ import annotations
+
+import importlib
+import sys
+
+import pyprof
+
+STAGES = {
+    "parse": ("pyprof.parse.cli", "profiler export (nsys/NvProf SQLite, PyTorch trace) -> JSON Lines records"),
+    "prof": ("pyprof.prof.cli", "records -> per-kernel FLOPs, bytes, Tensor Cores, roofline; tables and summaries"),
+}
+
+USAGE = "usage: pyprof {" + ",".join(STAGES) + "} [options] ...   (pyprof STAGE -h for a stage's options)\n\n" + \
+    "\n".join(f"  {name:6s} {text}" for name, (_, text) in STAGES.items()) + \
+    "\n\ntypical:  pyprof parse net.sqlite > net.dict && pyprof prof -w 150 net.dict\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the stage named by the first argument; return its exit code (2 for a usage error)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0 if argv else 2
+    if argv[0] == "--version":
+        print(f"pyprof {pyprof.__version__}")
+        return 0
+    stage = STAGES.get(argv[0])
+    if stage is None:
+        sys.stderr.write(f"pyprof: unknown command {argv[0]!r}\n{USAGE}")
+        return 2
+    return importlib.import_module(stage[0]).main(argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""The committed H200 captures (tests/data), through `python -m pyprof.parse` and prof's model: per step, the
+GEMM/convolution/attention FLOPs equal torch.utils.flop_counter's (tests/data/flops, measured on the GPU
+machine in the same run as the capture); every GEMM/convolution kernel carries FLOPs or names the kernel of
+its call that does; Tensor Core column right for matrix and element-wise kernels. The number of steps in a
+capture is counted from the capture itself, independently of parse."""
+from __future__ import annotations
+
+import gzip
+import json
+import lzma
+import os
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from pyprof.prof.model import Modeller
+from pyprof.prof.registry import COUNTED_FAMILIES
+from pyprof.prof.tensorcores import tc_used
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(ROOT, "tests", "data")
+
+
+def _kineto_steps(path: str) -> int:
+    events = json.load(gzip.open(path))["traceEvents"]
+    return sum(1 for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("Optimizer.step#"))
+
+
+def _nsys_steps(path: str) -> int:
+    con = sqlite3.connect(path)
+    try:
+        return con.execute("SELECT count(*) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON n.textId = s.id "
+                           "WHERE coalesce(n.text, s.value) LIKE 'ProfilerStep#%'").fetchone()[0]
+    finally:
+        con.close()
+
+
+def _records(path: str, tmp_path) -> list[dict]:
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", path], capture_output=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": ROOT})
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    return [json.loads(x) for x in p.stdout.splitlines() if x.strip()]
+
+
+CASES = [("kineto", "resnet"), ("kineto", "transformer"), ("kineto", "lenet"), ("nsys/pyprof", "resnet"),
+         ("nsys/pyprof", "transformer")]
+
+
+@pytest.mark.parametrize("fmt,example", CASES)
+def test_capture_matches_flop_counter(fmt, example, tmp_path):
+    if fmt == "kineto":
+        path = os.path.join(DATA, "kineto", f"{example}.pt.trace.json.gz")
+        steps = _kineto_steps(path)
+    else:
+        path = str(tmp_path / f"{example}.sqlite")
+        with lzma.open(os.path.join(DATA, fmt, f"{example}.sqlite.xz")) as src, open(path, "wb") as dst:
+            dst.write(src.read())
+        steps = _nsys_steps(path)
+    expected = json.load(open(os.path.join(DATA, "flops", f"{example}.json")))["flops_per_step"] * steps
+    assert steps >= 1
+    m = Modeller()
+    total = 0
+    for r in _records(path, tmp_path):
+        res = m.model(r)
+        if res.flops and res.family in COUNTED_FAMILIES:
+            total += res.flops
+        if r.get("kind", "kernel") != "kernel":
+            continue
+        name = r.get("kLongName") or r["kShortName"]
+        if tc_used(name) is True and res.family in COUNTED_FAMILIES:
+            # a matrix kernel: its FLOPs, or the note names the kernel of its call that carries them
+            assert res.flops or (res.reason or "").startswith("counted on sub"), (name, res)
+            assert res.tc == "1", (name, res)
+        if "elementwise_kernel" in name:
+            assert res.tc == "-", (name, res)
+    assert abs(total - expected) <= 0.03 * expected, (total, expected)
+    assert total == expected  # in fact exact on these captures
