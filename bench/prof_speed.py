@@ -80,6 +80,21 @@ def make_input(path: str, rows: int) -> None:
             f.write(json.dumps(r, separators=(",", ":")) + "\n")
 
 
+def replicate(src: str, path: str, rows: int) -> None:
+    """Write ``rows`` records by repeating the records of ``src`` (e.g. parse's output for a real capture),
+    with shifted start times and fresh sequence ids so that op calls stay distinct."""
+    recs = [json.loads(line) for line in open(src) if line.strip()]
+    if not recs:
+        raise SystemExit(f"{src}: no records")
+    with open(path, "w") as f:
+        for i in range(rows):
+            r = dict(recs[i % len(recs)])
+            rep = i // len(recs)
+            r["start_ns"] = (r.get("start_ns") or 0) + rep * 10**9
+            r["seqId"] = [s + rep * 10**6 for s in r.get("seqId") or []]
+            f.write(json.dumps(r, separators=(",", ":")) + "\n")
+
+
 def baseline(path: str) -> float:
     """Seconds to decode every line and csv.writer its raw default-column fields."""
     t0 = time.perf_counter()
@@ -124,10 +139,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--keep", default=None, help="write the generated input here and keep it")
+    ap.add_argument("--from", dest="src", default=None,
+                    help="replicate this records file (parse's output for a real capture) instead of the templates")
     a = ap.parse_args()
     path = a.keep or tempfile.mktemp(suffix=".jsonl", prefix="prof_speed_")
     try:
-        make_input(path, a.rows)
+        if a.src:
+            replicate(a.src, path, a.rows)
+        else:
+            make_input(path, a.rows)
         jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         tb = baseline(path)
         t1 = prof(path, 1)

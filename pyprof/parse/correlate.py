@@ -94,7 +94,15 @@ class Correlator:
         start = row[1]
         while st and st[-1][2] <= start:
             self._state.pop(id(st.pop()), None)
-        st.append(row)
+        if st and st[-1][1] == start and st[-1][2] < row[2]:
+            # Readers sort by start only (a second sort key costs the SQL sort dearly): a range that starts
+            # with the ones just pushed but ends later encloses them.
+            i = len(st) - 1
+            while i > 0 and st[i - 1][1] == start and st[i - 1][2] < row[2]:
+                i -= 1
+            st.insert(i, row)
+        else:
+            st.append(row)
         # The autograd sequence number of a forward range, looked for on every range: texts are searched,
         # not decoded, because most ranges never enclose a launch.
         m = row[6]
@@ -107,7 +115,7 @@ class Correlator:
             key = (row[5], seq)
             fwd = self._fwd
             if key not in fwd:  # the outermost range with this seq comes first
-                fwd[key] = tuple(st)
+                fwd[key] = tuple(st[: st.index(row) + 1])
                 if len(fwd) > FWD_MEMORY_OPS:
                     fwd.popitem(last=False)
 
@@ -132,22 +140,6 @@ class Correlator:
             s[1] = info
         return info
 
-    def _marker(self, row: tuple) -> mk.Marker | None:
-        m = row[6]
-        if m is not None:
-            return m
-        text = row[3]
-        if not text:
-            return None
-        s = self._state.get(id(row))
-        if s is None:
-            m = mk.decode(text)
-            self._state[id(row)] = [m, None, None]
-            return m
-        if s[0] is _UNDECODED:
-            s[0] = mk.decode(text)
-        return s[0]
-
     def _call_id(self, row: tuple) -> int:
         """A number for the op call a range stands for (ids of rows are reused once they are freed)."""
         s = self._state.get(id(row))
@@ -158,19 +150,44 @@ class Correlator:
         return s[2]
 
     def _attribute(self, chain: list, counters: bool = True) -> Attribution:
+        """The attribution of a launch enclosed by ``chain`` (outermost first). ``counters``: give the op
+        call an id for subSeqId (not for forward links, which only read the forward op's names)."""
         a = Attribution()
         a.until_ns = min(row[2] for row in chain)
+        ranges, seq_markers, seq_ids = a.ranges, a.seqMarker, a.seqId
         ops: list = []
         fwd_seq: list = []
         bwd_seq: list = []
+        state = self._state
         for row in chain:
             text = row[3]
-            a.ranges.append(text or "")
-            m = self._marker(row) if counters else (row[6] or mk.decode(text))
+            ranges.append(text or "")
+            m = row[6]
             if m is None:
-                continue
+                if not text:
+                    continue
+                if counters:  # decoded once per open range (a parent is shared by its children's launches)
+                    s = state.get(id(row))
+                    if s is None:
+                        m = mk.decode(text)
+                        state[id(row)] = [m, None, None]
+                    elif s[0] is _UNDECODED:
+                        m = s[0] = mk.decode(text)
+                    else:
+                        m = s[0]
+                else:
+                    m = mk.decode(text)
+                if m is None:
+                    continue
             kind = m.kind
-            if kind == mk.OP:
+            if kind == mk.SEQ:
+                seq_markers.append(text or m.name)
+                if m.seq is not None and m.seq not in seq_ids:
+                    seq_ids.append(m.seq)
+                if m.stashed is not None:
+                    a.altSeqId.append(m.stashed)
+                (bwd_seq if m.backward else fwd_seq).append((m, row))
+            elif kind == mk.OP:
                 ops.append((m, row))
                 payload = row[4]
                 a.marker.append(m.data if payload is None else {**m.data, "call": payload})
@@ -178,33 +195,25 @@ class Correlator:
                     a.trace.extend(m.stack)
                 elif m.site:
                     a.trace.append(m.site)
-            elif kind == mk.SEQ:
-                a.seqMarker.append(text or m.name)
-                if m.seq is not None and m.seq not in a.seqId:
-                    a.seqId.append(m.seq)
-                if m.stashed is not None:
-                    a.altSeqId.append(m.stashed)
-                (bwd_seq if m.backward else fwd_seq).append((m, row))
             elif kind == mk.MODULE or kind == mk.LAYER:
                 a.layer.append(m.name)
             elif kind == mk.TRACE:
                 a.trace.extend(m.stack or ())
             elif kind == mk.REPR:
                 a.reprMarkers.append(m.data)
-        bprop = bool(bwd_seq) or any(m.op == "backward" for m, _ in ops)
         named = ops or fwd_seq or bwd_seq
-        # Direction is only claimed when an op is known; a kernel under plain user ranges has none.
-        a.dir = "bprop" if bprop else ("fprop" if named else "")
-        if named:
-            a.mod = [m.mod for m, _ in named]
-            a.op = [m.op for m, _ in named]
-            first = named[0][0]
-            a.args = first.get_args()
-            a.callsite = first.site or (first.stack[-1] if first.stack else None)
-            if a.callsite is None and ops and a.trace:
-                a.callsite = a.trace[-1]
-            if counters:
-                a.call = self._call_id(bwd_seq[-1][1] if bwd_seq else named[0][1])
+        if not named:
+            return a  # plain user ranges: no op, no direction
+        a.dir = "bprop" if bwd_seq or any(m.op == "backward" for m, _ in ops) else "fprop"
+        a.mod = [m.mod for m, _ in named]
+        a.op = [m.op for m, _ in named]
+        first = named[0][0]
+        a.args = first.get_args()
+        a.callsite = first.site or (first.stack[-1] if first.stack else None)
+        if a.callsite is None and ops and a.trace:
+            a.callsite = a.trace[-1]
+        if counters:
+            a.call = self._call_id(bwd_seq[-1][1] if bwd_seq else named[0][1])
         if bwd_seq:
             a.fwd = self._forward_link(bwd_seq)
         return a

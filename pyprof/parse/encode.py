@@ -30,8 +30,10 @@ def integer(v) -> str:
 
 
 def ints(items) -> str:
-    """JSON of a sequence of ints (or None)."""
-    return "[" + ",".join("null" if x is None else str(x) for x in items) + "]"
+    """JSON of a sequence of ints, None allowed (grid and block of old exports may lack a dimension)."""
+    if None in items:
+        return "[" + ",".join("null" if x is None else str(x) for x in items) + "]"
+    return "[" + ",".join(map(str, items)) + "]" if items else "[]"
 
 
 def strings(items: list) -> str:

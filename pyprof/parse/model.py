@@ -67,7 +67,7 @@ class GpuInfo(NamedTuple):
 
 
 class Source(Protocol):
-    """What every reader provides. Iterators are sorted by start time (ranges: outer before inner)."""
+    """What every reader provides. Iterators are sorted by start time (ranges of equal start in any order)."""
 
     path: str
     format: str

@@ -108,7 +108,8 @@ class NsysSource:
 
     def ranges(self) -> Iterator[tuple]:
         """Push/pop ranges (eventType 59) with an end, as model.RANGE_ROW tuples straight from the cursor,
-        in start order, outer before inner. Registered strings are resolved in the query."""
+        in start order (equal starts in any order: the sweep nests them). Registered strings are resolved
+        in the query."""
         if NVTX not in self.cols:
             return iter(())
         has = self.cols[NVTX]
@@ -121,7 +122,7 @@ class NsysSource:
         return self.db.execute(
             f"SELECT e.globalTid, e.start, e.end, {text}, {payload}, e.globalTid & {_PID_MASK}, NULL "
             f"FROM {NVTX} e {join} WHERE e.eventType = {NVTX_PUSH_POP} AND e.end IS NOT NULL "
-            f"ORDER BY e.start, e.end DESC")
+            f"ORDER BY e.start")
 
     def launches(self) -> Iterator[Launch]:
         """Runtime and driver API calls that started a kernel, memcpy or memset, in start order."""

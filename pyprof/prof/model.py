@@ -9,8 +9,9 @@ GEMM/convolution call, the first two main kernels are dgrad and wgrad: a name th
 decides, otherwise the order does (autograd computes the input's gradient before the weight's). So every
 op call's FLOPs are counted once, and per-step totals can be compared with torch.utils.flop_counter.
 
-A call is the run of kernels on one thread with the same direction, op, sequence ids and call site; a
-kernel with ``subSeqId`` 0 starts a new one.
+A call is the run of kernels on one thread with the same direction, op, sequence ids, call site and
+arguments; a kernel with ``subSeqId`` 0 starts a new one (parse numbers the kernels of a whole backward node,
+so the arguments tell its aten ops apart).
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
 HELPER_KERNEL = re.compile(
     r"nchwToNhwc|nhwcToNchw|AddPaddingKernel|RemovePaddingKernel|init_device_workspace|splitKreduce|"
     r"split_k_reduce|reduce_1Block|CatArrayBatchedCopy|computeOffsets|scal_kernel|scalePackedTensor|"
-    r"epilogue::impl|"
+    r"epilogue::impl|xmma\w*_execute_split_k_kernel|"
     r"dot_do_o|convert_dq|clear_dq|at::native::.*reduce_kernel|cunn_SoftMax|softmax_warp", re.IGNORECASE)
 # Names that are helpers unless they also say they multiply matrices (a GEMM with a fused bias epilogue is
 # the main kernel, not a helper):
@@ -200,7 +201,8 @@ class Modeller:
         seq = d.get("seqId")
         # parse numbers the kernels of a backward node, not of each aten op inside it: the op's arguments
         # tell two calls of one backward node apart.
-        key = (direction, op, tuple(seq) if type(seq) is list else seq, d.get("callsite"), akey)
+        # seqId lists the sequence numbers of the op stack down to the kernel; the first is the call's own.
+        key = (direction, op, (seq[0] if seq else None) if type(seq) is list else seq, d.get("callsite"), akey)
         tid = d.get("tid")
         st = self._calls.get(tid)
         if st is None or sub == 0 or st[0] != key:
@@ -260,6 +262,8 @@ class Modeller:
             s.result = Result(None, None, "", tc_column(long_name, False, None), reason, "", None, role)
             return s
         args, s.guessed = _fill_dtypes(list(args), long_name)
+        if formula.family in TC_FAMILIES:
+            args, s.guessed = _autocast(args, long_name, s.guessed)
         s.formula, s.args, s.role, s.family = formula, args, role, formula.family
         matrix = s.family in TC_FAMILIES
         s.dtype = _first_dtype(args)
@@ -341,6 +345,24 @@ def _fill_dtypes(args: list, kernel_name: str) -> tuple[list, bool]:
         elif isinstance(e, dict) and e.get("items"):
             e = {**e, "items": [{**i, "dtype": guess} if isinstance(i, dict) and not i.get("dtype") else i
                                 for i in e["items"]]}
+        out.append(e)
+    return out, True
+
+
+_LOW_PRECISION = frozenset({"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"})
+
+
+def _autocast(args: list, kernel_name: str, guessed: bool) -> tuple[list, bool]:
+    """Under autocast an op's fp32 arguments are cast inside it and its GEMM/conv kernel runs in fp16/bf16;
+    the kernel's name says so. Then the fp32 tensors are taken at the kernel's dtype (bytes, roofline peak),
+    and the params string ends with ``dtype-from-kernel``."""
+    kd = dtype_from_kernel_name(kernel_name)
+    if kd not in _LOW_PRECISION or not any(isinstance(e, dict) and e.get("dtype") == "float32" for e in args):
+        return args, guessed
+    out = []
+    for e in args:
+        if isinstance(e, dict) and "shape" in e and e.get("dtype") == "float32":
+            e = {**e, "dtype": kd}
         out.append(e)
     return out, True
 

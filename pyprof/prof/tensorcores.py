@@ -14,7 +14,7 @@ from functools import lru_cache
 # split-K reductions): not applicable, whatever their template arguments mention.
 _NOT_MATRIX = re.compile(r"init_device_workspace|AddPaddingKernel|RemovePaddingKernel|nchwToNhwc|nhwcToNchw|"
                          r"splitKreduce|split_k_reduce|compute_dot_do_o|convert_dq|dot_do_o|scal_kernel|"
-                         r"scalePackedTensor|epilogue::impl", re.IGNORECASE)
+                         r"scalePackedTensor|epilogue::impl|xmma\w*_execute_split_k_kernel", re.IGNORECASE)
 # Then names that say CUDA cores even though they are matrix kernels.
 _SIMT = re.compile(
     r"ffma|simt|(?<![0-9a-z])[sdcz]gemm|_sgemm|_dgemm|[^a-z]gemv|gemvx|gemv2|gemmSN|gemmk1|dot_kernel|"
@@ -71,6 +71,10 @@ def tc_column(name: str, matrix_role: bool, dtype: str | None) -> str:
 # dtype tokens in kernel names, most specific first: used only when the marker did not record dtypes.
 _DTYPE_TOKENS = [
     (re.compile(r"e4m3", re.I), "float8_e4m3fn"), (re.compile(r"e5m2", re.I), "float8_e5m2"),
+    # cuBLASLt nvjet kernels name their input type first: h = fp16, t = bf16, s = fp32 (inferred from the H200
+    # captures: fp16 ResNet -> nvjet_sm90_hsh_*, bf16 Transformer -> nvjet_sm90_tst_*).
+    (re.compile(r"nvjet_(?:sm\d+_)?h"), "float16"), (re.compile(r"nvjet_(?:sm\d+_)?t"), "bfloat16"),
+    (re.compile(r"nvjet_(?:sm\d+_)?s"), "float32"),
     (re.compile(r"bf16|bfloat16|BFloat16|__nv_bfloat16", re.I), "bfloat16"),
     (re.compile(r"tf32", re.I), "float32"),
     (re.compile(r"f16f16|fp16|_f16_|c10::Half|__half|\bhalf\b|h884|h1688|h16816|_hgemm", re.I), "float16"),

@@ -190,3 +190,14 @@ def test_old_metadata_table_name(nsys_builder):
     b.launch(PID, MAIN, 10, 20, corr=1)
     b.kernel(PID, 30, 40, corr=1)
     assert len(records(b.close())) == 1
+
+
+def test_ranges_with_equal_starts_nest_by_their_ends(nsys_builder):
+    b = nsys_builder()
+    b.range(PID, MAIN, 0, 50, "inner")  # stored first: the reader does not order equal starts
+    b.range(PID, MAIN, 0, 100, "outer")
+    b.range(PID, MAIN, 0, 70, "middle")
+    b.launch(PID, MAIN, 10, 20, corr=1)
+    b.kernel(PID, 30, 40, corr=1)
+    (k,) = records(b.close())
+    assert k["ranges"] == ["outer", "middle", "inner"]

@@ -146,3 +146,15 @@ def test_helper_kernel_names():
                  "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<64>>()",
                  "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "volta_sgemm_128x64_nn"]:
         assert not is_helper(name), name
+
+
+def test_autocast_takes_the_kernels_precision():
+    """Under autocast a conv's fp32 arguments are cast inside it; the cuDNN kernel says f16."""
+    m = Modeller()
+    conv = [T([2, 3, 8, 8]), T([4, 3, 3, 3]), S(None), S(1, "stride"), S(1, "padding")]
+    r = m.model(rec("sm90_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc_kernel", op="conv2d", mod="aten",
+                    args=conv))
+    assert r.dtype == "float16" and r.bytes == 4016 // 2 and r.params.endswith("fp16,dtype-from-kernel")
+    lin = [T([64, 256]), T([256, 512], "bfloat16")]
+    r = m.model(rec("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", op="aten::mm", mod="aten", args=lin, seq=(4,)))
+    assert r.bytes == (64 * 256 + 256 * 512 + 64 * 512) * 2  # t = bf16

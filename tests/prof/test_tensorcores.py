@@ -89,3 +89,16 @@ def test_other_kernels_are_not_applicable(name):
 
 def test_fp64_matrix_kernel_without_dmma_is_not_applicable():
     assert tc_column("volta_dgemm_64x64_nn", True, "float64") == "-"
+
+
+def test_rules_agree_with_the_hardware_counters():
+    """tests/data/ncu/tensor_cores.csv: every distinct kernel of the H200 example steps, with Nsight Compute's
+    tensor-pipe instruction counts (1 when HMMA minus HFMA2, GMMA or IMMA instructions ran)."""
+    import csv
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "data", "ncu", "tensor_cores.csv")
+    rows = list(csv.DictReader(open(path)))
+    assert len(rows) > 100
+    wrong = [(r["kernel"], r["tensor_cores"]) for r in rows if bool(tc_used(r["kernel"])) != (r["tensor_cores"] == "1")]
+    assert not wrong, wrong
