@@ -10,7 +10,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["pyprof", "pyprof.*"]),
     # torch is needed only by the capture stage (pyprof.init); parse and prof run without it, so it is an extra.
-    install_requires=["nvtx>=0.2.10", "numpy", "tabulate>=0.9", "tqdm>=4.60"],
+    install_requires=["nvtx>=0.2.10", "numpy", "tabulate>=0.9", "tqdm>=4.60", "ijson>=3.2", "orjson>=3.9"],
     extras_require={"capture": ["torch>=2.1"], "test": ["pytest>=7", "expecttest"]},
     entry_points={"console_scripts": ["pyprof=pyprof.cli:main"]},
 )

@@ -22,6 +22,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument("-j", "--jobs", type=int, default=1, help="parse several files in this many processes")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    p.add_argument("--worker", choices=("auto", "on", "off"), default="auto",
+                   help="sweep ranges in a second process (auto: for large files when a core is free)")
     return p
 
 
@@ -70,7 +72,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.jobs > 1 and len(sources) > 1:
             all_stats = _run_parallel(sources, out, args.jobs)
         else:
-            all_stats = [_write(src, out, progress=_want_progress(args)) for src in sources]
+            worker = {"auto": None, "on": True, "off": False}[args.worker]
+            all_stats = [_write(src, out, progress=_want_progress(args), worker=worker) for src in sources]
         out.flush()
         if tmp_path:
             out.close()

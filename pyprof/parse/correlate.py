@@ -18,7 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterator
 
-from pyprof.parse import encode, markers as mk
+from pyprof.parse import markers as mk
 from pyprof.parse.markers import quick_seq
 from pyprof.parse.model import Source
 
@@ -63,7 +63,7 @@ class Attribution:
         self.fwd: dict | None = None
         self.call: int | None = None  # id of the op call (the range standing for it): subSeqId counts per call
         self.until_ns = 0  # the earliest end among its ranges: valid for launches that end before it
-        self.info: tuple | None = None  # (JSON before subSeqId, JSON after, call id, flags), built once
+        self.info: tuple | None = None  # (record fields, call id, flags) for LAUNCH_INFO, built once
 
 
 _EMPTY = Attribution()
@@ -249,7 +249,7 @@ class Correlator:
             r = next(ranges, None)
             push = self._push
             attribute = self._launch_attribution
-            empty = _info(_EMPTY)
+            empty = (None, None, 0)
             for launch in src.launches():
                 start = launch.start_ns
                 while r is not None and r[1] <= start:
@@ -264,9 +264,12 @@ class Correlator:
 
 
 def _info(a: Attribution) -> tuple:
-    head, tail = encode.attribution(a)
+    # Plain lists and strings, not JSON: encoding is left to the process that writes the lines, which
+    # balances the work when the sweep runs in a worker (pickling these is cheaper than encoding them).
+    fields = (a.layer, a.trace, a.reprMarkers, a.marker, a.seqMarker, a.seqId, a.altSeqId, a.dir, a.mod, a.op,
+              a.args, a.callsite, a.fwd, a.ranges)
     flags = (HAS_OP if a.op else 0) | (BPROP if a.dir == "bprop" else 0) | (HAS_FWD if a.fwd is not None else 0)
-    a.info = (head, tail, a.call, flags)
+    a.info = (fields, a.call, flags)
     return a.info
 
 

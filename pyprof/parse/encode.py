@@ -50,11 +50,19 @@ def nested(v) -> str:
     return value(v)
 
 
-def attribution(a) -> tuple[str, str]:
-    """An attribution's record keys before and after ``subSeqId`` (see correlate.Attribution)."""
+def attribution(fields: tuple | None) -> tuple[str, str]:
+    """A launch's attribution keys of the record, before and after ``subSeqId``, from the ATTRIBUTION
+    fields of a LAUNCH_INFO (model.py); None for a launch outside every range."""
+    if fields is None:
+        return _EMPTY_ATTRIBUTION
+    layer, trace, repr_markers, marker, seq_marker, seq_id, alt_seq_id, direction, mod, op, args, callsite, \
+        fwd, ranges = fields
     return (
-        f'"layer":{strings(a.layer)},"trace":{strings(a.trace)},"reprMarkers":{nested(a.reprMarkers)},'
-        f'"marker":{nested(a.marker)},"seqMarker":{strings(a.seqMarker)},"seqId":{ints(a.seqId)}',
-        f'"altSeqId":{ints(a.altSeqId)},"dir":{string(a.dir)},"mod":{strings(a.mod)},'
-        f'"op":{strings(a.op)},"args":{nested(a.args)},"callsite":{nested(a.callsite)},"fwd":{nested(a.fwd)},'
-        f'"ranges":{strings(a.ranges)},"schema":{RECORD_SCHEMA}')
+        f'"layer":{strings(layer)},"trace":{strings(trace)},"reprMarkers":{nested(repr_markers)},'
+        f'"marker":{nested(marker)},"seqMarker":{strings(seq_marker)},"seqId":{ints(seq_id)}',
+        f'"altSeqId":{ints(alt_seq_id)},"dir":{string(direction)},"mod":{strings(mod)},'
+        f'"op":{strings(op)},"args":{nested(args)},"callsite":{nested(callsite)},"fwd":{nested(fwd)},'
+        f'"ranges":{strings(ranges)},"schema":{RECORD_SCHEMA}')
+
+
+_EMPTY_ATTRIBUTION = attribution(([], [], [], [], [], [], [], "", [], [], [], None, None, []))

@@ -164,7 +164,8 @@ def _jsonable(v: Any) -> Any:
     return repr(v)
 
 
-_EMIT_KEYS = (", seq = ", ", op_id = ", ", sizes = ", ", input_op_ids = ", ", stashed seq = ")
+_EMIT_KEYS = {", seq = ": "seq", ", op_id = ": "op_id", ", sizes = ": "sizes", ", input_op_ids = ": "input_op_ids",
+              ", stashed seq = ": "stashed seq"}
 
 
 def _decode_emit_nvtx(text: str) -> Marker | None:
@@ -183,61 +184,36 @@ def _decode_emit_nvtx(text: str) -> Marker | None:
             m.seq, m.op_id = seq, op_id
             _name_op(m, parts[0])
             return m
-    # str.find on the known keys (C speed) rather than a regex.
-    found = []
-    for key in _EMIT_KEYS:
-        i = text.find(key)
-        if i >= 0:
-            found.append((i, key))
+    # Fields located with str.find on the known keys (C speed); a regex only for odd spacing ("seq=3").
+    found = sorted((i, len(key), name) for key, name in _EMIT_KEYS.items() if (i := text.find(key)) >= 0)
     if not found:
-        m = _EMIT_FIELD.search(text)  # spacing variants of old PyTorch ("seq=3")
-        if m is None:
+        found = [(f.start(), f.end() - f.start(), f.group(1)) for f in _EMIT_FIELD.finditer(text)]
+        if not found:
             return None
-        return _decode_emit_nvtx_loose(text)
-    found.sort()
     m = Marker(SEQ, text[: found[0][0]])
-    for n, (i, key) in enumerate(found):
+    for n, (i, width, name) in enumerate(found):
         end = found[n + 1][0] if n + 1 < len(found) else len(text)
-        value = text[i + len(key): end]
-        if key == ", sizes = ":
-            m.raw_sizes = value  # parsed only if the op's arguments are ever needed
-        elif key != ", input_op_ids = ":
-            try:
-                num = int(value)
-            except ValueError:
-                continue
-            if key == ", seq = ":
-                m.seq = num
-            elif key == ", op_id = ":
-                m.op_id = num
-            else:
-                m.stashed = num
+        _set_field(m, name, text[i + width: end].strip())
     _name_op(m, m.name)
     return m
 
 
-def _decode_emit_nvtx_loose(text: str) -> Marker | None:
-    fields = list(_EMIT_FIELD.finditer(text))
-    m = Marker(SEQ, text[: fields[0].start()])
-    for i, f in enumerate(fields):
-        end = fields[i + 1].start() if i + 1 < len(fields) else len(text)
-        value = text[f.end(): end].strip()
-        key = f.group(1)
-        if key == "sizes":
-            m.raw_sizes = value
-        elif key in ("seq", "op_id", "stashed seq"):
-            try:
-                n = int(value)
-            except ValueError:
-                continue
-            if key == "seq":
-                m.seq = n
-            elif key == "op_id":
-                m.op_id = n
-            else:
-                m.stashed = n
-    _name_op(m, m.name)
-    return m
+def _set_field(m: Marker, name: str, value: str) -> None:
+    if name == "sizes":
+        m.raw_sizes = value  # parsed only if the op's arguments are ever needed
+        return
+    if name == "input_op_ids":
+        return
+    try:
+        num = int(value)
+    except ValueError:
+        return
+    if name == "seq":
+        m.seq = num
+    elif name == "op_id":
+        m.op_id = num
+    else:
+        m.stashed = num
 
 
 def quick_seq(text: str) -> int | None:
@@ -246,7 +222,8 @@ def quick_seq(text: str) -> int | None:
     i = text.find(", seq = ")
     if i < 0:
         return None
-    if "Backward" in text[:i] and (_BACKWARD_NAME.search(text, 0, i) or text.startswith(_KINETO_BACKWARD_PREFIX)):
+    if "Backward" in text[:i] and (_BACKWARD_NAME.search(text, 0, i)
+                                   or text.startswith(_KINETO_BACKWARD_PREFIX)):
         return None
     j = text.find(",", i + 8)
     try:

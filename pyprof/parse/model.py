@@ -53,10 +53,13 @@ RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload", "pid", "marker")
 
 
 #: What the sweep (correlate.Correlator.launch_infos) yields per launch call, a plain tuple that crosses a
-#: process boundary cheaply: ``(key, api, start_ns, end_ns, pid, tid, head_json, tail_json, call, flags)``.
-#: ``head_json`` / ``tail_json`` are the record's attribution keys before and after ``subSeqId``; ``call``
-#: numbers the op call (subSeqId counts kernels per call) or is None; ``flags`` see correlate.HAS_OP.
-LAUNCH_INFO = ("key", "api", "start_ns", "end_ns", "pid", "tid", "head_json", "tail_json", "call", "flags")
+#: process boundary cheaply: ``(key, api, start_ns, end_ns, pid, tid, attribution, call, flags)``.
+#: ``attribution`` is None (no enclosing range) or a tuple of the record's attribution fields in the order
+#: of ATTRIBUTION; ``call`` numbers the op call (subSeqId counts kernels per call) or is None; ``flags``
+#: see correlate.HAS_OP.
+LAUNCH_INFO = ("key", "api", "start_ns", "end_ns", "pid", "tid", "attribution", "call", "flags")
+ATTRIBUTION = ("layer", "trace", "reprMarkers", "marker", "seqMarker", "seqId", "altSeqId", "dir", "mod", "op",
+               "args", "callsite", "fwd", "ranges")
 
 
 class GpuInfo(NamedTuple):

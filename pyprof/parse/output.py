@@ -18,7 +18,7 @@ from typing import Iterator
 
 from pyprof.common import Record
 from pyprof.parse import encode
-from pyprof.parse.correlate import _EMPTY, BPROP, HAS_FWD, HAS_OP, Correlator, Stats
+from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, Correlator, Stats
 from pyprof.parse.model import Source
 
 #: How far a GPU timestamp may run ahead of the launch call's CPU timestamp (clock conversion jitter).
@@ -33,11 +33,11 @@ WORKER_MIN_BYTES = 16 << 20
 def lines(source: Source, worker: bool | None = None) -> tuple[Iterator[str], Stats]:
     """Return (the records' JSON lines, without newlines, in activity start order, their Stats).
 
-    ``worker``: sweep in a worker process (None: when the machine has two cores or more, the source can
-    be reopened there and the file is large). The Stats fill in as the lines are consumed."""
+    ``worker``: sweep in a worker process (None: when a core is free, the source can be reopened there
+    and the file is large). The Stats fill in as the lines are consumed."""
     if worker is None:
         worker = _worth_a_worker(source)
-    if worker:
+    if worker and getattr(source, "reopen_args", None) is not None:  # Kineto traces are read in memory
         from pyprof.parse.pipeline import launch_infos_from_worker
 
         infos = launch_infos_from_worker(source)
@@ -54,8 +54,11 @@ def records(source: Source, worker: bool | None = None) -> tuple[Iterator[Record
 
 
 def _worth_a_worker(source: Source) -> bool:
+    """A worker pays off with a core to spare and a large file; without a free core the pickling between
+    the two processes only adds work (the output is the same either way: a test checks it)."""
     args = getattr(source, "reopen_args", None)
-    if args is None or (os.cpu_count() or 1) < 2:
+    cores = os.cpu_count() or 1
+    if args is None or cores - os.getloadavg()[0] < 1.0:
         return False
     try:
         return os.path.getsize(args()[1]) >= WORKER_MIN_BYTES
@@ -78,7 +81,7 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
             for dev, g in source.gpus().items()}
     no_gpu = '"gpu":null,"gpu_props":null'
     no_call = '"api":null,"api_start_ns":null,"api_end_ns":null'
-    empty_head, empty_tail = encode.attribution(_EMPTY)
+    empty_head, empty_tail = encode.attribution(None)
     names: dict = {}  # (kind, short, long) -> JSON: a few hundred distinct kernels, not a million
     shapes: dict = {}  # (grid, block) -> JSON
     apis: dict = {}
@@ -96,6 +99,14 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
         key = act.launch_key
         info = pending.pop(key, None)
         if info is not None:
+            # First activity of this launch: encode its part of the record once (a graph launch has many).
+            _, api, api_start, api_end, pid, tid, fields, call, flags = info
+            api_json = apis.get(api)
+            if api_json is None:
+                api_json = apis[api] = encode.value(api)
+            head, tail = encode.attribution(fields)
+            info = (pid, tid, f'"api":{api_json},"api_start_ns":{api_start},"api_end_ns":{api_end}', head, tail,
+                    call, flags)
             recent[key] = info
             if len(recent) > 2 * RECENT:  # pruned in bulk: cheaper than an LRU per record
                 recent = dict(list(recent.items())[-RECENT:])
@@ -106,13 +117,9 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
             stats.no_launch += 1
             pid, tid, call_json, head, tail, call, flags = act.pid, None, no_call, empty_head, empty_tail, None, 0
         else:
-            _, api, api_start, api_end, pid, tid, head, tail, call, flags = info
+            pid, tid, call_json, head, tail, call, flags = info
             if pid is None:
                 pid = act.pid
-            api_json = apis.get(api)
-            if api_json is None:
-                api_json = apis[api] = encode.value(api)
-            call_json = f'"api":{api_json},"api_start_ns":{api_start},"api_end_ns":{api_end}'
         sub = None
         if act.kind == "kernel":
             stats.kernels += 1

@@ -80,7 +80,7 @@ def _same(a, b) -> bool:
         if a.layout != torch.strided:
             return torch.equal(a.to_dense(), b.to_dense())
         if a.is_complex():
-            a, b = torch.view_as_real(a.to(torch.complex64)), torch.view_as_real(b.to(torch.complex64))
+            a, b = (torch.view_as_real(t.resolve_conj().to(torch.complex64)) for t in (a, b))
         return a.shape == b.shape and a.dtype == b.dtype and torch.equal(
             torch.nan_to_num(a.detach()), torch.nan_to_num(b.detach())) and torch.equal(a.isnan(), b.isnan())
     if isinstance(a, (list, tuple)):

@@ -5,9 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from parse_synth import NsysBuilder
-
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+from parse_synth import CORPUS, NsysBuilder
 
 
 @pytest.fixture

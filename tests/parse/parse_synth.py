@@ -1,4 +1,5 @@
-"""Builders of small synthetic exports for unit tests of decoding and attribution.
+"""Helpers of the parse tests: the corpus location, and builders of small synthetic exports for unit tests
+of decoding and attribution.
 
 For our own marker format and for Kineto traces there is no real capture in the corpus yet, so these
 build the smallest input that exercises one rule at a time; real-data tests use the corpus.
@@ -8,6 +9,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+
+#: The shared corpus of real exports (../shared/corpus next to the repository), when present.
+CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
 
 
 def gtid(pid: int, tid: int) -> int:

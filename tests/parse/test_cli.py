@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CORPUS
+from parse_synth import CORPUS
 
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = CORPUS / "nsys" / "nsys2025.5_flameox_cudagraph.sqlite"
@@ -109,3 +109,10 @@ def test_import_does_not_need_torch():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert p.stdout.strip() == b"ok", p.stderr.decode()
+
+
+def test_sweep_worker_on_and_off_write_the_same(corpus):
+    path = str(corpus / "nsys" / "nsys2026.2_h100_2gpu_torch_window.sqlite")
+    on, off = run("--worker", "on", path), run("--worker", "off", path)
+    assert on.returncode == off.returncode == 0
+    assert on.stdout == off.stdout and on.stderr == off.stderr and len(on.stdout) > 0

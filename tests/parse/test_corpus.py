@@ -12,7 +12,7 @@ import pytest
 from pyprof.common import InputError, Record
 from pyprof.parse import parse_file
 
-from conftest import CORPUS
+from parse_synth import CORPUS
 
 NSYS = sorted((CORPUS / "nsys").glob("*.sqlite")) if CORPUS.is_dir() else []
 NVPROF = sorted((CORPUS / "nvprof").glob("*")) if CORPUS.is_dir() else []

@@ -134,3 +134,48 @@ def test_trace_without_gpu_events_has_no_records(tmp_path):
     path = tmp_path / "cpu.json"
     path.write_text(json.dumps(t))
     assert parse(path) == []
+
+
+def test_real_torch_profiler_cpu_trace_with_injected_gpu_events(tmp_path):
+    """The CPU side from a real torch.profiler run (this machine has no GPU): one launch and kernel are
+    injected inside each aten::addmm / aten::mm, as a CUDA run would have them."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU())
+    x = torch.randn(2, 8, requires_grad=True)
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        model(x).sum().backward()
+    path = tmp_path / "real.json"
+    prof.export_chrome_trace(str(path))
+    trace_data = json.loads(path.read_text())
+    extra = []
+    ops = [e for e in trace_data["traceEvents"] if e.get("cat") == "cpu_op"]
+    for ev in ops:
+        if ev["name"] in ("aten::addmm", "aten::mm"):
+            corr = len(extra) + 1
+            # Launch after the op's own children (addmm may run a copy_ first), as the GEMM's launch is.
+            inner_end = max([c["ts"] + c["dur"] for c in ops if c is not ev and c["tid"] == ev["tid"]
+                             and ev["ts"] <= c["ts"] and c["ts"] + c["dur"] <= ev["ts"] + ev["dur"]],
+                            default=ev["ts"])
+            ts = (inner_end + ev["ts"] + ev["dur"]) / 2
+            extra.append({**launch(ts, corr), "pid": ev["pid"], "tid": ev["tid"], "dur": 0.001})
+            extra.append(kernel("gemm", ts + 5, 1.5, corr))
+    trace_data["traceEvents"] += extra
+    path.write_text(json.dumps(trace_data))
+    fwd, dgrad, wgrad = parse(path)
+    assert fwd["op"] == ["linear", "addmm"] and fwd["dir"] == "fprop"
+    assert fwd["args"][0] == {"type": "tensor", "shape": [2, 8], "dtype": "float32"}
+    for k, sub in ((dgrad, 0), (wgrad, 1)):
+        assert k["dir"] == "bprop" and k["op"] == ["mm"] and k["subSeqId"] == sub
+        assert k["fwd"]["op"] == "linear" and k["fwd"]["args"][1]["shape"] == [4, 8]
+
+
+def test_worker_request_falls_back_in_process_for_traces(tmp_path):
+    from pyprof.parse import open_source
+    from pyprof.parse.output import lines
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(trace()))
+    out, stats = lines(open_source(str(path)), worker=True)
+    assert len(list(out)) == 4 and stats.kernels == 3

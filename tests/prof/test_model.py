@@ -107,6 +107,11 @@ def test_roofline_numbers():
     assert lookup("NVIDIA L4").name == "L4" and lookup("NVIDIA H100 PCIe").name == "H100 PCIe"
     assert lookup("NVIDIA H100 80GB HBM3").name == "H100 SXM" and lookup("Tesla V100-SXM2-16GB").name == "V100 SXM2"
     assert lookup("Tesla T4").name == "T4" and lookup("NVIDIA B200").name == "B200" and lookup("Radeon") is None
+    # A100 80GB PCIe has 1935 GB/s, not the SXM part's 2039 (A100 datasheet; docs/roofline.md)
+    assert lookup("NVIDIA A100 80GB PCIe").bandwidth_gbps == 1935
+    assert lookup("NVIDIA A100-PCIE-40GB").name == "A100 40GB"
+    # HGX B200 per-GPU row of NVIDIA's spec table: 7.7 TB/s, TF32 2.2 PF sparse; GB200 GPUs have their own row
+    assert lookup("NVIDIA B200").bandwidth_gbps == 7700 and lookup("NVIDIA GB200").name == "GB200"
     assert peak_tflops(h200, "bfloat16", "1") == 989.5 and peak_tflops(h200, "bfloat16", "-") == 67
     assert peak_tflops(h200, "float32", "1") == 494.5  # TF32
     # 989.5e12 FLOP/s → 1e9 FLOPs take 1010.6 ns; 4.8e12 B/s → 4.8e6 B take 1000 ns; measured 2021.2 ns → 50%
