@@ -104,7 +104,9 @@ def wrap(obj, name: str, label: str | None = None) -> None:
         raise UsageError(f"pyprof.wrap: {obj!r} has no callable attribute {name!r}")
     mod = label or getattr(obj, "__name__", None) or type(obj).__name__
     if isinstance(fn, staticmethod):
-        new = staticmethod(patch.make_wrapper(fn.__func__, mod, name, state))
+        # An autograd Function's forward/backward take ctx first: an object that says nothing of the call.
+        is_function = isinstance(obj, type) and issubclass(obj, torch.autograd.Function)
+        new = staticmethod(patch.make_wrapper(fn.__func__, mod, name, state, skip_self=is_function))
     elif isinstance(obj, type) and isinstance(fn, types.FunctionType):
         # An unbound method: the first argument is the instance, which says nothing about the call.
         new = patch.make_wrapper(fn, mod, name, state, skip_self=True)

@@ -167,8 +167,8 @@ def _summary(path: str, st: Stats) -> str:
     line = (f"{PROG}: {path}: {st.records} records, {st.kernels} kernels; {op_pct:.1f}% of kernels "
             f"attributed to an op")
     if st.bprop_kernels:
-        line += (f"; {st.bprop_kernels} backward kernels, {100.0 * st.bprop_with_fwd / st.bprop_kernels:.1f}% "
-                 f"linked to their forward op")
+        line += (f"; {st.bprop_kernels} backward kernels of numbered autograd nodes, "
+                 f"{100.0 * st.bprop_with_fwd / st.bprop_kernels:.1f}% linked to their forward op")
     else:
         line += "; no backward kernels"
     if st.no_launch:

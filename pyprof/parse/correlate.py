@@ -110,14 +110,47 @@ class Correlator:
             seq = m.seq if m.kind == mk.SEQ and not m.backward else None
         else:
             text = row[3]
-            seq = quick_seq(text) if text and ", seq = " in text else None
+            seq = None
+            if text and ", seq = " in text:
+                seq = quick_seq(text)
+                if seq is None and "Backward" in text:
+                    self._name_engine_range(st, row)
         if seq is not None:
             key = (row[5], seq)
             fwd = self._fwd
-            if key not in fwd:  # the outermost range with this seq comes first
+            prev = fwd.get(key)
+            # An op records the sequence number the next autograd node will get, so a no-grad op just
+            # before the one that creates the node carries the same seq (BatchNorm's num_batches_tracked
+            # += 1, slicing before an embedding): the node belongs to the last op with that seq. An op
+            # nested in the previous holder (aten::convolution inside aten::conv2d) is part of it.
+            if prev is None or (isinstance(prev, tuple) and not any(r is prev[-1] for r in st)):
                 fwd[key] = tuple(st[: st.index(row) + 1])
+                fwd.move_to_end(key)
                 if len(fwd) > FWD_MEMORY_OPS:
                     fwd.popitem(last=False)
+
+    def _name_engine_range(self, st: list, row: tuple) -> None:
+        """Give the engine's ``evaluate_function: XBackward0`` range around a node the node's ``seq``.
+
+        The engine runs work of its own for a node after the node's range has closed (reducing a
+        broadcast bias gradient, say): such kernels sit in the engine range alone, which names the node
+        but carries no ``seq``. The node's range, pushed just inside it, does."""
+        i = st.index(row)
+        if i == 0:
+            return
+        parent = st[i - 1]
+        text = parent[3]
+        if not text or not text.startswith(mk.ENGINE_PREFIX):
+            return
+        node = mk.decode(row[3])
+        engine = mk.decode(text)
+        if node is None or engine is None or node.seq is None or engine.op != node.op:
+            return
+        engine.seq = node.seq
+        s = self._state.get(id(parent))
+        if s is None:
+            s = self._state[id(parent)] = [_UNDECODED, None, None]
+        s[0], s[1] = engine, None  # a launch seen before the node's range was attributed without the seq
 
     def _launch_attribution(self, thread: object, start_ns: int, end_ns: int) -> Attribution:
         st = self._stacks.get(thread)
@@ -161,10 +194,10 @@ class Correlator:
         state = self._state
         for row in chain:
             text = row[3]
-            ranges.append(text or "")
             m = row[6]
             if m is None:
                 if not text:
+                    ranges.append("")
                     continue
                 if counters:  # decoded once per open range (a parent is shared by its children's launches)
                     s = state.get(id(row))
@@ -178,8 +211,10 @@ class Correlator:
                 else:
                     m = mk.decode(text)
                 if m is None:
+                    ranges.append(text)
                     continue
             kind = m.kind
+            ranges.append(_range_name(m, text))
             if kind == mk.SEQ:
                 seq_markers.append(text or m.name)
                 if m.seq is not None and m.seq not in seq_ids:
@@ -190,7 +225,11 @@ class Correlator:
             elif kind == mk.OP:
                 ops.append((m, row))
                 payload = row[4]
-                a.marker.append(m.data if payload is None else {**m.data, "call": payload})
+                # The arguments are the record's ``args`` (op[0]'s); a marker repeats only who and where.
+                lean = {k: v for k, v in m.data.items() if k != "args"}
+                if payload is not None:
+                    lean["call"] = payload
+                a.marker.append(lean)
                 if m.stack:
                     a.trace.extend(m.stack)
                 elif m.site:
@@ -268,9 +307,25 @@ def _info(a: Attribution) -> tuple:
     # balances the work when the sweep runs in a worker (pickling these is cheaper than encoding them).
     fields = (a.layer, a.trace, a.reprMarkers, a.marker, a.seqMarker, a.seqId, a.altSeqId, a.dir, a.mod, a.op,
               a.args, a.callsite, a.fwd, a.ranges)
-    flags = (HAS_OP if a.op else 0) | (BPROP if a.dir == "bprop" else 0) | (HAS_FWD if a.fwd is not None else 0)
+    # Only backward work that belongs to an autograd node with a sequence number can have a forward op:
+    # the engine's AccumulateGrad (adding into .grad) belongs to no forward op, and is not counted.
+    linkable = a.dir == "bprop" and any(s is not None for s in a.seqId)
+    flags = (HAS_OP if a.op else 0) | (BPROP if linkable else 0) | (HAS_FWD if a.fwd is not None else 0)
     a.info = (fields, a.call, flags)
     return a.info
 
 
 HAS_OP, BPROP, HAS_FWD = 1, 2, 4  # LAUNCH_INFO flags, for the summary's shares
+
+
+def _range_name(m, text: str) -> str:
+    """A range's name in the record's ``ranges``: pyprof's JSON payloads and PyTorch's autograd texts
+    shortened to the op or module they name (the details are in ``marker``, ``args`` and ``seqMarker``)."""
+    kind = m.kind
+    if kind == mk.OP:
+        return f"{m.mod}.{m.op}" if m.mod else m.op
+    if kind == mk.MODULE:
+        return f"module:{m.name}"
+    if kind == mk.SEQ:
+        return m.name
+    return text  # LAUNCH_INFO flags, for the summary's shares

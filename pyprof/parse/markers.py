@@ -27,7 +27,7 @@ SEQ = "seq"  # PyTorch autograd / emit_nvtx range (forward aten op or backward n
 
 _EMIT_FIELD = re.compile(r",\s*(seq|op_id|sizes|input_op_ids|stashed seq)\s*=\s*")
 _BACKWARD_NAME = re.compile(r"Backward\d*$")
-_KINETO_BACKWARD_PREFIX = "autograd::engine::evaluate_function: "
+_KINETO_BACKWARD_PREFIX = ENGINE_PREFIX = "autograd::engine::evaluate_function: "
 
 # Texts that repeat (pyprof's registered strings, layer names) are decoded once; emit_nvtx texts are
 # nearly all distinct (op_id), so caching them would only grow memory.

@@ -145,8 +145,9 @@ def test_emit_nvtx_ranges_and_ops_match_an_independent_query(corpus, name):
             continue
         rec = by_start[(start, corr)]
         names = _enclosing_ranges(path, *launches[(gpid, corr)])
-        assert rec["ranges"] == names
         emit = [n for n in names if ", op_id = " in n or ", seq = " in n]
+        # ranges: autograd texts by their op name (the full texts are seqMarker's), other texts verbatim.
+        assert rec["ranges"] == [n.split(", ")[0] if n in emit else n for n in names]
         assert rec["seqMarker"] == emit
         assert rec["op"] == [n.split(", ")[0].split("::")[-1] for n in emit]
         seqs = []
