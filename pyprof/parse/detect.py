@@ -1,6 +1,8 @@
 """Which reader a file needs, decided from its content (never its name), and opening it."""
 from __future__ import annotations
 
+import gzip
+import lzma
 import os
 import shutil
 import sqlite3
@@ -11,6 +13,7 @@ from pyprof.common import InputError
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
+XZ_MAGIC = b"\xfd7zXZ\x00"
 
 
 def sniff(head: bytes) -> str:
@@ -72,6 +75,32 @@ def spool_stdin() -> str:
     return path
 
 
+def _compressed_sqlite(path: str, head: bytes):
+    """An opener for an xz- or gzip-compressed SQLite export, or None (gzip is also Kineto's format)."""
+    if head.startswith(XZ_MAGIC):
+        return lzma.open
+    if head.startswith(GZIP_MAGIC):
+        with gzip.open(path, "rb") as f:
+            try:
+                inner = f.read(len(SQLITE_MAGIC))
+            except (OSError, EOFError):
+                return None  # left for the JSON reader, which names the problem
+        return gzip.open if inner == SQLITE_MAGIC else None
+    return None
+
+
+def decompress(path: str, opener, display: str) -> str:
+    """Decompress ``path`` to a temporary file (SQLite reads files only); return its path. Raises InputError."""
+    fd, out_path = tempfile.mkstemp(prefix="pyprof-export-", suffix=".sqlite")
+    try:
+        with os.fdopen(fd, "wb") as out, opener(path, "rb") as src:
+            shutil.copyfileobj(src, out, 1 << 20)
+    except (OSError, EOFError, lzma.LZMAError) as e:
+        os.unlink(out_path)
+        raise InputError(display, f"corrupted or truncated compressed export ({e})") from None
+    return out_path
+
+
 def open_source(path: str):
     """Open ``path`` ('-' = stdin) with the reader its content needs, checked up front.
 
@@ -89,6 +118,15 @@ def open_source(path: str):
             raise InputError(display, f"cannot open: {e.strerror}") from None
         if os.path.isdir(path):
             raise InputError(display, "is a directory")
+        opener = _compressed_sqlite(path, head)
+        if opener is not None:
+            # Exports travel compressed (an nsys SQLite file shrinks about tenfold with xz).
+            unpacked = decompress(path, opener, display)
+            if temp:
+                os.unlink(temp)
+            temp = path = unpacked
+            with open(path, "rb") as f:
+                head = f.read(64)
         try:
             kind = sniff(head)
         except ValueError as e:

@@ -12,11 +12,35 @@ from pyprof.prof.output import FORMATS
 from pyprof.prof.report import Coverage, rows
 from pyprof.prof.roofline import Peaks
 
+def _op_key(d: dict) -> str:
+    # A backward kernel is charged to the forward op it belongs to, with its direction: "linear (bprop)"
+    # says more than the aten op inside the autograd node ("mm").
+    if d.get("kind", "kernel") != "kernel":
+        return d.get("kind") or "na"
+    fwd = d.get("fwd")
+    if d.get("dir") == "bprop" and fwd and fwd.get("op"):
+        return f"{fwd['op']} (bprop)"
+    return (d.get("op") or ("na",))[0]
+
+
+def _callsite_key(d: dict) -> str:
+    # Backward kernels run on the autograd thread, far from any user line: their line is the forward call's.
+    fwd = d.get("fwd")
+    return d.get("callsite") or (fwd.get("callsite") if fwd else None) or "-"
+
+
+def _layer_key(d: dict) -> str:
+    layer = d.get("layer")
+    if not layer and d.get("fwd"):
+        layer = d["fwd"].get("layer")
+    return ":".join(layer or ()) or "-"
+
+
 GROUP_KEYS = {
-    "op": lambda d: (d.get("op") or ("na",))[0] if d.get("kind", "kernel") == "kernel" else d.get("kind"),
-    "layer": lambda d: ":".join(d.get("layer") or ()) or "-",
+    "op": _op_key,
+    "layer": _layer_key,
     "kernel": lambda d: d.get("kShortName") or "na",
-    "callsite": lambda d: d.get("callsite") or "-",
+    "callsite": _callsite_key,
     "dir": lambda d: d.get("dir") or "na",
 }
 SUMMARY_COLUMNS = ["key", "count", "time_ns", "time_pct", "flops", "tflops", "roofline", "tc_pct"]
