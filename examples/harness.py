@@ -2,7 +2,8 @@
 
 Each example builds a model and a ``step()`` function and hands them to ``run``. Options:
   --capture pyprof      pyprof.init() (the default): run it under nsys, then python -m pyprof.parse
-  --capture emit_nvtx   PyTorch's own autograd NVTX ranges only (what pyprof can read without init)
+  --capture emit_nvtx   PyTorch's own autograd NVTX ranges only, with record_shapes=True (what pyprof reads without init)
+  --capture emit_nvtx_names   emit_nvtx without shapes: its cheapest form, the yardstick for pyprof's overhead
   --capture none        no markers at all (the baseline for overhead)
   --torch-trace FILE    also record the measured steps with torch.profiler and write a Chrome trace
   --flops FILE          write FlopCounterMode's count of one step (forward and backward) as JSON
@@ -23,7 +24,7 @@ import torch
 def parse_args(description: str, steps: int = 2, warmup: int = 3) -> argparse.Namespace:
     """Return the options every example takes (see the module docstring)."""
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--capture", choices=["pyprof", "emit_nvtx", "none"], default="pyprof")
+    p.add_argument("--capture", choices=["pyprof", "emit_nvtx", "emit_nvtx_names", "none"], default="pyprof")
     p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--warmup", type=int, default=warmup)
     p.add_argument("--torch-trace", metavar="FILE")
@@ -42,7 +43,9 @@ def run(step, args: argparse.Namespace, name: str) -> None:
     for _ in range(args.warmup):
         step()
     _sync(args.device)
-    capture = torch.autograd.profiler.emit_nvtx() if args.capture == "emit_nvtx" else contextlib.nullcontext()
+    # record_shapes: what a user of emit_nvtx alone needs for pyprof to know the shapes of each aten op.
+    capture = (torch.autograd.profiler.emit_nvtx(record_shapes=args.capture == "emit_nvtx")
+               if args.capture.startswith("emit_nvtx") else contextlib.nullcontext())
     tracer = _torch_profiler() if args.torch_trace else contextlib.nullcontext()
     t0 = time.perf_counter()
     with tracer as prof, capture:

@@ -109,7 +109,7 @@ class Emitter:
             f = f.f_back
         site = (f.f_code, f.f_lineno) if f is not None else None
         try:
-            sig = [(a.shape, a.dtype, a.is_contiguous(), a.get_device()) if type(a) in _FAST_TENSORS
+            sig = [(a.shape, a.dtype, a.is_contiguous(), a.get_device(), a.requires_grad) if type(a) in _FAST_TENSORS
                    else _signature(a) for a in args]
         except (RuntimeError, NotImplementedError):  # sparse or nested tensors: the careful path
             sig = [_signature(a) for a in args]

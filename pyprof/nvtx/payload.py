@@ -25,7 +25,7 @@ def signature(x):
     t = type(x)
     if t is _Tensor or isinstance(x, _Tensor):
         try:
-            return (x.shape, x.dtype, x.is_contiguous(), x.get_device())
+            return (x.shape, x.dtype, x.is_contiguous(), x.get_device(), x.requires_grad)
         except (RuntimeError, NotImplementedError):  # sparse, nested, meta tensors without strides
             return (t, x.dtype)
     if t in _SCALARS:
@@ -79,6 +79,9 @@ def _tensor_entry(x) -> dict:
         entry["device"] = x.get_device()
     except (RuntimeError, NotImplementedError):
         pass
+    # Whether backward will compute this tensor's gradient: a layer whose input needs none (the first
+    # convolution) runs a weight-gradient kernel only, which prof must not count as a data gradient.
+    entry["grad"] = x.requires_grad
     return entry
 
 

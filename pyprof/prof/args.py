@@ -191,12 +191,18 @@ class Args:
             return [_tensor(e)]
         raise NotModelled(f"argument {name or pos} is not a tensor list")
 
-    def value(self, pos: int | None, name: str | None = None, default: Any = None) -> Any:
+    def value(self, pos: int | None, name: str | None = None, default: Any = None, required: bool = False) -> Any:
         """The scalar (or tuple, str, dtype name) at ``pos`` / ``name``; ``default`` when absent or None.
 
         A missing argument is taken to be PyTorch's default: markers record every argument the user passed.
+        ``required``: the estimate depends on this value, so an argument that is present but whose value
+        was not recorded (emit_nvtx writes ``[]`` for every non-tensor) raises NotModelled instead of
+        silently taking the default (a stride-2 convolution counted as stride 1 would be 4x off).
         """
         e = self._find(name, pos)
+        if e is not None and required and e.get("type") == "unknown":
+            raise NotModelled(f"{name or f'argument {pos}'} not recorded (PyTorch's emit_nvtx records tensor "
+                              "sizes only; pyprof.init() records every argument)")
         if e is None or "shape" in e or "items" in e:
             return default
         v = e.get("value")
@@ -204,7 +210,7 @@ class Args:
 
     def ints(self, pos: int | None, name: str | None, ndim: int, default: int) -> tuple[int, ...]:
         """An int-or-tuple argument (stride, padding ...) expanded to ``ndim`` values."""
-        v = self.value(pos, name, default)
+        v = self.value(pos, name, default, required=True)
         if isinstance(v, str):
             raise NotModelled(f"{name}={v!r} not modelled")
         if isinstance(v, (list, tuple)):

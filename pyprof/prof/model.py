@@ -36,7 +36,7 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
 # Kernels that only help a GEMM/conv/attention call. Names that are always helpers:
 HELPER_KERNEL = re.compile(
     r"nchwToNhwc|nhwcToNchw|AddPaddingKernel|RemovePaddingKernel|init_device_workspace|splitKreduce|"
-    r"split_k_reduce|reduce_1Block|CatArrayBatchedCopy|computeOffsets|scal_kernel|scalePackedTensor|"
+    r"split_k_reduce|reduce_1Block|reduce_wgrad|CatArrayBatchedCopy|computeOffsets|scal_kernel|scalePackedTensor|"
     r"epilogue::impl|xmma\w*_execute_split_k_kernel|"
     r"dot_do_o|convert_dq|clear_dq|at::native::.*reduce_kernel|cunn_SoftMax|softmax_warp", re.IGNORECASE)
 # Names that are helpers unless they also say they multiply matrices (a GEMM with a fused bias epilogue is
@@ -47,6 +47,27 @@ _WEAK_HELPER = re.compile(r"transpose|elementwise_kernel|fill_kernel|memset|copy
 _MATMUL = re.compile(r"gemm|xmma|nvjet|tensorop|implicit|fprop|dgrad|wgrad|flash_fwd|flash_bwd_dq|fmha|sdpa",
                      re.IGNORECASE)
 _helper_cache: dict[str, bool] = {}
+
+
+def _gradient_present(args: list, role: str) -> str:
+    """The role a backward GEMM/conv kernel can really have, given which gradients autograd computes.
+
+    The first two tensors are the data input and the weight (for two activations, the left and the right
+    operand): dgrad is the first's gradient, wgrad the second's. pyprof markers say ``grad`` (requires_grad)
+    per tensor; when only one of the two gradients exists, the call's one main kernel computes that one,
+    whatever its place in the call (the first layer of a network runs a weight gradient only). Markers
+    without the flag (Kineto, emit_nvtx, older captures) leave the role as it is."""
+    if role != "dgrad" and role != "wgrad":
+        return role
+    tensors = [e for e in args if type(e) is dict and "shape" in e][:2]
+    if len(tensors) < 2:
+        return role
+    need_data, need_weight = tensors[0].get("grad", True), tensors[1].get("grad", True)
+    if role == "dgrad" and need_data is False and need_weight is not False:
+        return "wgrad"
+    if role == "wgrad" and need_weight is False and need_data is not False:
+        return "dgrad"
+    return role
 
 
 def is_helper(name: str) -> bool:
@@ -140,6 +161,7 @@ class Modeller:
 
     def estimate(self, formula: Formula, args: list, role: str) -> Estimate:
         """The formula's estimate for these arguments and role, cached; never raises for bad arguments."""
+        role = _gradient_present(args, role)
         try:
             ck = (id(formula), role, _key(args))
         except TypeError:

@@ -32,7 +32,8 @@ def test_tensor_args_shapes_dtypes_and_call_site(capture):
     assert m["pyprof"] == 1
     assert m["site"] == f"{HERE}:{line_of('tag:conv')}"
     a = m["args"]
-    assert a[0] == {"type": "tensor", "shape": [8, 3, 16, 16], "dtype": "float32", "contig": True, "device": -1}
+    assert a[0] == {"type": "tensor", "shape": [8, 3, 16, 16], "dtype": "float32", "contig": True, "device": -1,
+                    "grad": False}
     assert a[1]["shape"] == [4, 3, 3, 3]
     assert a[2] == {"type": "none", "value": None}
     assert a[3] == {"name": "stride", "type": "int", "value": 2}
@@ -45,6 +46,13 @@ def test_dtypes_named_as_parse_expects(capture, dtype):
     torch.flatten(x)
     (m,) = capture.ops("flatten", "torch")
     assert m["args"][0]["dtype"] == str(dtype).split(".")[1]
+
+
+def test_requires_grad_recorded(capture):
+    w = torch.randn(3, requires_grad=True)
+    torch.mul(torch.randn(3), w)
+    (m,) = capture.ops("mul", "torch")
+    assert [a["grad"] for a in m["args"]] == [False, True]
 
 
 def test_non_contiguous_tensor_flagged(capture):
@@ -243,7 +251,8 @@ def test_wrap_autograd_function_forward_and_backward(capture):
     assert torch.equal(x.grad, torch.full((3,), 2.0))
     (fwd,) = capture.ops("forward", "Scale")
     # ctx is not an argument worth recording: x and k are.
-    assert fwd["args"] == [{"type": "tensor", "shape": [3], "dtype": "float32", "contig": True, "device": -1},
+    assert fwd["args"] == [{"type": "tensor", "shape": [3], "dtype": "float32", "contig": True, "device": -1,
+                            "grad": True},
                            {"type": "float", "value": 2.0}]
     assert len(capture.ops("backward", "Scale")) == 1
 

@@ -163,3 +163,17 @@ def test_autocast_takes_the_kernels_precision():
     lin = [T([64, 256]), T([256, 512], "bfloat16")]
     r = m.model(rec("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", op="aten::mm", mod="aten", args=lin, seq=(4,)))
     assert r.bytes == (64 * 256 + 256 * 512 + 64 * 512) * 2  # t = bf16
+
+
+def test_first_layer_backward_is_weight_gradient_only():
+    """pyprof markers say which tensors need a gradient: a convolution whose input needs none (the first
+    layer) runs one backward GEMM, the weight gradient, though it is the first main kernel of its node."""
+    from pyprof.prof.model import _gradient_present
+
+    x = {"type": "tensor", "shape": [8, 3, 32, 32], "dtype": "float16", "grad": False}
+    w = {"type": "tensor", "shape": [16, 3, 3, 3], "dtype": "float16", "grad": True}
+    assert _gradient_present([x, w], "dgrad") == "wgrad"
+    assert _gradient_present([dict(x, grad=True), w], "dgrad") == "dgrad"
+    assert _gradient_present([dict(x, grad=True), dict(w, grad=False)], "wgrad") == "dgrad"  # frozen weight
+    assert _gradient_present([{k: v for k, v in x.items() if k != "grad"}, w], "dgrad") == "dgrad"  # unknown
+    assert _gradient_present([x, w], "fprop") == "fprop"

@@ -45,7 +45,7 @@ def _records(path: str, tmp_path) -> list[dict]:
 
 
 CASES = [("kineto", "resnet"), ("kineto", "transformer"), ("kineto", "lenet"), ("nsys/pyprof", "resnet"),
-         ("nsys/pyprof", "transformer")]
+         ("nsys/pyprof", "transformer"), ("nsys/pyprof", "lenet"), ("nsys/pyprof", "user_annotation")]
 
 
 @pytest.mark.parametrize("fmt,example", CASES)
@@ -77,3 +77,28 @@ def test_capture_matches_flop_counter(fmt, example, tmp_path):
             assert res.tc == "-", (name, res)
     assert abs(total - expected) <= 0.03 * expected, (total, expected)
     assert total == expected  # in fact exact on these captures
+
+
+def test_emit_nvtx_alone_counts_backward_convs_and_refuses_to_guess_forward_ones(tmp_path):
+    """emit_nvtx records tensor sizes but no stride: the forward convolutions get na with that reason (a
+    stride-2 conv taken as stride 1 would be 4x off), the backward ones are exact because grad_output's
+    shape is the output's."""
+    path = str(tmp_path / "resnet.sqlite")
+    with lzma.open(os.path.join(DATA, "nsys", "emit_nvtx", "resnet.sqlite.xz")) as src, open(path, "wb") as dst:
+        dst.write(src.read())
+    flop_counter = json.load(open(os.path.join(DATA, "flops", "resnet.json")))["by_op"]
+    m = Modeller()
+    backward = forward_na = 0
+    for r in _records(path, tmp_path):
+        res = m.model(r)
+        if r.get("kind") != "kernel" or res.family != "conv":
+            continue
+        if r["dir"] == "bprop" and res.flops:
+            backward += res.flops
+        reason = res.reason or ""
+        if r["dir"] == "fprop" and res.flops is None and not reason.startswith(("counted on sub", "helper kernel")):
+            assert "stride not recorded" in reason
+            forward_na += 1
+    assert forward_na > 0
+    expected = flop_counter["aten.convolution_backward"]
+    assert abs(backward - expected) <= 0.01 * expected, (backward, expected)

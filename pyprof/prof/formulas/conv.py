@@ -15,8 +15,12 @@ from pyprof.prof.registry import Estimate, NotModelled, register
 
 
 def conv(x: tuple, w: tuple, dtype: str | None, *, stride: tuple, padding: tuple, dilation: tuple,
-         groups: int, transposed: bool, output_padding: tuple, role: str, bias_numel: int = 0) -> Estimate:
-    """Estimate for one convolution of input shape ``x`` [N, C, *spatial] and weight ``w``."""
+         groups: int, transposed: bool, output_padding: tuple, role: str, bias_numel: int = 0,
+         out_spatial: tuple | None = None) -> Estimate:
+    """Estimate for one convolution of input shape ``x`` [N, C, *spatial] and weight ``w``.
+
+    ``out_spatial``: the output's spatial size when it is known from a tensor (a gradient's shape), which
+    makes stride, padding and dilation unnecessary."""
     d = len(x) - 2
     if d < 1 or len(w) != len(x):
         raise NotModelled(f"conv shapes input {x}, weight {w}")
@@ -31,8 +35,8 @@ def conv(x: tuple, w: tuple, dtype: str | None, *, stride: tuple, padding: tuple
         cout = w[0]
         if w[1] * groups != cin:
             raise NotModelled(f"weight {w} does not match {cin} input channels in {groups} groups")
-        out = tuple(int((i + 2 * p - dl * (k - 1) - 1) // s) + 1
-                    for i, s, p, dl, k in zip(spatial, stride, padding, dilation, kernel))
+        out = tuple(out_spatial) if out_spatial is not None else tuple(
+            int((i + 2 * p - dl * (k - 1) - 1) // s) + 1 for i, s, p, dl, k in zip(spatial, stride, padding, dilation, kernel))
         flops = 2 * n * cout * (cin // groups) * prod(kernel) * prod(out)
     if any(o <= 0 for o in out):
         raise NotModelled(f"empty output {out}")
@@ -59,11 +63,11 @@ def _functional(a: Args, transposed: bool) -> Estimate:
         raise NotModelled(f"conv input shape {x.shape}")
     if transposed:  # conv_transposeNd(input, weight, bias, stride, padding, output_padding, groups, dilation)
         stride, padding = a.ints(3, "stride", d, 1), a.ints(4, "padding", d, 0)
-        output_padding, groups = a.ints(5, "output_padding", d, 0), int(a.value(6, "groups", 1))
+        output_padding, groups = a.ints(5, "output_padding", d, 0), int(a.value(6, "groups", 1, required=True))
         dilation = a.ints(7, "dilation", d, 1)
     else:  # convNd(input, weight, bias, stride, padding, dilation, groups)
         stride, dilation = a.ints(3, "stride", d, 1), a.ints(5, "dilation", d, 1)
-        groups, output_padding = int(a.value(6, "groups", 1)), (0,) * d
+        groups, output_padding = int(a.value(6, "groups", 1, required=True)), (0,) * d
         pv = a.value(4, "padding", 0)
         padding = _same_padding(pv, w.shape[2:], dilation) if isinstance(pv, str) else a.ints(4, "padding", d, 0)
     return conv(x.shape, w.shape, x.dtype, stride=stride, padding=padding, dilation=dilation, groups=groups,
@@ -167,9 +171,21 @@ def convolution_backward(a: Args) -> Estimate:
         role = "dgrad"
 
     def one(r: str) -> Estimate:
-        return conv(x.shape, w.shape, x.dtype, stride=a.ints(4, "stride", d, 1), padding=a.ints(5, "padding", d, 0),
-                    dilation=a.ints(6, "dilation", d, 1), transposed=bool(a.value(7, "transposed", False)),
-                    output_padding=a.ints(8, "output_padding", d, 0), groups=int(a.value(9, "groups", 1)), role=r)
+        try:
+            return conv(x.shape, w.shape, x.dtype, stride=a.ints(4, "stride", d, 1),
+                        padding=a.ints(5, "padding", d, 0), dilation=a.ints(6, "dilation", d, 1),
+                        transposed=bool(a.value(7, "transposed", False)),
+                        output_padding=a.ints(8, "output_padding", d, 0),
+                        groups=int(a.value(9, "groups", 1, required=True)), role=r)
+        except NotModelled:
+            # emit_nvtx records no stride or padding, but grad_output's shape is the output's: a regular
+            # convolution's FLOPs follow from it and the channel counts (groups = Cin / weight's Cin).
+            g = a.tensor(0, "grad_output", optional=True)
+            if g is None or len(g.shape) != len(x.shape) or x.shape[1] % w.shape[1]:
+                raise
+            return conv(x.shape, w.shape, x.dtype, stride=(1,) * d, padding=(0,) * d, dilation=(1,) * d,
+                        transposed=False, output_padding=(0,) * d, groups=x.shape[1] // w.shape[1], role=r,
+                        out_spatial=tuple(g.shape[2:]))
 
     if role in ("dgrad", "wgrad"):
         return one(role)
