@@ -26,6 +26,9 @@ def main():
         opt.step()
 
     harness.run(step, args, "compiled")
+    from torch._dynamo.utils import counters
+    print(f"compiled: Dynamo frames {dict(counters['frames'])}, graphs {counters['stats'].get('unique_graphs')}, "
+          f"graph breaks {sum(counters['graph_break'].values())}")
 
 
 if __name__ == "__main__":

@@ -29,10 +29,13 @@ def main():
     args = harness.parse_args(__doc__.splitlines()[0])
     a = torch.randn(1024, 1024, device=args.device, requires_grad=True)
     b = torch.randn(1024, 1024, device=args.device, requires_grad=True)
+    opt = torch.optim.SGD([a, b], lr=0.01)
 
     def step():
+        opt.zero_grad()
         out = ScaledAdd.apply(a, b, 0.5)
         out.sum().backward()
+        opt.step()
 
     harness.run(step, args, "custom_function")
 

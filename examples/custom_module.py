@@ -27,9 +27,12 @@ def main():
     args = harness.parse_args(__doc__.splitlines()[0])
     model = Affine(4096).to(args.device)
     x = torch.randn(256, 4096, device=args.device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def step():
+        opt.zero_grad()
         model(x).sum().backward()
+        opt.step()
 
     harness.run(step, args, "custom_module")
 

@@ -38,8 +38,6 @@ def run(step, args: argparse.Namespace, name: str) -> None:
     if args.capture == "pyprof":
         import pyprof
         pyprof.init()
-    if args.flops:
-        _count_flops(step, args.flops, name)
     for _ in range(args.warmup):
         step()
     _sync(args.device)
@@ -61,6 +59,10 @@ def run(step, args: argparse.Namespace, name: str) -> None:
     print(f"{name}: {args.steps} steps, {seconds / args.steps * 1e3:.2f} ms/step, capture={args.capture}")
     if prof is not None:
         prof.export_chrome_trace(args.torch_trace)
+    if args.flops:
+        # After the measured steps: torch.compile does not compile a frame first called under a dispatch mode
+        # such as FlopCounterMode, and that frame would then run eagerly in the capture too.
+        _count_flops(step, args.flops, name)
 
 
 def _torch_profiler():

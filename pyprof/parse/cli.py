@@ -61,8 +61,14 @@ def _run(args: argparse.Namespace) -> int:
     # Open and check every input before writing a byte, so that bad input leaves no partial output.
     sources = [open_source(p) for p in args.inputs]
     to_stdout = args.output == "-"
+    # A device or a pipe (-o /dev/null, a FIFO) is written in place: renaming a finished temporary file
+    # over it, as done for regular files, would replace the device node itself.
+    special = not to_stdout and os.path.exists(args.output) and not os.path.isfile(args.output)
     if to_stdout:
         out: IO[str] = text_stdout()
+        tmp_path = None
+    elif special:
+        out = open(args.output, "w", encoding="utf-8", buffering=1 << 20)
         tmp_path = None
     else:
         fd, tmp_path = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.output)) or ".",
@@ -83,6 +89,8 @@ def _run(args: argparse.Namespace) -> int:
         if tmp_path:
             out.close()
             os.unlink(tmp_path)
+        elif special:
+            out.close()
         elif to_stdout and out is not sys.stdout:
             # text_stdout() wraps sys.stdout.buffer: detach, or collecting the wrapper closes stdout.
             out.flush()

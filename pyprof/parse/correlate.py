@@ -240,7 +240,8 @@ class Correlator:
                 a.trace.extend(m.stack or ())
             elif kind == mk.REPR:
                 a.reprMarkers.append(m.data)
-        named = ops or fwd_seq or bwd_seq
+        named = ops or [x for x in fwd_seq if not x[0].container] or [x for x in bwd_seq if not x[0].container] \
+            or fwd_seq or bwd_seq
         if not named:
             return a  # plain user ranges: no op, no direction
         a.dir = "bprop" if bwd_seq or any(m.op == "backward" for m, _ in ops) else "fprop"

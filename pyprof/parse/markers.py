@@ -27,6 +27,7 @@ SEQ = "seq"  # PyTorch autograd / emit_nvtx range (forward aten op or backward n
 
 _EMIT_FIELD = re.compile(r",\s*(seq|op_id|sizes|input_op_ids|stashed seq)\s*=\s*")
 _BACKWARD_NAME = re.compile(r"Backward\d*$")
+_COMPILED_CONTAINERS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 _KINETO_BACKWARD_PREFIX = ENGINE_PREFIX = "autograd::engine::evaluate_function: "
 
 # Texts that repeat (pyprof's registered strings, layer names) are decoded once; emit_nvtx texts are
@@ -43,7 +44,7 @@ class Marker:
     """
 
     __slots__ = ("kind", "name", "mod", "op", "args", "site", "stack", "seq", "stashed", "op_id",
-                 "raw_sizes", "dtypes", "concrete", "backward", "data", "fwd_tid")
+                 "raw_sizes", "dtypes", "concrete", "backward", "data", "fwd_tid", "container")
 
     def __init__(self, kind: str, name: str = "", mod: str = "", op: str = ""):
         self.kind = kind
@@ -60,6 +61,7 @@ class Marker:
         self.dtypes: list | None = None
         self.concrete: list | None = None
         self.backward = False
+        self.container = False  # a torch.compile region: it holds ops, it is not one (see _name_op)
         self.data: dict | None = None  # the decoded dict, as written (pyprof JSON / legacy)
         self.fwd_tid: int | None = None
 
@@ -86,6 +88,8 @@ def decode(text: str | None) -> Marker | None:
         return Marker(LAYER, text[6:])
     if "=" in text:
         return _decode_emit_nvtx(text)
+    if text.startswith("triton_"):  # Inductor's range around each generated kernel of a compiled graph
+        return Marker(SEQ, text, "triton", text)
     if _BACKWARD_NAME.search(text):  # Kineto / old emit_nvtx backward node without any suffix
         m = Marker(SEQ, text, "autograd", text)
         m.backward = True
@@ -238,6 +242,9 @@ def _name_op(m: Marker, name: str) -> None:
         name = name[len(_KINETO_BACKWARD_PREFIX):]
         m.name = name
         m.backward = True
+    # torch.compile's ranges around a compiled graph and its call: they enclose the graph's own ops
+    # (aten::addmm of an extern GEMM, triton_* kernels), which name a kernel better than the region does.
+    m.container = name.startswith(_COMPILED_CONTAINERS)
     if _BACKWARD_NAME.search(name):
         m.backward = True
         m.mod, m.op = "autograd", name

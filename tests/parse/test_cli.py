@@ -116,3 +116,22 @@ def test_sweep_worker_on_and_off_write_the_same(corpus):
     on, off = run("--worker", "on", path), run("--worker", "off", path)
     assert on.returncode == off.returncode == 0
     assert on.stdout == off.stdout and on.stderr == off.stderr and len(on.stdout) > 0
+
+
+def test_output_to_a_fifo_stays_a_fifo(tmp_path):
+    """-o on a pipe or device (/dev/null) writes into it; renaming a temp file over it would replace the node."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo, "rb").read()))
+    reader.start()
+    export = Path(__file__).resolve().parents[1] / "data" / "nsys" / "pyprof" / "lenet.sqlite.xz"
+    run = subprocess.run([sys.executable, "-m", "pyprof.parse", str(export), "-o", str(fifo)],
+                         capture_output=True, text=True)
+    reader.join(timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert got and got[0].count(b"\n") == 124
