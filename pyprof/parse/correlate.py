@@ -101,8 +101,10 @@ class Correlator:
             while i > 0 and st[i - 1][1] == start and st[i - 1][2] < row[2]:
                 i -= 1
             st.insert(i, row)
+            depth = i + 1
         else:
             st.append(row)
+            depth = len(st)
         # The autograd sequence number of a forward range, looked for on every range: texts are searched,
         # not decoded, because most ranges never enclose a launch.
         m = row[6]
@@ -123,8 +125,10 @@ class Correlator:
             # before the one that creates the node carries the same seq (BatchNorm's num_batches_tracked
             # += 1, slicing before an embedding): the node belongs to the last op with that seq. An op
             # nested in the previous holder (aten::convolution inside aten::conv2d) is part of it.
-            if prev is None or (isinstance(prev, tuple) and not any(r is prev[-1] for r in st)):
-                fwd[key] = tuple(st[: st.index(row) + 1])
+            # "Nested in": the holder is on this thread and its span holds this range's (ranges nest).
+            if prev is None or (type(prev) is tuple and not (
+                    prev[-1][0] == thread and prev[-1][1] <= start and prev[-1][2] >= row[2])):
+                fwd[key] = tuple(st[:depth])
                 fwd.move_to_end(key)
                 if len(fwd) > FWD_MEMORY_OPS:
                     fwd.popitem(last=False)

@@ -46,7 +46,7 @@ class Marker:
     __slots__ = ("kind", "name", "mod", "op", "args", "site", "stack", "seq", "stashed", "op_id",
                  "raw_sizes", "dtypes", "concrete", "backward", "data", "fwd_tid", "container")
 
-    def __init__(self, kind: str, name: str = "", mod: str = "", op: str = ""):
+    def __init__(self, kind: str, name: str = "", mod: str = "", op: str = ""):  # noqa: D107
         self.kind = kind
         self.name = name
         self.mod = mod
@@ -168,26 +168,22 @@ def _jsonable(v: Any) -> Any:
     return repr(v)
 
 
+_EMIT_COMMON = re.compile(r"([^,]*)(?:, seq = (\d+))?(?:, op_id = (\d+))?(?:, input_op_ids = .*)?\Z", re.S)
 _EMIT_KEYS = {", seq = ": "seq", ", op_id = ": "op_id", ", sizes = ": "sizes", ", input_op_ids = ": "input_op_ids",
               ", stashed seq = ": "stashed seq"}
 
 
 def _decode_emit_nvtx(text: str) -> Marker | None:
-    if "sizes = " not in text and "stashed" not in text:
-        # The common case, "aten::add, seq = 5, op_id = 9[, input_op_ids = [...]]": one split. Pieces of
-        # input_op_ids (which is ignored) never start with a key.
-        parts = text.split(", ")
-        seq = op_id = None
-        for p in parts[1:]:
-            if p.startswith("seq = "):
-                seq = int(p[6:]) if p[6:].isdigit() else None
-            elif p.startswith("op_id = "):
-                op_id = int(p[8:]) if p[8:].isdigit() else None
-        if seq is not None or op_id is not None:
-            m = Marker(SEQ, parts[0])
-            m.seq, m.op_id = seq, op_id
-            _name_op(m, parts[0])
-            return m
+    # The common case, "aten::add, seq = 5, op_id = 9[, input_op_ids = [...]]", in one regex match (C speed:
+    # this runs for every range that encloses a launch, and their texts are all distinct).
+    hit = _EMIT_COMMON.match(text)
+    if hit is not None and (hit.group(2) or hit.group(3)):
+        m = Marker(SEQ)
+        seq, op_id = hit.group(2), hit.group(3)
+        m.seq = int(seq) if seq else None
+        m.op_id = int(op_id) if op_id else None
+        _name_op(m, hit.group(1))
+        return m
     # Fields located with str.find on the known keys (C speed); a regex only for odd spacing ("seq=3").
     found = sorted((i, len(key), name) for key, name in _EMIT_KEYS.items() if (i := text.find(key)) >= 0)
     if not found:
@@ -238,19 +234,29 @@ def quick_seq(text: str) -> int | None:
 
 def _name_op(m: Marker, name: str) -> None:
     """Split an aten / autograd name into mod and op, and flag backward nodes."""
+    parts = _names.get(name)
+    if parts is None:
+        parts = _split_name(name)
+        if len(_names) < _CACHE_MAX:
+            _names[name] = parts
+    m.name, m.mod, m.op, m.backward, m.container = parts
+
+
+_names: dict[str, tuple] = {}  # op names repeat (aten::addmm), texts do not (op_id): split each name once
+
+
+def _split_name(name: str) -> tuple:
+    backward = False
     if name.startswith(_KINETO_BACKWARD_PREFIX):
         name = name[len(_KINETO_BACKWARD_PREFIX):]
-        m.name = name
-        m.backward = True
+        backward = True
     # torch.compile's ranges around a compiled graph and its call: they enclose the graph's own ops
     # (aten::addmm of an extern GEMM, triton_* kernels), which name a kernel better than the region does.
-    m.container = name.startswith(_COMPILED_CONTAINERS)
+    container = name.startswith(_COMPILED_CONTAINERS)
     if _BACKWARD_NAME.search(name):
-        m.backward = True
-        m.mod, m.op = "autograd", name
-        return
+        return name, "autograd", name, True, container
     mod, sep, op = name.rpartition("::")
-    m.mod, m.op = (mod, op) if sep else ("", name)
+    return (name, mod, op, backward, container) if sep else (name, "", name, backward, container)
 
 
 def seq_marker(name: str, seq: int | None, dims: list | None, dtypes: list | None,
