@@ -101,12 +101,18 @@ def _chunks(stream: IO[bytes], path: str) -> Iterator[tuple]:
         n = chunk.count(b"\n")
         lineno += n
         idx += n - empty_lines(chunk)
-        start = len(chunk)
-        for _ in range(LOOKBACK + 1):
-            start = chunk.rfind(b"\n", 0, start - 1) if start > 1 else -1
-            if start < 0:
-                break
+        start = _lookback_start(chunk)
         prev_tail = chunk[start + 1:] if start >= 0 else chunk
+
+
+def _lookback_start(chunk: bytes) -> int:
+    """Offset of the newline before the last ``LOOKBACK`` lines of ``chunk`` (-1: the whole chunk)."""
+    start = len(chunk)
+    for _ in range(LOOKBACK + 1):
+        start = chunk.rfind(b"\n", 0, start - 1) if start > 1 else -1
+        if start < 0:
+            break
+    return start
 
 
 def _file_chunks(fd: int, pos: int, size: int, path: str) -> Iterator[tuple]:
@@ -127,11 +133,7 @@ def _file_chunks(fd: int, pos: int, size: int, path: str) -> Iterator[tuple]:
         n = chunk.count(b"\n")
         lineno += n
         idx += n - empty_lines(chunk)
-        start = len(chunk)
-        for _ in range(LOOKBACK + 1):
-            start = chunk.rfind(b"\n", 0, start - 1) if start > 1 else -1
-            if start < 0:
-                break
+        start = _lookback_start(chunk)
         lb = pos + (start + 1 if start >= 0 else 0)
         pos += cut
 
