@@ -9,6 +9,7 @@ import pyprof
 STAGES = {
     "parse": ("pyprof.parse.cli", "profiler export (nsys/NvProf SQLite, PyTorch trace) -> JSON Lines records"),
     "prof": ("pyprof.prof.cli", "records -> per-kernel FLOPs, bytes, Tensor Cores, roofline; tables and summaries"),
+    "report": ("pyprof.report.cli", "records or an export -> one self-contained HTML report; --trace: Perfetto JSON"),
 }
 
 USAGE = "usage: pyprof {" + ",".join(STAGES) + "} [options] ...   (pyprof STAGE -h for a stage's options)\n\n" + \

@@ -18,6 +18,8 @@ examples:
   python -m pyprof.prof -w 150 net.dict            # columnated, at most 150 characters wide
   python -m pyprof.prof --csv -c idx,op,kernel,params,sil,tc,flops,bytes,roofline net.dict
   python -m pyprof.prof --group-by op --top 20 net.dict
+  python -m pyprof.prof --view lines -w 160 net.dict   # GPU time per source line
+  python -m pyprof.prof --view all rank0.dict rank1.dict
   python -m pyprof.parse net.sqlite | python -m pyprof.prof -
 """
 
@@ -37,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="One row per GPU kernel with FLOPs, bytes, Tensor Core use and roofline, from pyprof.parse "
                     "records (JSON Lines) or the original PyProf's dict lines.",
         epilog=EPILOG.format(cols=help_text(), default=",".join(DEFAULT)))
-    p.add_argument("file", nargs="?", default=None, help="records file; '-' or nothing reads stdin")
+    p.add_argument("file", nargs="*", default=[],
+                   help="records file; '-' or nothing reads stdin (with --view: several files, one per worker)")
     p.add_argument("-c", dest="columns", default=",".join(DEFAULT), metavar="COLS",
                    help="columns to print (see below)")
     g = p.add_mutually_exclusive_group()
@@ -48,7 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-header", action="store_true", help="omit the header line")
     p.add_argument("--group-by", choices=["op", "layer", "kernel", "callsite", "dir"],
                    help="print a summary grouped by this key instead of one row per kernel")
-    p.add_argument("--top", type=int, default=None, metavar="N", help="with --group-by: the N longest groups")
+    p.add_argument("--top", type=int, default=None, metavar="N",
+                   help="with --group-by or --view: the N longest groups (rows)")
+    p.add_argument("--view", default=None, metavar="NAME",
+                   help="print a view instead: overview, operators, operators_shapes, kernels, lines, layers, "
+                        "recommendations, workers, or all (docs/views.md); notes go to stderr")
+    p.add_argument("--worker", default=None, metavar="WORKER",
+                   help="with --view: only this worker (a process id; with several files FILE or FILE:PID)")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
                    help="load user formulas (registered with pyprof.prof.register); repeatable")
     p.add_argument("--gpu", default=None, help="use this GPU's peaks for every record (e.g. 'H100 PCIe')")
@@ -86,7 +95,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.width < 0:
             raise UsageError("-w WIDTH must be positive")
         peaks = Peaks(args.gpu, dict(args.peak) or None, args.bandwidth)
-        path = args.file or "-"
+        if args.view is None and (len(args.file) > 1 or args.worker is not None):
+            raise UsageError("several files and --worker need --view")
+        if args.view is not None:
+            if args.group_by:
+                raise UsageError("--view and --group-by exclude each other")
+            return _views(args, fmt, peaks, out)
+        path = args.file[0] if args.file else "-"
         stream = open_input(path, "rb")
         try:
             name = "<stdin>" if path == "-" else path
@@ -114,6 +129,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (InputError, PyprofError) as e:
         print(f"pyprof.prof: {e}", file=sys.stderr)
         return 1
+
+
+def _views(args, fmt: str, peaks, out) -> int:
+    """--view: aggregate the inputs once and print the named view(s); notes and coverage on stderr."""
+    from pyprof.report.aggregate import aggregate_files
+    from pyprof.report.terminal import print_tables
+    from pyprof.report.views import build, names
+
+    wanted = None if args.view == "all" else [args.view]
+    if wanted and wanted[0] not in names():
+        raise UsageError(f"--view {args.view!r}: choose one of {', '.join(names())} or all")
+    if args.top is not None and args.top <= 0:
+        raise UsageError("--top must be positive")
+    agg = aggregate_files(args.file or ["-"], peaks)
+    tables = build(agg, wanted, args.worker)
+    if args.top:
+        for t in tables:
+            t.rows = t.rows[:args.top]
+    print_tables(tables, out, None if args.quiet else sys.stderr, fmt, args.width, header=not args.no_header)
+    out.commit()
+    if not args.quiet or (args.strict and agg.coverage.reasons):
+        print(agg.coverage.text(), file=sys.stderr)
+    if args.strict and agg.coverage.reasons:
+        print("pyprof.prof: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
+        return 1
+    return 0
 
 
 #: Below this input size the workers' start-up costs more than they save (default --jobs only).

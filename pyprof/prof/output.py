@@ -133,7 +133,9 @@ def _cut(s: str, w: int) -> str:
 
 
 #: Text columns that give up width first (as the original gave kernel and params the remainder).
-FLEXIBLE = frozenset({"kernel", "params", "trace", "layer", "callsite", "op", "mod", "note", "key"})
+FLEXIBLE = frozenset({"kernel", "params", "trace", "layer", "callsite", "op", "mod", "note", "key",
+                      # the views' text columns (pyprof.report)
+                      "source", "line", "shapes", "path", "about", "evidence", "advice"})
 
 
 def fit_widths(header_widths: list[int], rows: list[tuple], width: int, gap: int,

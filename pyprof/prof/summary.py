@@ -29,11 +29,16 @@ def _callsite_key(d: dict) -> str:
     return d.get("callsite") or (fwd.get("callsite") if fwd else None) or "-"
 
 
-def _layer_key(d: dict) -> str:
+def layer_path(d: dict) -> list:
+    """The record's layer path (outermost first); a backward kernel's is its forward op's."""
     layer = d.get("layer")
     if not layer and d.get("fwd"):
         layer = d["fwd"].get("layer")
-    return ":".join(layer or ()) or "-"
+    return layer or []
+
+
+def _layer_key(d: dict) -> str:
+    return ":".join(layer_path(d)) or "-"
 
 
 GROUP_KEYS = {

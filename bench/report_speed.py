@@ -1,0 +1,109 @@
+"""How fast the views are built from records, against a baseline measured in the same run.
+
+Scales a real capture's records (default: the committed H200 transformer training steps, through
+``pyprof.parse``) up to N records (default 1M) by replicating them with shifted times, correlation ids and
+step numbers, then times:
+- baseline: read every line and decode it (the JSON decoder prof uses), nothing else;
+- views: ``aggregate_files`` (one pass: decode, model, roofline, group) and then every view's Table.
+Prints one line per figure and the ratio views / baseline. Target (issue 6): 1M records well under a minute.
+
+    python bench/report_speed.py [--rows 1000000] [--input RECORDS.dict] [--keep FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+
+import orjson  # noqa: E402
+
+from pyprof.prof.reader import _loads  # noqa: E402
+from pyprof.report.aggregate import aggregate_files  # noqa: E402
+from pyprof.report.views import build  # noqa: E402
+
+DEFAULT_EXPORT = os.path.join(ROOT, "tests", "data", "nsys", "pyprof", "transformer.sqlite.xz")
+
+
+def _templates(path: str | None) -> list[dict]:
+    if path:
+        with open(path, "rb") as f:
+            return [_loads(line) for line in f if line.strip()]
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", DEFAULT_EXPORT], capture_output=True, check=True)
+    return [_loads(line) for line in p.stdout.splitlines() if line.strip()]
+
+
+def _step_count(recs: list[dict]) -> int:
+    steps = {r for d in recs for r in d.get("ranges") or () if r.startswith("ProfilerStep#")}
+    return max(len(steps), 1)
+
+
+def write_scaled(recs: list[dict], rows: int, out) -> None:
+    """Write ``rows`` records: copies of ``recs`` one after another in time, steps renumbered."""
+    t0 = min(d["api_start_ns"] or d["start_ns"] for d in recs)
+    t1 = max(d["end_ns"] for d in recs)
+    shift = t1 - t0 + 1_000_000
+    n_steps = _step_count(recs)
+    written = rep = 0
+    while written < rows:
+        dt = rep * shift
+        for d in recs:
+            if written >= rows:
+                break
+            c = dict(d)
+            for k in ("start_ns", "end_ns", "api_start_ns", "api_end_ns"):
+                if c.get(k) is not None:
+                    c[k] = c[k] + dt
+            if c.get("correlation_id") is not None:
+                c["correlation_id"] += rep * 1_000_000
+            c["ranges"] = [f"ProfilerStep#{int(r[13:]) + rep * n_steps}" if r.startswith("ProfilerStep#") else r
+                           for r in c.get("ranges") or ()]
+            out.write(orjson.dumps(c) + b"\n")
+            written += 1
+        rep += 1
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--input", default=None, help="records to replicate (default: the transformer capture)")
+    ap.add_argument("--keep", default=None, help="write the scaled input here and keep it")
+    args = ap.parse_args()
+    recs = _templates(args.input)
+    path = args.keep or tempfile.mkstemp(suffix=".dict")[1]
+    try:
+        with open(path, "wb") as f:
+            write_scaled(recs, args.rows, f)
+        size_mb = os.path.getsize(path) / 1e6
+        t = time.perf_counter()
+        n = 0
+        with open(path, "rb") as f:
+            for line in f:
+                _loads(line)
+                n += 1
+        base_s = time.perf_counter() - t
+        t = time.perf_counter()
+        agg = aggregate_files([path])
+        agg_s = time.perf_counter() - t
+        t = time.perf_counter()
+        tables = build(agg)
+        views_s = time.perf_counter() - t
+        total_s = agg_s + views_s
+        print(f"input: {n} records, {size_mb:.0f} MB")
+        print(f"baseline (read + decode): {base_s:.2f} s, {n / base_s:,.0f} records/s")
+        print(f"aggregate (read + decode + model + group): {agg_s:.2f} s")
+        print(f"views ({len(tables)} tables): {views_s:.2f} s")
+        print(f"total: {total_s:.2f} s, {n / total_s:,.0f} records/s")
+        print(f"ratio total / baseline: {total_s / base_s:.2f}x")
+    finally:
+        if not args.keep:
+            os.unlink(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,376 @@
+"""One streaming pass over parse's records that models each kernel once (pyprof.prof's Modeller and roofline,
+as ``pyprof prof`` does) and keeps what every view needs: per-worker groups (by op, op + input shapes, kernel
+name, source line, layer path) and, per GPU activity, only its interval, launch time, step label and two
+estimates in flat arrays (the overview merges intervals per step, which needs every interval; docs/views.md).
+
+Nothing holds the record dicts: 1M records cost the arrays (about 55 bytes each) plus the groups.
+"""
+from __future__ import annotations
+
+import re
+from array import array
+from typing import Iterable
+
+from pyprof.common import UsageError
+from pyprof.prof.model import _key as _dumps
+from pyprof.prof.model import Modeller
+from pyprof.prof.report import Coverage, rows
+from pyprof.prof.roofline import Peaks
+from pyprof.prof.summary import _callsite_key, _op_key, layer_path
+from pyprof.report.occupancy import est_occupancy, limits, sm_fraction
+
+KERNEL, MEMCPY, MEMSET = 0, 1, 2
+_KIND = {"kernel": KERNEL, "memcpy": MEMCPY, "memset": MEMSET}
+TINY_NS = 10_000  # a kernel shorter than 10 us is launch-bound territory (docs/actionable.md, 3)
+NO_STEP = -1
+_PROFILER_STEP = "ProfilerStep#"
+# User ranges that name an iteration: "step 3", "layer:train_step_3", "iteration#12", "iter-4".
+_USER_STEP = re.compile(r"(?i)(?:^|[^a-z])(?:step|iter|iteration)[\s#:_-]*(\d+)\s*$")
+
+# Group accumulators are plain lists (the hot loop indexes them); the column meanings:
+# ops / shapes: calls, kernels, ns, flops, ideal_ns, tc_ns, tiny_kernels, tiny_ns
+# kernels: calls, ns, min_ns, max_ns, flops, ideal_ns, tc_ns, occ_x_ns, occ_known_ns
+# lines: kernels, ns, flops, ideal_ns, tc_ns, fwd_ns, bwd_ns
+# layers (self time of the exact path): kernels, ns, flops, ideal_ns, tc_ns
+
+
+class WorkerData:
+    """Everything aggregated for one worker (a process of one input)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.ops: dict = {}
+        self.shapes: dict = {}
+        self.kernels: dict = {}
+        self.lines: dict = {}
+        self.layers: dict = {}
+        self.tc_miss: dict = {}  # (op key, kernel, params, line) -> [kernels, ns]
+        self.copies: dict = {}  # (copy kind, line) -> [count, ns, bytes]
+        self.totals = {"records": 0, "kernels": 0, "kernel_ns": 0, "memcpy_ns": 0, "memset_ns": 0, "gpu_ns": 0,
+                       "tiny_kernels": 0, "tiny_ns": 0, "comm_ns": 0, "flops": 0, "ideal_ns": 0.0, "tc_ns": 0}
+        self.gpus: set = set()
+        self.untimed = 0  # activities without start/end times (left out of the steps)
+        # The timeline, one entry per activity, in input order.
+        self.start_ns = array("q")
+        self.end_ns = array("q")
+        self.launch_ns = array("q")  # api_start_ns, or start_ns without a launch row
+        self.kind = array("b")
+        self.thread = array("i")  # index into self.threads
+        self.profiler_step = array("i")  # N of ProfilerStep#N, or NO_STEP
+        self.user_step = array("i")  # N of a user step/iteration range, or NO_STEP
+        self.sm_busy_ns = array("d")  # duration x min(1, blocks / SMs); -1 unknown
+        self.occ_x_ns = array("d")  # estimated occupancy x duration; -1 unknown
+        self.threads: dict = {}  # tid -> index
+        self.limits: dict = {}  # (gpu, device) -> occupancy.Limits
+        self.last_call: dict = {}  # tid -> identity of the op call its last kernel belonged to
+
+
+class Aggregate:
+    """The result of the pass: workers by name, in first-seen order, plus the coverage of the modelling."""
+
+    def __init__(self) -> None:
+        self.workers: dict[str, WorkerData] = {}
+        self.coverage = Coverage()
+        self.inputs: list[str] = []
+
+    def select(self, worker: str | None) -> list[WorkerData]:
+        """The workers a view covers: all (None) or the one named. Raises UsageError for an unknown name."""
+        if worker is None:
+            return list(self.workers.values())
+        w = self.workers.get(str(worker))
+        if w is None:
+            raise UsageError(f"--worker {worker!r}: no such worker (there are: {', '.join(self.workers) or 'none'})")
+        return [w]
+
+
+_step_cache: dict = {}
+_shapes_cache: dict = {}
+
+
+def _step_labels(ranges) -> tuple[int, int]:
+    """(ProfilerStep number, user step number) of a range stack; NO_STEP where none."""
+    ps = us = NO_STEP
+    for name in ranges or ():
+        hit = _step_cache.get(name)
+        if hit is None:
+            hit = (NO_STEP, NO_STEP)
+            if name.startswith(_PROFILER_STEP) and name[len(_PROFILER_STEP):].isdigit():
+                hit = (int(name[len(_PROFILER_STEP):]), NO_STEP)
+            else:
+                m = _USER_STEP.search(name)
+                if m:
+                    hit = (NO_STEP, int(m.group(1)))
+            if len(_step_cache) > 100_000:
+                _step_cache.clear()
+            _step_cache[name] = hit
+        if hit[0] != NO_STEP and ps == NO_STEP:
+            ps = hit[0]
+        elif hit[1] != NO_STEP and us == NO_STEP:
+            us = hit[1]
+    return ps, us
+
+
+def shapes_key(d: dict) -> str:
+    """The op's input shapes as the PyTorch profiler's "Operator + Input Shape" shows them: one entry per
+    argument, a tensor's shape, a list of tensors' shapes, ``[]`` for anything else. A backward kernel's are
+    its forward op's."""
+    args = d.get("args")
+    if d.get("dir") == "bprop" and d.get("fwd"):
+        args = d["fwd"].get("args")
+    if not args:
+        return "[]"
+    try:  # the same arguments repeat across steps: build each string once
+        ck = _dumps(args)
+    except TypeError:
+        return _shapes(args)
+    hit = _shapes_cache.get(ck)
+    if hit is None:
+        if len(_shapes_cache) > 100_000:
+            _shapes_cache.clear()
+        hit = _shapes_cache[ck] = _shapes(args)
+    return hit
+
+
+def _shapes(args) -> str:
+    out = []
+    for a in args or ():
+        if type(a) is dict:
+            if "shape" in a:
+                out.append(a["shape"])
+                continue
+            items = a.get("items")
+            if items:
+                out.append([i.get("shape", []) if type(i) is dict else [] for i in items])
+                continue
+        out.append([])
+    return str(out)
+
+
+def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None = None) -> Aggregate:
+    """Aggregate records from one or more inputs (``(input name, records)`` pairs: one per rank or file).
+
+    A worker is a process id of one input; with several inputs it is named ``INPUT`` (or ``INPUT:PID`` when
+    an input holds several processes). Returns the Aggregate. Raises InputError (via the Modeller's rows)
+    for a record whose fields have unexpected types.
+    """
+    agg = Aggregate()
+    peaks = peaks or Peaks()
+    sources = list(sources)
+    keyed: dict = {}
+    for si, (name, records) in enumerate(sources):
+        agg.inputs.append(name)
+        _one_input(agg, si, name, records, peaks, keyed)
+    pids_per_input: dict = {}
+    for (si, pid) in keyed:
+        pids_per_input.setdefault(si, []).append(pid)
+    for (si, pid), w in keyed.items():
+        label = "unknown" if pid is None else str(pid)  # original PyProf dict lines carry no process id
+        if len(sources) == 1:
+            w.name = label
+        else:
+            w.name = sources[si][0] if len(pids_per_input[si]) == 1 else f"{sources[si][0]}:{label}"
+        agg.workers[w.name] = w
+    return agg
+
+
+def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:
+    """Aggregate record files (parse's JSON Lines or PyProf dict lines; ``-`` is stdin), one input per path.
+    Raises InputError naming the file and line of a malformed record."""
+    import os
+    import sys
+
+    from pyprof.common import open_input
+    from pyprof.prof.reader import iter_records
+
+    streams = []
+    try:
+        sources = []
+        for p in paths:
+            s = open_input(p, "rb")
+            streams.append(s)
+            name = "<stdin>" if p == "-" else os.path.basename(p)
+            sources.append((name, _Numbered(iter_records(s, "<stdin>" if p == "-" else p))))
+        return aggregate(sources, peaks)
+    finally:
+        for s in streams:
+            if s is not sys.stdin.buffer:
+                s.close()
+
+
+class _Numbered:
+    """Marks an iterable of (line number, record) pairs, so that errors name the input's line."""
+
+    def __init__(self, pairs) -> None:
+        self.pairs = pairs
+
+
+def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed: dict) -> None:
+    w = None
+    w_key = None
+    numbered = records.pairs if isinstance(records, _Numbered) else enumerate(records, 1)
+    for _idx, d, m, r in rows(numbered, Modeller(), peaks, True, agg.coverage):
+        pid = d.get("pid")
+        if (si, pid) != w_key:
+            w_key = (si, pid)
+            w = keyed.get(w_key)
+            if w is None:
+                w = keyed[w_key] = WorkerData(f"{name}:{pid}")
+        _add_record(w, d, m, r)
+
+
+def _new_call(w: WorkerData, d: dict, okey: str, is_kernel: bool) -> int:
+    """1 when this activity starts a new op call, else 0. A call is identified by the op marker's call id
+    (forward, pyprof markers), else by the autograd sequence number (a backward node, or a forward op under
+    emit_nvtx / Kineto), on its thread; kernels of one call run one after another on that thread. Without
+    either, a kernel numbered 0 in its call starts one; every copy and memset is a call of its own."""
+    if not is_kernel:
+        return 1
+    direction = d.get("dir")
+    cid = None
+    mk = d.get("marker")
+    if direction != "bprop" and mk and type(mk[0]) is dict:
+        cid = mk[0].get("call")
+    if cid is None:
+        seq = d.get("seqId")
+        cid = seq[0] if seq else None
+    if cid is None:
+        sub = d.get("subSeqId")
+        return 1 if sub == 0 or sub is None else 0
+    ident = (okey, direction, cid)
+    tid = d.get("tid")
+    if w.last_call.get(tid) == ident:
+        return 0
+    w.last_call[tid] = ident
+    return 1
+
+
+def _add_record(w: WorkerData, d: dict, m, r) -> None:
+    dur = d.get("kDuration") or 0
+    kind = _KIND.get(d.get("kind") or "kernel", KERNEL)
+    flops = m.flops or 0
+    ideal = r[3] * dur / 100.0 if r[3] is not None else 0.0
+    tc_ns = dur if m.tc == "1" else 0
+    t = w.totals
+    t["records"] += 1
+    t["gpu_ns"] += dur
+    t["flops"] += flops
+    t["ideal_ns"] += ideal
+    t["tc_ns"] += tc_ns
+    line = _callsite_key(d)
+    is_kernel = kind == KERNEL
+    tiny = is_kernel and dur < TINY_NS
+    okey = _op_key(d)
+    new_call = _new_call(w, d, okey, is_kernel)
+    for groups, key in ((w.ops, okey), (w.shapes, (okey, shapes_key(d)))):
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = [0, 0, 0, 0, 0.0, 0, 0, 0]
+        g[0] += new_call
+        g[1] += 1
+        g[2] += dur
+        g[3] += flops
+        g[4] += ideal
+        g[5] += tc_ns
+        if tiny:
+            g[6] += 1
+            g[7] += dur
+    g = w.lines.get(line)
+    if g is None:
+        g = w.lines[line] = [0, 0, 0, 0.0, 0, 0, 0]
+    g[0] += 1
+    g[1] += dur
+    g[2] += flops
+    g[3] += ideal
+    g[4] += tc_ns
+    if d.get("dir") == "bprop":
+        g[6] += dur
+    else:
+        g[5] += dur
+    lkey = tuple(layer_path(d))
+    g = w.layers.get(lkey)
+    if g is None:
+        g = w.layers[lkey] = [0, 0, 0, 0.0, 0]
+    g[0] += 1
+    g[1] += dur
+    g[2] += flops
+    g[3] += ideal
+    g[4] += tc_ns
+    # A device's limits do not change within a worker: read its props once.
+    lkey = (d.get("gpu"), d.get("device"))
+    lim = w.limits.get(lkey)
+    if lim is None:
+        lim = limits(d.get("gpu_props"))
+        if lim is not None:
+            w.limits[lkey] = lim
+    sm_ns = occ_x = -1.0
+    if is_kernel:
+        t["kernels"] += 1
+        t["kernel_ns"] += dur
+        name = d.get("kShortName") or "na"
+        if tiny:
+            t["tiny_kernels"] += 1
+            t["tiny_ns"] += dur
+        if name[:4].lower() == "nccl":
+            t["comm_ns"] += dur
+        frac = sm_fraction(d.get("grid"), lim)
+        if frac is not None:
+            sm_ns = frac * dur
+        occ = est_occupancy(d.get("grid"), d.get("block"), d.get("registers"), d.get("static_smem_bytes"),
+                            d.get("dynamic_smem_bytes"), lim)
+        if occ is not None:
+            occ_x = occ * dur
+        g = w.kernels.get(name)
+        if g is None:
+            g = w.kernels[name] = [0, 0, dur, dur, 0, 0.0, 0, 0.0, 0]
+        g[0] += 1
+        g[1] += dur
+        if dur < g[2]:
+            g[2] = dur
+        if dur > g[3]:
+            g[3] = dur
+        g[4] += flops
+        g[5] += ideal
+        g[6] += tc_ns
+        if occ_x >= 0:
+            g[7] += occ_x
+            g[8] += dur
+        if m.tc == "0" and m.family in ("gemm", "conv", "attention") and m.dtype in ("float16", "bfloat16"):
+            k = (okey, name, m.params, line)
+            g = w.tc_miss.get(k)
+            if g is None:
+                g = w.tc_miss[k] = [0, 0]
+            g[0] += 1
+            g[1] += dur
+    elif kind == MEMCPY:
+        t["memcpy_ns"] += dur
+        ck = d.get("copy_kind") or "?"
+        if ck in ("HtoD", "DtoH", "HtoA", "AtoH"):
+            g = w.copies.get((ck, line))
+            if g is None:
+                g = w.copies[(ck, line)] = [0, 0, 0]
+            g[0] += 1
+            g[1] += dur
+            g[2] += d.get("bytes") or 0
+    else:
+        t["memset_ns"] += dur
+    if d.get("gpu"):
+        w.gpus.add(d["gpu"])
+    start = d.get("start_ns")
+    if start is None:  # original PyProf dict lines have durations only: no place on the timeline
+        w.untimed += 1
+        return
+    api = d.get("api_start_ns")
+    tid = d.get("tid")
+    ti = w.threads.get(tid)
+    if ti is None:
+        ti = w.threads[tid] = len(w.threads)
+    ps, us = _step_labels(d.get("ranges"))
+    w.start_ns.append(start)
+    w.end_ns.append(d.get("end_ns") or start + dur)
+    w.launch_ns.append(api if api is not None else start)
+    w.kind.append(kind)
+    w.thread.append(ti)
+    w.profiler_step.append(ps)
+    w.user_step.append(us)
+    w.sm_busy_ns.append(sm_ns)
+    w.occ_x_ns.append(occ_x)

@@ -1,0 +1,220 @@
+"""``pyprof report``: records (or a profiler export, parsed on the way) -> one self-contained HTML page with the
+views, and optionally the Chrome/Perfetto trace JSON. Argument parsing and errors-to-exit-codes only; the
+work is in pyprof.report.html / trace and the views.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import os
+import sys
+import tempfile
+from contextlib import ExitStack
+from typing import Iterator
+
+import pyprof
+from pyprof.common import InputError, PyprofError, UsageError
+from pyprof.parse.detect import GZIP_MAGIC, SQLITE_MAGIC, XZ_MAGIC
+
+PROG = "pyprof report"
+#: Workers beyond this many get no per-worker tables of their own (the page would grow with each).
+MAX_WORKER_TABLES = 16
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed so that docs and tests can read its help)."""
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Write one self-contained HTML report (views, charts, a timeline) of pyprof.parse "
+        "records, or of a profiler export (parsed on the way); optionally the Chrome/Perfetto trace JSON.",
+        epilog="examples:\n  pyprof report net.dict -o report.html\n"
+               "  pyprof report net.sqlite -o report.html --trace trace.json   # open trace.json in ui.perfetto.dev",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="records (JSON Lines) or exports, one per rank")
+    p.add_argument("-o", "--output", required=True, help="the HTML file to write")
+    p.add_argument("--trace", default=None, metavar="FILE", help="also write the Chrome/Perfetto trace JSON here")
+    p.add_argument("--max-trace-events", type=int, default=None, metavar="N",
+                   help="--trace: only the first N GPU activities (with their launches and flows)")
+    p.add_argument("--timeline-events", type=int, default=10000, metavar="N",
+                   help="GPU activities drawn in the page's timeline (default 10000; the page stays small)")
+    p.add_argument("--title", default=None, help="page title (default: the input's name)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``pyprof report``; return the exit code (0 ok, 1 bad input, 2 usage)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # argparse printed the usage or the help
+        return 2 if e.code else 0
+    try:
+        if args.max_trace_events is not None and args.max_trace_events < 0:
+            raise UsageError("--max-trace-events must be >= 0")
+        if args.timeline_events < 0:
+            raise UsageError("--timeline-events must be >= 0")
+        if args.inputs.count("-") > 1:
+            raise UsageError("stdin ('-') can be read only once")
+        run(args.inputs, args.output, args.trace, args.max_trace_events, args.timeline_events, args.title)
+        return 0
+    except UsageError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 2
+    except PyprofError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def is_records(path: str) -> bool:
+    """True when ``path`` holds JSON Lines records (parse's, or the original PyProf's dict lines), False for a
+    profiler export. Decided from the first line; raises InputError if the file cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+            f.seek(0)
+            # A Kineto trace can be one huge line: a first line longer than this is not a record.
+            first = b""
+            for line in f:
+                if line.strip():
+                    first = line[: 1 << 20]
+                    break
+                if f.tell() > 1 << 20:
+                    break
+    except OSError as e:
+        raise InputError(path, f"cannot open: {e.strerror}") from None
+    if head.startswith((SQLITE_MAGIC, GZIP_MAGIC, XZ_MAGIC)):
+        return False
+    text = first.strip()
+    if text.startswith(b"{'"):
+        return True  # the original PyProf's Python-dict lines
+    try:
+        import orjson
+
+        d = orjson.loads(text)
+    except ValueError:
+        return False
+    return isinstance(d, dict) and ("kShortName" in d or "schema" in d)
+
+
+def _records(path: str, display: str) -> Iterator[dict]:
+    from pyprof.prof.reader import iter_records
+
+    with open(path, "rb") as f:
+        for _lineno, d in iter_records(f, display):
+            yield d
+
+
+def _tables(sources: list[tuple[str, str]]) -> tuple[list, int]:
+    """The views' Tables (all workers, then each worker when there are several) and the record count."""
+    try:
+        from pyprof.report import views
+        from pyprof.report.aggregate import aggregate
+    except ModuleNotFoundError as e:
+        if e.name not in ("pyprof.report.views", "pyprof.report.aggregate"):
+            raise  # an import failing inside the views is a bug, not a missing module
+        return _fallback_tables(sources)
+    agg = aggregate([(name, _records(path, name)) for name, path in sources])
+    tables = views.build(agg)
+    if len(agg.workers) > 1:
+        for w in list(agg.workers)[:MAX_WORKER_TABLES]:
+            tables += views.build(agg, worker=w)
+    return tables, agg.coverage.kernels
+
+
+def _fallback_tables(sources: list[tuple[str, str]]) -> tuple[list, int]:
+    # Fallback for a checkout without pyprof.report.views (built in parallel, issue 6): operators and kernels
+    # grouped with prof's own summary keys, GPU time only. The real views replace this when present.
+    from pyprof.prof.summary import GROUP_KEYS
+    from pyprof.report.model import Table
+
+    groups: dict = {"op": {}, "kernel": {}}
+    n = 0
+    for name, path in sources:
+        for d in _records(path, name):
+            n += 1
+            for key, g in groups.items():
+                acc = g.setdefault(GROUP_KEYS[key](d), [0, 0])
+                acc[0] += 1
+                acc[1] += d.get("kDuration") or 0
+    tables = []
+    for key, title in (("op", "Operators"), ("kernel", "Kernels")):
+        rows = sorted(([k, c, ns / 1e6] for k, (c, ns) in groups[key].items()), key=lambda r: -r[2])
+        tables.append(Table(key, title, ["key", "calls", "time_ms"], [title[:-1], "Calls", "GPU time (ms)"], rows,
+                            chart={"type": "bar", "label": "key", "values": ["time_ms"]}))
+    return tables, n
+
+
+def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace_events: int | None = None,
+        timeline_events: int = 10000, title: str | None = None) -> None:
+    """Write the report (and the trace) for ``inputs``. Every input is checked, and exports parsed, before
+    anything is written; the files appear only when complete (written to a temporary name, then renamed).
+    Raises InputError for bad input and UsageError for an impossible request."""
+    from pyprof.report import html, trace
+
+    with ExitStack() as stack:
+        # The output folders are checked before any work: a typo in -o should not cost a minute of parsing.
+        tmp_html = _temp_beside(output, stack)
+        tmp_trace = _temp_beside(trace_path, stack) if trace_path else None
+        tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="pyprof-report-"))
+        sources = []
+        for i, path in enumerate(inputs):
+            display = "<stdin>" if path == "-" else path
+            if path != "-" and os.path.isdir(path):
+                raise InputError(path, "is a directory")
+            if path == "-":  # spooled, so that it can be sniffed and read twice like a file
+                from pyprof.parse.detect import spool_stdin
+
+                path = spool_stdin()
+                stack.callback(os.unlink, path)
+            if not is_records(path):
+                from pyprof.parse import parse_file
+
+                parsed = os.path.join(tmpdir, f"{i}.dict")
+                with open(parsed, "w", encoding="utf-8") as out:
+                    parse_file(path, out)
+                path = parsed
+            sources.append((display, path))
+
+        tables, n_records = _tables(sources)
+        # Each input (rank) gets its share of the timeline, so that the ranks can be compared side by side.
+        share = timeline_events // len(sources)
+        first = itertools.chain.from_iterable(itertools.islice(_records(p, n), share) for n, p in sources)
+        tl_events = list(trace.events(first)) if share else None
+        shown = sum(1 for e in tl_events or () if e["ph"] == "X" and e["pid"] >= trace.GPU_PID_BASE)
+        meta = {"title": title or f"pyprof report: {', '.join(s[0] for s in sources)}",
+                "source": ", ".join(s[0] for s in sources), "summary": f"{n_records:,} GPU activities",
+                "generated": f"pyprof {pyprof.__version__}, "
+                             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+                "trace_shown": shown, "trace_total": n_records, "trace_file": trace_path}
+
+        done = []
+        if tmp_trace:
+            with open(tmp_trace, "w", encoding="utf-8", buffering=1 << 20) as out:
+                trace.write_trace(_chain(sources), out, max_trace_events)
+            done.append((tmp_trace, trace_path))
+        with open(tmp_html, "w", encoding="utf-8") as out:
+            html.render(tables, meta, tl_events, out)
+        done.append((tmp_html, output))
+        for tmp, final in done:
+            os.replace(tmp, final)
+
+
+def _chain(sources: list[tuple[str, str]]) -> Iterator[dict]:
+    for name, path in sources:
+        yield from _records(path, name)
+
+
+def _temp_beside(path: str, stack: ExitStack) -> str:
+    """A temporary file in ``path``'s folder (so the final rename is atomic), removed if never renamed."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".pyprof-report-")
+    except OSError as e:
+        raise UsageError(f"{path}: cannot write: {e.strerror}") from None
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the report private to its writer
+    stack.callback(lambda: os.path.exists(tmp) and os.unlink(tmp))
+    return tmp

@@ -1,0 +1,130 @@
+"""The HTML report: one self-contained file (CSS, JavaScript and data inlined; nothing fetched, no server) that
+renders the views' Tables as sortable tables with charts, and a timeline of the first trace events.
+
+The page is data plus a small script: the Tables go in as JSON (``Table.to_dict``) and static/report.js draws
+them, so what the page shows is exactly what the views computed. The timeline takes the Chrome trace events
+of ``pyprof.report.trace.events`` (already capped by the caller) in a compact form.
+"""
+from __future__ import annotations
+
+import html
+import json
+from importlib import resources
+from typing import IO, Iterable
+
+import orjson
+
+from pyprof.report.model import Table
+
+#: Most timeline events embedded in a page: about 40 bytes each, so the page stays a few MB at most.
+TIMELINE_CAP = 20000
+
+# Shown on hover. Not the correlation id: unique per kernel, it would defeat the interning of tips (6 MB of
+# tips for a 10k-event timeline with it, 0.3 MB without).
+_TIP_KEYS = ("op", "dir", "forward op", "layer", "callsite", "shapes", "params", "flops", "bytes", "tensor cores",
+             "kernel")
+
+
+def _asset(name: str) -> str:
+    return resources.files("pyprof.report").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def embed_json(obj) -> str:
+    """JSON text safe inside a ``<script>`` element: ``<``, ``>`` and ``&`` become \\u escapes, so no string in
+    the data (a kernel name like ``foo<bar></script>``) can close the element or open a comment."""
+    try:
+        text = orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+    except orjson.JSONEncodeError:  # an int beyond 64 bits (a FLOP total): the slower encoder has no limit
+        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, default=str)
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _tip(args: dict) -> str:
+    return "\n".join(f"{k}: {args[k]}" for k in _TIP_KEYS if k in args)
+
+
+def timeline(trace_events: Iterable[dict], cap: int = TIMELINE_CAP) -> dict:
+    """The compact timeline the page draws, from Chrome trace events: one row per (pid, tid) named by the
+    metadata events, GPU rows first; complete ("X") events as flat [row, ts, dur, name, tip] numbers with times
+    in microseconds from the first event, names and tips interned. Flow events are not drawn."""
+    proc: dict = {}
+    thread: dict = {}
+    xs = []
+    cut = False
+    for e in trace_events:
+        ph = e.get("ph")
+        if ph == "X":
+            if len(xs) < cap:
+                xs.append(e)
+            else:
+                cut = True
+        elif ph == "M" and e.get("name") == "process_name":
+            proc[e["pid"]] = e["args"]["name"]
+        elif ph == "M" and e.get("name") == "thread_name":
+            thread[(e["pid"], e["tid"])] = e["args"]["name"]
+    keys = sorted({(e["pid"], e["tid"]) for e in xs},
+                  key=lambda k: (not str(proc.get(k[0], "")).startswith("GPU"), k[0], k[1]))
+    row_of = {k: i for i, k in enumerate(keys)}
+    names: dict = {}
+    tips: dict = {"": 0}
+    t0 = min((e["ts"] for e in xs), default=0.0)
+    flat: list = []
+    for e in xs:
+        n = names.setdefault(e["name"], len(names))
+        t = tips.setdefault(_tip(e.get("args") or {}), len(tips))
+        flat += [row_of[(e["pid"], e["tid"])], round(e["ts"] - t0, 3), round(e["dur"], 3), n, t]
+    return {
+        "rows": [_row_label(proc.get(p), thread.get((p, t)), p, t) for p, t in keys],
+        "row_pid": [p for p, _ in keys], "row_tid": [t for _, t in keys],
+        "names": list(names), "tips": list(tips), "ev": flat, "t0_us": t0, "cut_at": cap if cut else None,
+    }
+
+
+def _row_label(proc: str | None, thread: str | None, pid, tid) -> str:
+    # Short enough for the timeline's label column: "GPU 0 · stream 7", "pid 1105 · thread 1134".
+    p = (proc or f"pid {pid}").split(" (")[0].replace("CPU process ", "pid ")
+    return f"{p} \u00b7 {thread or tid}"
+
+
+def render(tables: list[Table], meta: dict, trace_events: list | None, out: IO[str]) -> None:
+    """Write the report page to ``out``.
+
+    meta: ``title``, ``source`` and ``generated`` (shown in the header), and for the trace section
+    ``trace_shown`` / ``trace_total`` (GPU activities drawn / in the input) and ``trace_file`` (the full trace
+    written by ``--trace``, if any). trace_events: Chrome trace events for the timeline, or None for no trace
+    section; more than TIMELINE_CAP complete events are cut. Raises nothing of its own.
+    """
+    tl = timeline(trace_events) if trace_events else None
+    data = {"meta": meta, "tables": [t.to_dict() if isinstance(t, Table) else t for t in tables], "timeline": tl}
+    esc = html.escape
+    title = meta.get("title") or "pyprof report"
+    info = " \u00b7 ".join(str(meta[k]) for k in ("source", "gpu", "summary", "generated") if meta.get(k))
+    out.write("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+              f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{esc(title)}</title>\n"
+              f"<style>\n{_asset('report.css')}</style>\n</head><body>\n"
+              f"<header><h1>{esc(title)}</h1><span class=\"meta\">{esc(info)}</span>"
+              "<select id=\"worker\" style=\"display:none\" aria-label=\"worker\"></select></header>\n"
+              "<div class=\"layout\"><nav id=\"nav\"></nav><main><div id=\"views\"></div>\n")
+    if tl is not None:
+        out.write(f"<section id=\"trace\"><h2>Trace</h2><p class=\"notes\">{esc(_trace_note(meta, tl))}</p>"
+                  "<div id=\"trace-body\"></div></section>\n")
+    out.write("<noscript>This report needs JavaScript to draw its tables.</noscript>\n</main></div>\n"
+              f"<script type=\"application/json\" id=\"pyprof-data\">{embed_json(data)}</script>\n"
+              f"<script>\n{_asset('timeline.js')}</script>\n<script>\n{_asset('report.js')}</script>\n"
+              "</body></html>\n")
+
+
+def _trace_note(meta: dict, tl: dict) -> str:
+    shown = len(tl["ev"]) // 5
+    total, drawn = meta.get("trace_total"), meta.get("trace_shown")
+    parts = [f"{shown:,} timeline events (GPU activities and their CPU launch calls)"]
+    if total is not None and drawn is not None and drawn < total:
+        parts.append(f"from the first {drawn:,} of {total:,} GPU activities: the page is capped to stay small")
+    if tl.get("cut_at"):
+        parts.append(f"cut at {tl['cut_at']:,} events to keep the page small")
+    full = meta.get("trace_file")
+    parts.append(f"the full trace with flow arrows is in {full}" if full else
+                 "for the full trace with flow arrows, run: pyprof report INPUT -o report.html --trace trace.json")
+    parts.append("open it in ui.perfetto.dev or chrome://tracing")
+    return "; ".join(parts) + "."

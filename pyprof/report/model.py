@@ -1,0 +1,34 @@
+"""What a view produces and every renderer (terminal table, HTML page) consumes: a named table with
+optional chart and tree hints. Plain data, JSON-serialisable, so the HTML page can embed it as it is."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Table:
+    """One view's result.
+
+    name: registry key (``operators``); title: heading shown to people.
+    columns: column keys; headers: their display names (same length); units in the header (``Time (ms)``).
+    rows: list of row lists, values are str / int / float / None (None renders as ``na``).
+    notes: sentences shown under the table (caveats, what a number means, what was capped).
+    chart: None, or {"type": "bar" | "pie" | "stacked", "label": column key, "values": [column keys]}:
+        how the HTML page draws this table (top rows for bar/pie, one stacked bar per row for "stacked").
+    tree_column: None, or the key of an int column giving each row's depth (the layer tree): renderers indent.
+    worker: None for all workers together, else the worker (process) this table is about.
+    """
+
+    name: str
+    title: str
+    columns: list[str]
+    headers: list[str]
+    rows: list[list] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    chart: dict | None = None
+    tree_column: str | None = None
+    worker: str | None = None
+
+    def to_dict(self) -> dict:
+        """The table as plain JSON-able data."""
+        return asdict(self)

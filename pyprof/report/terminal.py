@@ -1,0 +1,36 @@
+"""Tables in the terminal: a view's rows through prof's output formats (space, csv, columns, jsonl) on one
+stream, its notes on another (stderr), so that ``pyprof prof --view lines | awk ...`` sees rows only."""
+from __future__ import annotations
+
+from typing import IO
+
+from pyprof.prof.output import FORMATS
+from pyprof.report.model import Table
+
+
+def print_tables(tables: list[Table], out: IO[str], err: IO[str] | None, fmt: str = "space", width: int = 0,
+                 header: bool = True) -> None:
+    """Write each table in format ``fmt``; with several tables each is preceded by a ``# title`` line (jsonl:
+    each row carries a ``view`` key instead). Notes go to ``err`` (None: dropped)."""
+    cls = FORMATS[fmt]
+    many = len(tables) > 1
+    for i, t in enumerate(tables):
+        cols, heads = list(t.columns), list(t.headers)
+        if many and cls.raw:
+            cols, heads = ["view"] + cols, ["View"] + heads
+        elif many:
+            if i:
+                out.write("\n")
+            out.write(f"# {t.title}{' (worker ' + t.worker + ')' if t.worker else ''}\n")
+        w = cls(out, cols, heads, width)
+        if header:
+            w.header()
+        if cls.raw:
+            body = [tuple(([t.name] if many else []) + list(r)) for r in t.rows]
+        else:
+            body = [tuple("na" if v is None else v for v in r) for r in t.rows]
+        w.rows(body)
+        w.close()
+        if err is not None:
+            for n in t.notes:
+                err.write(f"pyprof.prof: {t.name}: {n}\n")

@@ -1,0 +1,199 @@
+"""Chrome / Perfetto trace JSON from parse's records: GPU activities on one row per device and stream, their
+CPU launch calls on one row per thread, a flow arrow from each launch to its kernel, and our op, layer, call
+site, shapes and modelled FLOPs/bytes in each kernel's ``args``.
+
+The format is the Trace Event Format's JSON object form (``{"traceEvents": [...]}``) that ui.perfetto.dev and
+chrome://tracing open. Events are written as the records come, so a trace of millions of kernels never sits
+in memory; ``max_events`` stops after that many GPU activities.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO, Iterable, Iterator
+
+import orjson
+
+from pyprof.prof.model import Modeller
+
+#: Synthetic process ids of the GPU rows: far above any OS pid (Linux caps pids at 2**22), so a GPU never
+#: shares a process row with a CPU process.
+GPU_PID_BASE = 1 << 30
+#: Launches remembered to draw a graph launch (one call, many kernels) once: bounded, see _Launches.
+_LAUNCH_MEMORY = 65536
+
+
+@dataclass
+class TraceStats:
+    """What a trace holds: activities written, activities in the input, and whether the cap cut it."""
+
+    activities: int = 0
+    seen: int = 0
+    launches: int = 0
+    flows: int = 0
+    truncated: bool = False
+
+
+def _us(ns: int) -> float:
+    # Microseconds as floats, the unit of the format; nanosecond precision survives as the fraction.
+    return ns / 1000.0
+
+
+def _shapes(args: list) -> str:
+    parts = []
+    for a in args or ():
+        if type(a) is not dict:
+            continue
+        if "shape" in a:
+            parts.append(f"{a.get('dtype') or '?'}{list(a['shape'])}")
+        elif "value" in a:
+            parts.append(repr(a["value"]))
+    return ", ".join(parts)
+
+
+def kernel_args(d: dict, m) -> dict:
+    """The ``args`` shown for one GPU activity: what launched it and our modelled numbers (None left out)."""
+    fwd = d.get("fwd") or {}
+    op = (d.get("op") or [None])[0]
+    mod = (d.get("mod") or [None])[0]
+    a = {
+        "op": f"{mod}.{op}" if mod and op else op,
+        "dir": d.get("dir") or None,
+        "forward op": (fwd.get("op") or [None])[0] if fwd else None,
+        "layer": ".".join(d.get("layer") or fwd.get("layer") or ()) or None,
+        "callsite": d.get("callsite") or fwd.get("callsite"),
+        "shapes": _shapes(d.get("args") or fwd.get("args") or ()) or None,
+        "params": m.params or None,
+        "flops": m.flops,
+        "bytes": m.bytes,
+        "tensor cores": m.tc if m.tc in ("0", "1") else None,
+        "not modelled": m.reason,
+        "grid": d.get("grid") or None,
+        "block": d.get("block") or None,
+        "registers": d.get("registers"),
+        "correlation id": d.get("correlation_id"),
+        "kernel": d.get("kLongName") or None,
+    }
+    return {k: v for k, v in a.items() if v is not None}
+
+
+class _Rows:
+    """Names the trace's rows once each, with metadata events emitted the first time a row is used."""
+
+    def __init__(self) -> None:
+        self.gpu: dict = {}
+        self.devices: set = set()
+        self.cpu: set = set()
+        self.pids: set = set()
+
+    def gpu_row(self, d: dict, out: list) -> tuple[int, int]:
+        dev, stream, pid = d.get("device"), d.get("stream"), d.get("pid")
+        key = (dev, stream, pid)
+        row = self.gpu.get(key)
+        if row is None:
+            gpid = GPU_PID_BASE + (dev if isinstance(dev, int) else 999)
+            # Stream ids are per CUDA context: two processes on one GPU get separate rows for "stream 7".
+            row = self.gpu[key] = (gpid, len(self.gpu) + 1)
+            if dev not in self.devices:
+                self.devices.add(dev)
+                out.append({"ph": "M", "name": "process_name", "pid": gpid,
+                            "args": {"name": f"GPU {dev if dev is not None else '?'}" +
+                                     (f" ({d['gpu']})" if d.get("gpu") else "")}})
+                out.append({"ph": "M", "name": "process_sort_index", "pid": gpid, "args": {"sort_index": -1}})
+            others = [k for k in self.gpu if k[0] == dev and k[1] == stream and k != key]
+            label = f"stream {stream}" + (f" (pid {pid})" if others else "")
+            out.append({"ph": "M", "name": "thread_name", "pid": gpid, "tid": row[1], "args": {"name": label}})
+        return row
+
+    def cpu_row(self, d: dict, out: list) -> tuple[int, int]:
+        pid, tid = d.get("pid") or 0, d.get("tid") or 0
+        if pid not in self.pids:
+            self.pids.add(pid)
+            out.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"CPU process {pid}"}})
+        if (pid, tid) not in self.cpu:
+            self.cpu.add((pid, tid))
+            out.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": f"thread {tid}"}})
+        return pid, tid
+
+
+class _Launches:
+    """Which launch calls were already drawn. A CUDA graph launch starts many kernels with one correlation id;
+    its slice is drawn once. Bounded memory: after _LAUNCH_MEMORY launches the oldest half is forgotten (a
+    graph's kernels run close together, so forgetting old ones costs at worst a duplicate slice)."""
+
+    def __init__(self) -> None:
+        self.seen: dict = {}
+
+    def first(self, key) -> bool:
+        if key in self.seen:
+            return False
+        self.seen[key] = None
+        if len(self.seen) > _LAUNCH_MEMORY:
+            for k in list(self.seen)[: _LAUNCH_MEMORY // 2]:
+                del self.seen[k]
+        return True
+
+
+def events(records: Iterable[dict], max_events: int | None = None,
+           stats: TraceStats | None = None) -> Iterator[dict]:
+    """Yield the trace events of ``records`` (dicts with parse's keys, in start order): row names ("M"), one
+    complete event ("X") per GPU activity and per launch call, and flow start/end ("s"/"f") pairs.
+
+    ``max_events`` caps the GPU activities (their launches and flows come with them); ``stats`` is filled in.
+    Never raises for a record missing launch fields: the activity is drawn without its launch.
+    """
+    st = stats if stats is not None else TraceStats()
+    modeller = Modeller()
+    rows, launches = _Rows(), _Launches()
+    out: list = []
+    flow_id = 0
+    for d in records:
+        st.seen += 1
+        if max_events is not None and st.activities >= max_events:
+            st.truncated = True
+            continue  # keep counting, so the caller can say "N of M"
+        st.activities += 1
+        m = modeller.model(d)
+        gpid, gtid = rows.gpu_row(d, out)
+        start = d.get("start_ns") or 0
+        ts = _us(start)
+        name = d.get("kShortName") or d.get("kind") or "activity"
+        out.append({"ph": "X", "name": name, "cat": d.get("kind") or "kernel", "pid": gpid, "tid": gtid,
+                    "ts": ts, "dur": _us(d.get("kDuration") or (d.get("end_ns") or start) - start),
+                    "args": kernel_args(d, m)})
+        a0, a1 = d.get("api_start_ns"), d.get("api_end_ns")
+        if a0 is not None and a1 is not None and d.get("tid") is not None:
+            pid, tid = rows.cpu_row(d, out)
+            if launches.first((pid, d.get("correlation_id"), a0)):
+                st.launches += 1
+                out.append({"ph": "X", "name": d.get("api") or "launch", "cat": "cuda_api", "pid": pid,
+                            "tid": tid, "ts": _us(a0), "dur": _us(a1 - a0),
+                            "args": {"correlation id": d.get("correlation_id"), "kernel": name}})
+            # Flow ids count kernels rather than reuse the correlation id: that id is unique only within a
+            # process, and a graph launch gives one id to many kernels, each of which needs its own arrow.
+            flow_id += 1
+            st.flows += 1
+            # "s" sits inside the launch slice; "f" with bp "e" binds to the kernel slice that encloses its ts.
+            out.append({"ph": "s", "name": "launch", "cat": "launch", "id": flow_id, "pid": pid, "tid": tid,
+                        "ts": _us(a0)})
+            out.append({"ph": "f", "bp": "e", "name": "launch", "cat": "launch", "id": flow_id, "pid": gpid,
+                        "tid": gtid, "ts": ts})
+        yield from out
+        out.clear()
+
+
+def write_trace(records: Iterable[dict], out: IO[str], max_events: int | None = None) -> TraceStats:
+    """Write the trace JSON of ``records`` to ``out``, event by event; return what it holds.
+
+    The JSON stays valid when cut by ``max_events``; ``otherData`` says how many activities it shows of how many.
+    """
+    st = TraceStats()
+    out.write('{"traceEvents":[\n')
+    sep = ""
+    for ev in events(records, max_events, st):
+        out.write(sep)
+        out.write(orjson.dumps(ev).decode())
+        sep = ",\n"
+    other = {"producer": "pyprof report --trace", "activities": st.activities, "activities_in_input": st.seen,
+             "truncated": st.truncated}
+    out.write('\n],"displayTimeUnit":"ns","otherData":' + orjson.dumps(other).decode() + "}\n")
+    return st

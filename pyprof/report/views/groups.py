@@ -1,0 +1,105 @@
+"""Flat grouped views: operators (by op, or op + input shapes), kernels (by name) and GPU time per user
+source line. Backward kernels are charged to their forward op and line (pyprof.prof.summary's keys)."""
+from __future__ import annotations
+
+from pyprof.report.aggregate import Aggregate
+from pyprof.report.model import Table
+from pyprof.report.source import source_line
+from pyprof.report.views import view
+from pyprof.report.views.common import merged, ms, pct, short_lines, tflops, total
+
+_ROOF_NOTE = ("Roofline % = time the group's FLOPs or bytes (whichever is longer) would take at the GPU's peak, "
+              "over its measured time; kernels without modelled numbers add time but no ideal time.")
+_TC_NOTE = "TC % = share of the group's time in kernels that used Tensor Cores."
+
+
+def _op_rows(groups: dict, gpu_ns: int, key_cols) -> list[list]:
+    rows = []
+    for key, (calls, kernels, ns, flops, ideal, tc_ns, _tiny, _tiny_ns) in sorted(groups.items(),
+                                                                                 key=lambda kv: -kv[1][2]):
+        rows.append(key_cols(key) + [calls, kernels, ms(ns), round(ns / calls / 1e3, 3) if calls else None,
+                                     pct(ns, gpu_ns), flops or None, tflops(flops, ns), pct(ideal, ns),
+                                     pct(tc_ns, ns)])
+    return rows
+
+
+_OP_COLS = [("calls", "Calls"), ("kernels", "Kernels"), ("device_ms", "Device (ms)"),
+            ("mean_call_us", "Mean/call (us)"), ("time_pct", "Time %"), ("flops", "FLOPs"), ("tflops", "TFLOP/s"),
+            ("roofline_pct", "Roofline %"), ("tc_pct", "TC %")]
+_OP_NOTES = [
+    "Device time is GPU time of the kernels (and copies) launched inside the op, backward kernels charged to "
+    "their forward op as 'op (bprop)'; nested ops are not separated (self = total for the outermost op).",
+    "Host time is not in the records (they hold GPU activities and their launches only): not shown.",
+    "Calls count op calls (a kernel numbered 0 in its call starts one; each copy or memset is one).",
+    _ROOF_NOTE, _TC_NOTE]
+
+
+@view("operators")
+def operators(agg: Aggregate, worker: str | None = None) -> Table:
+    """GPU time, calls, FLOPs, TFLOP/s, roofline % and TC share per op, longest first."""
+    ws = agg.select(worker)
+    cols = [("op", "Op")] + _OP_COLS
+    t = Table("operators", "Operators", [c for c, _ in cols], [h for _, h in cols],
+              chart={"type": "pie", "label": "op", "values": ["device_ms"]}, notes=list(_OP_NOTES))
+    t.rows = _op_rows(merged(ws, "ops"), total(ws, "gpu_ns"), lambda k: [k])
+    return t
+
+
+@view("operators_shapes")
+def operators_shapes(agg: Aggregate, worker: str | None = None) -> Table:
+    """As ``operators``, grouped by op and input shapes (a backward kernel takes its forward op's shapes)."""
+    ws = agg.select(worker)
+    cols = [("op", "Op"), ("shapes", "Input shapes")] + _OP_COLS
+    t = Table("operators_shapes", "Operators by input shape", [c for c, _ in cols], [h for _, h in cols],
+              chart={"type": "bar", "label": "op", "values": ["device_ms"]},
+              notes=list(_OP_NOTES) + ["Input shapes: one entry per argument, [] for a non-tensor."])
+    t.rows = _op_rows(merged(ws, "shapes"), total(ws, "gpu_ns"), lambda k: [k[0], k[1]])
+    return t
+
+
+@view("kernels")
+def kernels(agg: Aggregate, worker: str | None = None) -> Table:
+    """Per kernel name: calls, total/mean/min/max time, TC share, roofline %, estimated occupancy."""
+    ws = agg.select(worker)
+    cols = [("kernel", "Kernel"), ("calls", "Calls"), ("total_ms", "Total (ms)"), ("mean_us", "Mean (us)"),
+            ("min_us", "Min (us)"), ("max_us", "Max (us)"), ("time_pct", "Time %"), ("tflops", "TFLOP/s"),
+            ("roofline_pct", "Roofline %"), ("tc_pct", "TC %"), ("occupancy_pct", "Est. occupancy %")]
+    t = Table("kernels", "Kernels", [c for c, _ in cols], [h for _, h in cols],
+              chart={"type": "pie", "label": "kernel", "values": ["total_ms"]})
+    groups = merged(ws, "kernels", min_max=(2, 3))
+    kernel_ns = total(ws, "kernel_ns")
+    for name, (calls, ns, lo, hi, flops, ideal, tc_ns, occ_x, occ_ns) in sorted(groups.items(),
+                                                                                key=lambda kv: -kv[1][1]):
+        t.rows.append([name, calls, ms(ns), round(ns / calls / 1e3, 3), round(lo / 1e3, 3), round(hi / 1e3, 3),
+                       pct(ns, kernel_ns), tflops(flops, ns), pct(ideal, ns), pct(tc_ns, ns), pct(occ_x, occ_ns)])
+    t.notes += ["Kernels only: memcpy and memset are in the overview. Time % is of all kernel time.",
+                _ROOF_NOTE, _TC_NOTE,
+                "Est. occupancy %: see the overview's note; na where the export lacks registers or shared memory."]
+    return t
+
+
+@view("lines")
+def lines(agg: Aggregate, worker: str | None = None) -> Table:
+    """GPU time per user source line (forward and backward together), with the line's text when the file is
+    readable here, longest first."""
+    ws = agg.select(worker)
+    cols = [("line", "Line"), ("source", "Source"), ("kernels", "Kernels"), ("gpu_ms", "GPU (ms)"),
+            ("fwd_ms", "Forward (ms)"), ("bwd_ms", "Backward (ms)"), ("time_pct", "Time %"), ("flops", "FLOPs"),
+            ("tflops", "TFLOP/s"), ("roofline_pct", "Roofline %"), ("tc_pct", "TC %")]
+    t = Table("lines", "GPU time per source line", [c for c, _ in cols], [h for _, h in cols],
+              chart={"type": "bar", "label": "line", "values": ["gpu_ms"]})
+    gpu_ns = total(ws, "gpu_ns")
+    groups = merged(ws, "lines")
+    prefix, shown = short_lines(groups)
+    for line, (n, ns, flops, ideal, tc_ns, fwd_ns, bwd_ns) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+        src = source_line(line) if line != "-" else None
+        t.rows.append([shown[line], src, n, ms(ns), ms(fwd_ns), ms(bwd_ns), pct(ns, gpu_ns), flops or None,
+                       tflops(flops, ns), pct(ideal, ns), pct(tc_ns, ns)])
+    if prefix:
+        t.notes.append(f"Lines are relative to {prefix}.")
+    t.notes += [
+        "Every GPU activity (kernels, copies, memsets) is charged to the user line whose op launched it; a backward "
+        "kernel to its forward op's line. '-': no call site recorded (no pyprof marker, or no forward link).",
+        "Source text is read from the recorded path, else from the current directory by the path's suffix; na "
+        "when neither is readable.", _ROOF_NOTE, _TC_NOTE]
+    return t

@@ -1,0 +1,52 @@
+"""The layer tree: GPU time per ``layer:`` range / module path, inclusive of the layers inside it, with
+FLOPs, roofline and TC share; backward kernels charged to their forward op's layer."""
+from __future__ import annotations
+
+from pyprof.report.aggregate import Aggregate
+from pyprof.report.model import Table
+from pyprof.report.views import view
+from pyprof.report.views.common import merged, ms, pct, tflops, total
+
+NO_LAYER = "(no layer)"
+
+
+@view("layers")
+def layers(agg: Aggregate, worker: str | None = None) -> Table:
+    """One row per node of the layer tree, depth-first, children longest first."""
+    ws = agg.select(worker)
+    cols = [("layer", "Layer"), ("depth", "Depth"), ("path", "Path"), ("kernels", "Kernels"),
+            ("gpu_ms", "GPU (ms)"), ("self_ms", "Self (ms)"), ("time_pct", "Time %"), ("flops", "FLOPs"),
+            ("tflops", "TFLOP/s"), ("roofline_pct", "Roofline %"), ("tc_pct", "TC %")]
+    t = Table("layers", "Layers", [c for c, _ in cols], [h for _, h in cols], tree_column="depth",
+              chart={"type": "bar", "label": "layer", "values": ["self_ms"]})
+    own = merged(ws, "layers")
+    incl: dict = {}  # path -> [kernels, ns, flops, ideal, tc_ns]
+    children: dict = {}
+    for path, g in own.items():
+        path = path or (NO_LAYER,)
+        for d in range(1, len(path) + 1):
+            node = path[:d]
+            acc = incl.get(node)
+            if acc is None:
+                acc = incl[node] = [0, 0, 0, 0.0, 0]
+                children.setdefault(node[:-1], []).append(node)
+            for i in range(5):
+                acc[i] += g[i]
+    gpu_ns = total(ws, "gpu_ns")
+
+    def self_ns(node) -> int:
+        g = own.get(() if node == (NO_LAYER,) else node)
+        return g[1] if g else 0
+
+    stack = sorted(children.get((), []), key=lambda n: incl[n][1])
+    while stack:
+        node = stack.pop()
+        n, ns, flops, ideal, tc_ns = incl[node]
+        t.rows.append([node[-1], len(node) - 1, "/".join(node), n, ms(ns), ms(self_ns(node)), pct(ns, gpu_ns),
+                       flops or None, tflops(flops, ns), pct(ideal, ns), pct(tc_ns, ns)])
+        stack.extend(sorted(children.get(node, []), key=lambda c: incl[c][1]))
+    t.notes += [
+        "GPU (ms) includes the layers inside; Self (ms) is time launched directly in the layer. The roots add up to "
+        "all GPU time. Layers are pyprof module ranges and 'layer:' ranges; a backward kernel counts in its forward "
+        "op's layer.", "Roofline % and TC %: as in the operators view."]
+    return t

@@ -1,0 +1,147 @@
+"""Recommendations: rules that fire on measured facts, each naming the kernels or lines it is about and what to
+do (docs/actionable.md explains them; thresholds below, and in docs/views.md). A rule whose facts are not in
+the records (data loading share, pageable vs pinned host memory) does not fire."""
+from __future__ import annotations
+
+import re
+
+from pyprof.report.aggregate import Aggregate
+from pyprof.report.model import Table
+from pyprof.report.steps import steps
+from pyprof.report.views import view
+from pyprof.report.views.common import merged, ms, pct, short_lines, total
+
+HOTSPOT_SHARE = 5.0  # % of GPU time for a line/kernel to count as a hotspot
+NEAR_ROOFLINE = 60.0  # roofline % at or above which a hotspot is near what the GPU can do
+FAR_ROOFLINE = 20.0  # roofline % below which a hotspot has room
+IDLE_SHARE = 20.0  # % of step span with the GPU idle
+TINY_SHARE = 50.0  # % of kernels shorter than TINY_NS
+LOW_OCCUPANCY = 25.0  # estimated occupancy %
+LOW_OCC_SHARE = 10.0  # % of kernel time in low-occupancy kernels
+MAX_ROWS_PER_RULE = 5
+_DIM = re.compile(r"\b([A-Za-z]+)=(\d+)")
+_ALIGN_NAMES = {"gemm": ("M", "N", "K"), "conv": ("C", "K")}
+
+
+def misaligned(params: str) -> list[str]:
+    """The dimensions in a params string (``M=..,N=..,K=..``; ``N=,C=,K=`` for convolutions) that are not
+    multiples of 8, as ``NAME=VALUE``."""
+    dims = dict(_DIM.findall(params or ""))
+    names = _ALIGN_NAMES["conv"] if "C" in dims else _ALIGN_NAMES["gemm"]
+    return [f"{n}={dims[n]}" for n in names if n in dims and int(dims[n]) % 8]
+
+
+def _top(names: list[str], n: int = 3) -> str:
+    return ", ".join(names[:n]) + (f" (+{len(names) - n} more)" if len(names) > n else "")
+
+
+@view("recommendations")
+def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
+    """The rules that fire, most GPU time first within each rule."""
+    ws = agg.select(worker)
+    cols = [("rule", "Rule"), ("about", "About"), ("evidence", "Evidence"), ("advice", "What to do"),
+            ("time_ms", "Time (ms)"), ("time_pct", "Time %")]
+    t = Table("recommendations", "Recommendations", [c for c, _ in cols], [h for _, h in cols])
+    gpu_ns = total(ws, "gpu_ns")
+    kernel_ns = total(ws, "kernel_ns")
+    rows = t.rows
+    all_lines = merged(ws, "lines")
+    prefix, short = short_lines(all_lines)
+
+    # 1. fp16/bf16 GEMM/conv/attention kernels not on Tensor Cores
+    miss: dict = {}
+    for (op, kernel, params, line), (n, ns) in merged(ws, "tc_miss").items():
+        g = miss.setdefault((op, params), [0, 0, set(), set()])
+        g[0] += n
+        g[1] += ns
+        g[2].add(kernel)
+        g[3].add(line)
+    for (op, params), (n, ns, knames, lnames) in sorted(miss.items(), key=lambda kv: -kv[1][1])[:MAX_ROWS_PER_RULE]:
+        bad = misaligned(params)
+        why = (f"dimensions not multiples of 8: {', '.join(bad)}" if bad else "dimensions are multiples of 8")
+        at = sorted(short.get(x, x) for x in lnames)
+        rows.append(["tensor_cores", f"{op} at {_top(at)}; kernels {_top(sorted(knames))}",
+                     f"{n} fp16/bf16 kernels ({params}) ran without Tensor Cores; {why}",
+                     "Pad the named dimensions to multiples of 8 (16 for fp8/int8)" if bad else
+                     "Check the layout (channels-last for convolutions) and the library's choice of kernel",
+                     ms(ns), pct(ns, gpu_ns)])
+
+    # 2. hotspots near / far from the roofline: by source line, else by kernel
+    lines = {k: g for k, g in all_lines.items() if k != "-"}
+    if sum(g[1] for g in lines.values()) >= 0.5 * gpu_ns and lines:
+        spots = [(short[k], g[1], g[3]) for k, g in lines.items()]
+        what = "line"
+    else:
+        spots = [(k, g[1], g[5]) for k, g in merged(ws, "kernels", min_max=(2, 3)).items()]
+        what = "kernel"
+    spots = [s for s in sorted(spots, key=lambda s: -s[1]) if 100.0 * s[1] / (gpu_ns or 1) >= HOTSPOT_SHARE]
+    near = [s for s in spots if s[2] and 100.0 * s[2] / s[1] >= NEAR_ROOFLINE]
+    far = [s for s in spots if s[2] and 100.0 * s[2] / s[1] < FAR_ROOFLINE]
+    for k, ns, ideal in near[:MAX_ROWS_PER_RULE]:
+        rows.append(["near_roofline", f"{what} {k}", f"{pct(ns, gpu_ns)}% of GPU time at {pct(ideal, ns)}% of "
+                     "its roofline", "Its kernels are close to what the GPU can do: do less of this work (fuse, "
+                     "skip, lower precision) rather than tune it", ms(ns), pct(ns, gpu_ns)])
+    for k, ns, ideal in far[:MAX_ROWS_PER_RULE]:
+        rows.append(["far_from_roofline", f"{what} {k}", f"{pct(ns, gpu_ns)}% of GPU time at only "
+                     f"{pct(ideal, ns)}% of its roofline", "Room to improve: check its launch configuration, "
+                     "dtype and shapes (kernels view: occupancy, TC)", ms(ns), pct(ns, gpu_ns)])
+
+    # 3. GPU idle within steps
+    sts = [s for w in ws for s in steps(w)[0] if s.span_ns]
+    span = sum(s.span_ns for s in sts)
+    idle = sum(s.idle_ns for s in sts)
+    if span and 100.0 * idle / span >= IDLE_SHARE:
+        worst = sorted(sts, key=lambda s: -s.idle_ns / s.span_ns)
+        rows.append(["gpu_idle", f"steps {_top([s.label for s in worst])}",
+                     f"the GPU is idle {pct(idle, span)}% of the step time",
+                     "The GPU waits for the CPU: look at the host side (launch overhead, synchronisations, data "
+                     "loading) with a CPU profiler; CUDA graphs or torch.compile cut launch gaps",
+                     ms(idle), pct(idle, span)])
+
+    # 4. many tiny kernels
+    n_k = total(ws, "kernels")
+    tiny, tiny_ns = total(ws, "tiny_kernels"), total(ws, "tiny_ns")
+    if n_k and 100.0 * tiny / n_k >= TINY_SHARE:
+        ops = sorted(((k, g[6]) for k, g in merged(ws, "ops").items() if g[6]), key=lambda kv: -kv[1])
+        rows.append(["tiny_kernels", f"ops {_top([f'{k} ({n})' for k, n in ops])}",
+                     f"{tiny} of {n_k} kernels ({pct(tiny, n_k)}%) ran under 10 us, {ms(tiny_ns)} ms in all",
+                     "Launch-bound: fuse (torch.compile), use CUDA graphs, foreach/fused optimizers, larger batches",
+                     ms(tiny_ns), pct(tiny_ns, gpu_ns)])
+
+    # 5. copies between host and device
+    copies = merged(ws, "copies")
+    if copies:
+        n = sum(g[0] for g in copies.values())
+        ns = sum(g[1] for g in copies.values())
+        nbytes = sum(g[2] for g in copies.values())
+        by_line: dict = {}
+        for (_ck, line), g in copies.items():
+            by_line[line] = by_line.get(line, 0) + g[1]
+        top_lines = [short.get(k, k) if k != "-" else "(no call site recorded)"
+                     for k, _ in sorted(by_line.items(), key=lambda kv: -kv[1])]
+        rows.append(["host_copies", f"lines {_top(top_lines)}",
+                     f"copies between host and device: {n}, {ms(ns)} ms, {nbytes} bytes "
+                     "(whether the host memory was pinned is not recorded)",
+                     "Use pinned memory and non_blocking=True so copies overlap compute; avoid .item()/.cpu()/print "
+                     "of GPU tensors inside the loop", ms(ns), pct(ns, gpu_ns)])
+
+    # 6. low estimated occupancy
+    # Tensor Core GEMM/conv kernels are built to run one large block per SM (their latency is hidden by
+    # asynchronous copies, not by warps): low occupancy is their design, not a problem. Left out.
+    low = [(k, g[1], 100.0 * g[7] / g[8]) for k, g in merged(ws, "kernels", min_max=(2, 3)).items()
+           if g[8] and not g[6] and 100.0 * g[7] / g[8] < LOW_OCCUPANCY]
+    low_ns = sum(x[1] for x in low)
+    if kernel_ns and 100.0 * low_ns / kernel_ns >= LOW_OCC_SHARE:
+        low.sort(key=lambda x: -x[1])
+        rows.append(["low_occupancy", f"kernels {_top([f'{k} ({o:.0f}%)' for k, _, o in low])}",
+                     f"{pct(low_ns, kernel_ns)}% of kernel time in kernels (not on Tensor Cores) with estimated occupancy under "
+                     f"{LOW_OCCUPANCY:.0f}%", "Grids smaller than the GPU or too many registers/shared memory per "
+                     "block: larger batches, fused ops, or another kernel configuration", ms(low_ns),
+                     pct(low_ns, gpu_ns)])
+    if prefix:
+        t.notes.append(f"Lines are relative to {prefix}.")
+    t.notes += ["Rules and thresholds: docs/views.md. Data-loading share is not in the records, so that rule "
+                "never fires here."]
+    if not rows:
+        t.notes.append("No rule fired.")
+    return t

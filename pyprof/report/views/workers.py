@@ -1,0 +1,41 @@
+"""Workers side by side (processes of one input, or one input per rank): step time, GPU busy share, kernel,
+copy and communication time; the slowest worker is named in the notes, as the plugin's distributed view did."""
+from __future__ import annotations
+
+from pyprof.report.aggregate import Aggregate
+from pyprof.report.model import Table
+from pyprof.report.steps import steps
+from pyprof.report.views import view
+from pyprof.report.views.common import ms, pct
+
+
+@view("workers")
+def workers(agg: Aggregate, worker: str | None = None) -> Table:
+    """One row per worker: steps, mean and max step span, GPU busy %, kernel/memcpy/comm time per step."""
+    ws = agg.select(worker)
+    cols = [("worker", "Worker"), ("gpu", "GPU"), ("steps", "Steps"), ("step_ms", "Mean step (ms)"),
+            ("max_step_ms", "Max step (ms)"), ("gpu_busy_pct", "GPU busy %"), ("kernel_ms", "Kernel/step (ms)"),
+            ("memcpy_ms", "Memcpy/step (ms)"), ("comm_ms", "Comm total (ms)"), ("comm_pct", "Comm % of kernels"),
+            ("kernels", "Kernels")]
+    t = Table("workers", "Workers", [c for c, _ in cols], [h for _, h in cols],
+              chart={"type": "bar", "label": "worker", "values": ["step_ms"]})
+    slowest = None
+    for w in ws:
+        sts, _source = steps(w)
+        sts = [s for s in sts if s.span_ns]
+        n = len(sts) or 1
+        span = sum(s.span_ns for s in sts)
+        mean_ns = span / n
+        t.rows.append([w.name, ", ".join(sorted(w.gpus)) or None, len(sts), ms(mean_ns),
+                       ms(max((s.span_ns for s in sts), default=0)), pct(sum(s.busy_ns for s in sts), span),
+                       ms(sum(s.kernel_ns for s in sts) / n), ms(sum(s.memcpy_ns for s in sts) / n),
+                       ms(w.totals["comm_ns"]), pct(w.totals["comm_ns"], w.totals["kernel_ns"]),
+                       w.totals["kernels"]])
+        if slowest is None or mean_ns > slowest[1]:
+            slowest = (w.name, mean_ns)
+    t.notes.append("Per-step figures average the worker's steps (overview rules). Comm = kernels named nccl*.")
+    if len(ws) > 1 and slowest:
+        fastest = min(t.rows, key=lambda r: r[3] or 0)
+        t.notes.append(f"Slowest worker: {slowest[0]} ({ms(slowest[1])} ms per step; fastest {fastest[0]} "
+                       f"{fastest[3]} ms). The others wait for it at every collective.")
+    return t

@@ -1,0 +1,95 @@
+"""The trace export: every GPU activity present with its record's times, launches on CPU rows, flows paired."""
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+
+import pytest
+
+from pyprof.parse import parse_file
+from pyprof.report.trace import GPU_PID_BASE, events, write_trace
+
+DATA = pathlib.Path(__file__).parents[1] / "data" / "nsys" / "pyprof"
+
+
+@pytest.fixture(scope="module")
+def resnet() -> list[dict]:
+    buf = io.StringIO()
+    parse_file(str(DATA / "resnet.sqlite.xz"), buf)
+    return [json.loads(line) for line in buf.getvalue().splitlines()]
+
+
+def _trace(resnet, **kw) -> dict:
+    out = io.StringIO()
+    write_trace(iter(resnet), out, **kw)  # an iterator: the writer must not need a list
+    return json.loads(out.getvalue())
+
+
+def test_every_activity_with_its_times(resnet):
+    records = resnet
+    evs = _trace(resnet)["traceEvents"]
+    gpu = [e for e in evs if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE]
+    assert len(gpu) == len(resnet) == 784
+    for e, d in zip(gpu, records):  # written in record order
+        assert e["name"] == d["kShortName"]
+        assert abs(e["ts"] * 1000 - d["start_ns"]) < 0.5  # us floats keep the nanoseconds
+        assert abs(e["dur"] * 1000 - d["kDuration"]) < 0.5
+
+
+def test_launches_on_cpu_rows_and_flows_pair_up(resnet):
+    records = resnet
+    evs = _trace(resnet)["traceEvents"]
+    launches = [e for e in evs if e["ph"] == "X" and e["pid"] < GPU_PID_BASE]
+    assert len(launches) == sum(1 for d in records if d["api_start_ns"] is not None) == 784
+    assert {(e["pid"], e["tid"]) for e in launches} == {(d["pid"], d["tid"]) for d in records}
+    starts = {e["id"]: e for e in evs if e["ph"] == "s"}
+    ends = {e["id"]: e for e in evs if e["ph"] == "f"}
+    assert len(starts) == len(ends) == 784 and starts.keys() == ends.keys()
+    kernel_at = {(e["pid"], e["tid"], e["ts"]) for e in evs if e["ph"] == "X"}
+    for i, s in starts.items():
+        f = ends[i]
+        assert f["bp"] == "e" and f["cat"] == s["cat"] and f["name"] == s["name"]
+        assert (s["pid"], s["tid"], s["ts"]) in kernel_at  # starts at its launch slice
+        assert (f["pid"], f["tid"], f["ts"]) in kernel_at  # ends at its kernel's start
+        assert f["ts"] >= s["ts"]  # a kernel never starts before its launch call
+
+
+def test_rows_are_named(resnet):
+    records = resnet
+    evs = _trace(resnet)["traceEvents"]
+    names = {e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] in ("process_name", "thread_name")}
+    assert {"GPU 0 (NVIDIA H200)", "stream 7", "CPU process 1105", "thread 1105", "thread 1134"} <= names
+
+
+def test_args_carry_op_and_model(resnet):
+    records = resnet
+    evs = _trace(resnet)["traceEvents"]
+    first = next(e for e in evs if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE)
+    a = first["args"]
+    # records[0]: the fp32 -> fp16 copy of conv1's input under AMP, torch.nn.functional.conv2d's first kernel
+    assert a["op"] == "torch.nn.functional.conv2d" and a["dir"] == "fprop" and a["layer"] == "ResNet.conv1"
+    assert a["callsite"].endswith("torchvision/models/resnet.py:268")
+    assert a["shapes"].startswith("float32[64, 3, 224, 224], float32[64, 3, 7, 7]")
+    assert a["correlation id"] == 3104 and a["kernel"].startswith("void at::native::vectorized_elementwise_kernel")
+    conv = [e["args"] for e in evs if e["ph"] == "X" and e.get("args", {}).get("flops")]
+    assert conv and all(isinstance(x["flops"], int) for x in conv)
+
+
+def test_cap_keeps_valid_json_and_says_so(resnet):
+    records = resnet
+    t = _trace(resnet, max_events=10)
+    assert sum(1 for e in t["traceEvents"] if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE) == 10
+    assert t["otherData"] == {"producer": "pyprof report --trace", "activities": 10, "activities_in_input": 784,
+                              "truncated": True}
+
+
+def test_graph_launch_drawn_once_and_missing_launch_tolerated():
+    base = {"kind": "kernel", "kShortName": "k", "kDuration": 10, "pid": 1, "tid": 2, "device": 0, "stream": 3,
+            "api": "cudaGraphLaunch", "api_start_ns": 100, "api_end_ns": 200, "correlation_id": 9}
+    recs = [dict(base, start_ns=1000, end_ns=1010), dict(base, start_ns=1020, end_ns=1030),
+            dict(base, start_ns=1040, end_ns=1050, api=None, api_start_ns=None, api_end_ns=None, tid=None)]
+    evs = list(events(recs))
+    assert sum(1 for e in evs if e["ph"] == "X" and e["pid"] == 1) == 1  # one graph launch call
+    assert sum(1 for e in evs if e["ph"] == "f") == 2  # two of its kernels, an arrow each
+    assert sum(1 for e in evs if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE) == 3

@@ -1,0 +1,154 @@
+"""Operators, kernels, lines and layers on the real captures: totals against sums taken straight from the
+records, call counts from the markers' call ids, and the source text of a line found by path suffix."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from report_helpers import ROOT, kernel
+
+from pyprof.report.aggregate import aggregate
+from pyprof.report.views import build
+
+CAPTURES = ["nsys/pyprof/transformer.sqlite.xz", "nsys/pyprof/resnet.sqlite.xz",
+            "nsys/emit_nvtx/transformer.sqlite.xz", "kineto/resnet.pt.trace.json.gz"]
+
+
+def _col(t, name):
+    return [r[t.columns.index(name)] for r in t.rows]
+
+
+@pytest.mark.parametrize("capture", CAPTURES)
+def test_totals_equal_gpu_time(capture, records):
+    recs = records(capture)
+    gpu_ms = sum(d["kDuration"] for d in recs) / 1e6
+    kernel_ms = sum(d["kDuration"] for d in recs if d["kind"] == "kernel") / 1e6
+    ops, lines, layers, kernels = build(aggregate([("x", recs)]), ["operators", "lines", "layers", "kernels"])
+    assert sum(_col(lines, "gpu_ms")) == pytest.approx(gpu_ms, abs=1e-3)
+    assert sum(_col(ops, "device_ms")) == pytest.approx(gpu_ms, abs=1e-3)
+    roots = [r for r in layers.rows if r[layers.columns.index("depth")] == 0]
+    assert sum(r[layers.columns.index("gpu_ms")] for r in roots) == pytest.approx(gpu_ms, abs=1e-3)
+    assert sum(_col(kernels, "total_ms")) == pytest.approx(kernel_ms, abs=1e-3)
+    assert sum(_col(kernels, "calls")) == sum(1 for d in recs if d["kind"] == "kernel")
+    assert _col(lines, "gpu_ms") == sorted(_col(lines, "gpu_ms"), reverse=True)
+
+
+def test_kernel_min_max_mean(records):
+    recs = records("nsys/pyprof/transformer.sqlite.xz")
+    (t,) = build(aggregate([("x", recs)]), ["kernels"])
+    row = t.rows[0]
+    durs = [d["kDuration"] for d in recs if d["kind"] == "kernel" and d["kShortName"] == row[0]]
+    c = t.columns
+    assert (row[c.index("calls")], row[c.index("min_us")], row[c.index("max_us")]) == \
+        (len(durs), min(durs) / 1e3, max(durs) / 1e3)
+    assert row[c.index("mean_us")] == pytest.approx(sum(durs) / len(durs) / 1e3, abs=1e-3)
+
+
+def test_operator_calls_are_distinct_marker_calls(records):
+    recs = records("nsys/pyprof/transformer.sqlite.xz")
+    (t,) = build(aggregate([("x", recs)]), ["operators"])
+    calls = dict(zip(_col(t, "op"), _col(t, "calls")))
+    # forward linear calls: distinct call ids of the outermost op marker of forward kernels
+    ids = {d["marker"][0]["call"] for d in recs if d["dir"] == "fprop" and d["op"] and d["op"][0] == "linear"}
+    assert calls["linear"] == len(ids)
+    # backward: one call per backward node instance (seq) of a linear's gradient
+    nodes = {(d["tid"], d["seqId"][0]) for d in recs if d["dir"] == "bprop" and (d.get("fwd") or {}).get("op") ==
+             "linear"}
+    assert calls["linear (bprop)"] == len(nodes)
+
+
+def test_backward_time_charged_to_forward_line(records):
+    recs = records("nsys/pyprof/transformer.sqlite.xz")
+    (t,) = build(aggregate([("x", recs)]), ["lines"])
+    by_line = {r[0]: r for r in t.rows}
+    row = by_line["transformer.py:31"]
+    c = t.columns
+    expected_bwd = sum(d["kDuration"] for d in recs if d["dir"] == "bprop" and
+                       (d.get("fwd") or {}).get("callsite", "").endswith("transformer.py:31")) / 1e6
+    assert row[c.index("bwd_ms")] == pytest.approx(expected_bwd, abs=1e-4) and expected_bwd > 0
+    assert row[c.index("source")] == "return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))"
+
+
+def test_source_found_by_path_suffix(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    recs = [kernel(1000, 50, callsite="/elsewhere/checkout/examples/transformer.py:31"),
+            kernel(2000, 50, callsite="/elsewhere/nothing_here.py:3")]
+    (t,) = build(aggregate([("x", recs)]), ["lines"])
+    src = dict(zip(_col(t, "line"), _col(t, "source")))
+    # shown relative to the common folder of the recorded paths (/elsewhere)
+    assert src["checkout/examples/transformer.py:31"].startswith("return x + self.fc2(")
+    assert src["nothing_here.py:3"] is None
+
+
+def test_operators_shapes_use_forward_shapes_for_backward(records):
+    recs = records("nsys/pyprof/transformer.sqlite.xz")
+    (t,) = build(aggregate([("x", recs)]), ["operators_shapes"])
+    keys = Counter(r[0] for r in t.rows)
+    assert keys["linear (bprop)"] > 1  # several weight shapes
+    assert ("linear (bprop)", "[[8, 511, 1024], [32000, 1024], []]") in {(r[0], r[1]) for r in t.rows}
+
+
+def test_layer_tree_is_inclusive(records):
+    recs = records("nsys/pyprof/transformer.sqlite.xz")
+    (t,) = build(aggregate([("x", recs)]), ["layers"])
+    c = t.columns
+    assert t.tree_column == "depth"
+    for i, r in enumerate(t.rows):
+        depth = r[c.index("depth")]
+        kids = []
+        for r2 in t.rows[i + 1:]:
+            if r2[c.index("depth")] <= depth:
+                break
+            if r2[c.index("depth")] == depth + 1:
+                kids.append(r2[c.index("gpu_ms")])
+        assert r[c.index("gpu_ms")] == pytest.approx(sum(kids) + r[c.index("self_ms")], abs=1e-3)
+
+
+def test_workers_and_worker_filter(records):
+    a, b = records("nsys/pyprof/transformer.sqlite.xz"), records("nsys/pyprof/lenet.sqlite.xz")
+    agg = aggregate([("rank0", a), ("rank1", b)])
+    (t,) = build(agg, ["workers"])
+    assert _col(t, "worker") == ["rank0", "rank1"]
+    slow = max(t.rows, key=lambda r: r[t.columns.index("step_ms")])[0]
+    assert any(n.startswith(f"Slowest worker: {slow}") for n in t.notes)
+    (k,) = build(agg, ["kernels"], worker="rank1")
+    assert sum(_col(k, "calls")) == sum(1 for d in b if d["kind"] == "kernel")
+    (o,) = build(agg, ["overview"])
+    assert set(_col(o, "worker")) == {"rank0", "rank1", "all"}
+
+
+def test_processes_of_one_input_are_workers():
+    recs = [kernel(1000, 5000, pid=7), kernel(1000, 8000, pid=9)]
+    agg = aggregate([("x", recs)])
+    assert list(agg.workers) == ["7", "9"]
+    (t,) = build(agg, ["kernels"], worker="9")
+    assert t.rows[0][t.columns.index("total_ms")] == 0.008 and t.worker == "9"
+
+
+@pytest.mark.parametrize("group_by,view,key", [("op", "operators", "op"), ("callsite", "lines", "line"),
+                                               ("kernel", "kernels", "kernel")])
+def test_same_numbers_as_prof_group_by(group_by, view, key, records, tmp_path):
+    """The views model each kernel as ``pyprof prof --group-by`` does: same time, FLOPs and roofline per group."""
+    import io
+    import json
+
+    from pyprof.prof.summary import summarize
+
+    recs = records("nsys/pyprof/resnet.sqlite.xz")
+    out = io.StringIO()
+    summarize(enumerate(recs, 1), out, group_by, "jsonl")
+    prof = {r["key"]: r for r in map(json.loads, out.getvalue().splitlines())}
+    (t,) = build(aggregate([("x", recs)]), [view])
+    rows = {r[t.columns.index(key)]: r for r in t.rows}
+    if view == "lines":  # the view shows paths relative to their common folder
+        prof = {k if k == "-" else next(s for s in rows if k == s or k.endswith("/" + s)): v for k, v in prof.items()}
+    if view == "kernels":  # kernels only
+        prof = {k: v for k, v in prof.items() if not k.startswith("[CUDA")}
+    assert set(rows) == set(prof)
+    time_col = {"operators": "device_ms", "lines": "gpu_ms", "kernels": "total_ms"}[view]
+    for k, r in rows.items():
+        assert r[t.columns.index(time_col)] == pytest.approx(prof[k]["time_ns"] / 1e6, abs=1e-4)
+        if view != "kernels":
+            assert (r[t.columns.index("flops")] or 0) == prof[k]["flops"]
+        if prof[k]["roofline"] is not None:
+            assert r[t.columns.index("roofline_pct")] == pytest.approx(prof[k]["roofline"], abs=0.01)
