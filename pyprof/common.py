@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 from dataclasses import dataclass, field, fields
-from typing import IO, Any, Iterator
+from typing import IO, Any, Callable, Iterator
 
 #: Version of the record layout written by ``pyprof.parse``. Bump when a key changes meaning.
 RECORD_SCHEMA = 1
@@ -138,3 +139,29 @@ def text_stdout() -> IO[str]:
     """stdout as a text stream with a large buffer: records are written line by line."""
     return io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", write_through=False, line_buffering=False) \
         if hasattr(sys.stdout, "buffer") else sys.stdout
+
+
+def run_command(prog: str, body: Callable[[], int]) -> int:
+    """Run a command's body and turn pyprof's own errors into one line on stderr and an exit code.
+
+    Returns the body's code; 2 for a UsageError, 1 for any other PyprofError (bad input), 130 on Ctrl-C,
+    0 when the reader of stdout went away (``| head``). Other exceptions are bugs and keep their traceback.
+    """
+    try:
+        return body()
+    except BrokenPipeError:
+        # Nothing more can be written, and Python would complain at exit when flushing stdout.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout replaced by an object without a file descriptor
+            pass
+        return 0
+    except UsageError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    except PyprofError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

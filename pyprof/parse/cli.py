@@ -8,7 +8,7 @@ import sys
 import tempfile
 from typing import IO
 
-from pyprof.common import PyprofError, UsageError, text_stdout
+from pyprof.common import UsageError, run_command, text_stdout
 from pyprof.parse.correlate import Stats
 
 PROG = "python -m pyprof.parse"
@@ -34,25 +34,15 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # argparse has printed its usage line already
         return 2 if e.code else 0
-    try:
+
+    def body() -> int:
         if args.jobs < 1:
             raise UsageError("--jobs must be at least 1")
         if args.inputs.count("-") > 1:
             raise UsageError("stdin ('-') can be read only once")
         return _run(args)
-    except UsageError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    except PyprofError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    except BrokenPipeError:
-        # The reader of our stdout went away (`| head`): not an error of ours, and nothing more to say.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 0
+
+    return run_command(PROG, body)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Sequence
 
-from pyprof.common import InputError, PyprofError, UsageError, open_input
+from pyprof.common import UsageError, open_input, run_command
 from pyprof.prof.columns import DEFAULT, help_text, parse_columns
 
 EPILOG = """columns (-c, comma separated, or 'all'):
@@ -80,55 +80,50 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     out = _stdout()
-    try:
-        import pyprof.prof  # noqa: F401  (registers the built-in formulas)
-        from pyprof.prof.plugins import load_plugin
-        from pyprof.prof.reader import iter_records
-        from pyprof.prof.report import run_stream
-        from pyprof.prof.roofline import Peaks
-        from pyprof.prof.summary import summarize
+    return run_command("pyprof.prof", lambda: _run(args, out))
 
-        for spec in args.plugin:
-            load_plugin(spec)
-        cols = parse_columns(args.columns)
-        fmt = "csv" if args.csv else "jsonl" if args.jsonl else "columns" if args.width else "space"
-        if args.width < 0:
-            raise UsageError("-w WIDTH must be positive")
-        peaks = Peaks(args.gpu, dict(args.peak) or None, args.bandwidth)
-        if args.view is None and (len(args.file) > 1 or args.worker is not None):
-            raise UsageError("several files and --worker need --view")
-        if args.view is not None:
-            if args.group_by:
-                raise UsageError("--view and --group-by exclude each other")
-            return _views(args, fmt, peaks, out)
-        path = args.file[0] if args.file else "-"
-        stream = open_input(path, "rb")
-        try:
-            name = "<stdin>" if path == "-" else path
-            if args.group_by:
-                cov = summarize(iter_records(stream, name), out, args.group_by, fmt, args.width, args.top, peaks)
-            else:
-                cov = run_stream(stream, name, out, cols, fmt, args.width, peaks, header=not args.no_header,
-                                 jobs=_jobs(args.jobs, path))
-        finally:
-            if stream is not sys.stdin.buffer:
-                stream.close()
-        out.commit()
-        if not args.quiet or (args.strict and cov.reasons):
-            print(cov.text(), file=sys.stderr)
-        if args.strict and cov.reasons:
-            print("pyprof.prof: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
-            return 1
-        return 0
-    except BrokenPipeError:
-        _silence_stdout()
-        return 0
-    except UsageError as e:
-        print(f"pyprof.prof: {e}", file=sys.stderr)
-        return 2
-    except (InputError, PyprofError) as e:
-        print(f"pyprof.prof: {e}", file=sys.stderr)
+
+def _run(args, out) -> int:
+    """The prof command proper: errors are raised, run_command turns them into messages and exit codes."""
+    import pyprof.prof  # noqa: F401  (registers the built-in formulas)
+    from pyprof.prof.plugins import load_plugin
+    from pyprof.prof.reader import iter_records
+    from pyprof.prof.report import run_stream
+    from pyprof.prof.roofline import Peaks
+    from pyprof.prof.summary import summarize
+
+    for spec in args.plugin:
+        load_plugin(spec)
+    cols = parse_columns(args.columns)
+    fmt = "csv" if args.csv else "jsonl" if args.jsonl else "columns" if args.width else "space"
+    if args.width < 0:
+        raise UsageError("-w WIDTH must be positive")
+    peaks = Peaks(args.gpu, dict(args.peak) or None, args.bandwidth)
+    if args.view is None and (len(args.file) > 1 or args.worker is not None):
+        raise UsageError("several files and --worker need --view")
+    if args.view is not None:
+        if args.group_by:
+            raise UsageError("--view and --group-by exclude each other")
+        return _views(args, fmt, peaks, out)
+    path = args.file[0] if args.file else "-"
+    stream = open_input(path, "rb")
+    try:
+        name = "<stdin>" if path == "-" else path
+        if args.group_by:
+            cov = summarize(iter_records(stream, name), out, args.group_by, fmt, args.width, args.top, peaks)
+        else:
+            cov = run_stream(stream, name, out, cols, fmt, args.width, peaks, header=not args.no_header,
+                             jobs=_jobs(args.jobs, path))
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+    out.commit()
+    if not args.quiet or (args.strict and cov.reasons):
+        print(cov.text(), file=sys.stderr)
+    if args.strict and cov.reasons:
+        print("pyprof.prof: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
         return 1
+    return 0
 
 
 def _views(args, fmt: str, peaks, out) -> int:
@@ -202,13 +197,3 @@ class Spool:
 
 def _stdout() -> Spool:
     return Spool(sys.stdout)
-
-
-def _silence_stdout() -> None:
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except OSError:
-        pass

@@ -8,13 +8,12 @@ import argparse
 import datetime
 import itertools
 import os
-import sys
 import tempfile
 from contextlib import ExitStack
 from typing import Iterator
 
 import pyprof
-from pyprof.common import InputError, PyprofError, UsageError
+from pyprof.common import InputError, UsageError, run_command
 from pyprof.parse.detect import GZIP_MAGIC, SQLITE_MAGIC, XZ_MAGIC
 
 PROG = "pyprof report"
@@ -47,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # argparse printed the usage or the help
         return 2 if e.code else 0
-    try:
+
+    def body() -> int:
         if args.max_trace_events is not None and args.max_trace_events < 0:
             raise UsageError("--max-trace-events must be >= 0")
         if args.timeline_events < 0:
@@ -56,14 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("stdin ('-') can be read only once")
         run(args.inputs, args.output, args.trace, args.max_trace_events, args.timeline_events, args.title)
         return 0
-    except UsageError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 2
-    except PyprofError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+
+    return run_command(PROG, body)
 
 
 def is_records(path: str) -> bool:

@@ -86,7 +86,8 @@ def test_malformed_line_is_one_message_and_exit_1(dict_file):
     p = prof("-", stdin="\n".join(text) + "\n")
     assert p.returncode == 1
     assert p.stdout == ""  # small inputs: nothing half-written
-    assert p.stderr.strip().splitlines() == ["pyprof.prof: <stdin>: line 3: not a JSON record nor a PyProf dict line"]
+    assert p.stderr.strip().splitlines() == [
+        "pyprof.prof: error: <stdin>: line 3: not a JSON record nor a PyProf dict line"]
 
 
 def test_non_object_line(tmp_path):
