@@ -7,8 +7,10 @@ traceback text and is raised here.
 """
 from __future__ import annotations
 
+import marshal
 import multiprocessing
 import os
+import pickle
 import traceback
 from typing import Iterator
 
@@ -29,20 +31,33 @@ def _worker(reopen_args: tuple, conn) -> None:
         for info in Correlator(src).launch_infos():
             batch.append(info)
             if len(batch) >= BATCH:
-                conn.send(batch)
+                conn.send_bytes(_pack(batch))
                 batch = []
-        conn.send(batch)
-        conn.send(None)
+        conn.send_bytes(_pack(batch))
+        conn.send_bytes(_END)
     except BrokenPipeError:
         pass  # the parent stopped reading (its own error, or `| head`)
     except BaseException:
         try:
-            conn.send(traceback.format_exc())
+            conn.send_bytes(_FAILED + traceback.format_exc().encode())
         except OSError:
             pass
     finally:
         conn.close()
         os._exit(0)  # skip the finalizers of objects inherited from the parent (its SQLite connection)
+
+
+# LAUNCH_INFO tuples hold only ints, strings, None and lists, tuples and dicts of those: marshal writes and
+# reads them about twice as fast as pickle, which matters on the worker's side (the critical path of a parse).
+# pickle stays as the fallback for anything marshal refuses.
+_MARSHAL, _PICKLE, _END, _FAILED = b"M", b"P", b"E", b"X"
+
+
+def _pack(batch: list) -> bytes:
+    try:
+        return _MARSHAL + marshal.dumps(batch)
+    except ValueError:
+        return _PICKLE + pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def launch_infos_from_worker(source) -> Iterator[tuple]:
@@ -55,14 +70,18 @@ def launch_infos_from_worker(source) -> Iterator[tuple]:
     try:
         while True:
             try:
-                msg = recv.recv()
+                msg = recv.recv_bytes()
             except EOFError:
                 raise WorkerError("the sweep worker exited without a result") from None
-            if msg is None:
+            tag = msg[:1]
+            if tag == _MARSHAL:
+                yield from marshal.loads(msg[1:])
+            elif tag == _PICKLE:
+                yield from pickle.loads(msg[1:])
+            elif tag == _END:
                 return
-            if isinstance(msg, str):
-                raise WorkerError(f"the sweep worker failed:\n{msg}")
-            yield from msg
+            else:
+                raise WorkerError(f"the sweep worker failed:\n{msg[1:].decode(errors='replace')}")
     finally:
         recv.close()
         proc.join(timeout=5)
