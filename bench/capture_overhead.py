@@ -66,6 +66,10 @@ def main() -> None:
     # Rounds alternate the variants so that a busy neighbour slows them all alike; each figure is the
     # best round (the least disturbed), as timeit does.
     results = {"bare": [], "init": [], "original": [], "naive": []}
+    if torch.cuda.is_available():
+        # On a CUDA build init() also turns on PyTorch's autograd NVTX ranges (one per aten op): show the
+        # wrapper's own cost apart from theirs.
+        results["init-nobwd"] = []
     for _ in range(opts.rounds):
         results["bare"].append(per_call_us(bare, opts.calls))
         results["original"].append(per_call_us(original, opts.calls // 4))
@@ -75,11 +79,19 @@ def main() -> None:
             results["init"].append(per_call_us(bare, opts.calls))
         finally:
             pyprof.uninit()
+        if "init-nobwd" in results:
+            pyprof.init(backward=False)
+            try:
+                results["init-nobwd"].append(per_call_us(bare, opts.calls))
+            finally:
+                pyprof.uninit()
     results = {name: min(times) for name, times in results.items()}
     base = results["bare"]
     print(f"torch {torch.__version__}, nvtx tool attached: {not isinstance(domain, nvtx._lib.DummyDomain)}")
     for name, us in results.items():
         print(f"{name:11s} {us:7.2f} us/call  added {us - base:+6.2f} us/call")
+    if "init-nobwd" in results:
+        print("init-nobwd: init(backward=False), without PyTorch's autograd NVTX ranges")
 
 
 if __name__ == "__main__":
