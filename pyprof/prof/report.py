@@ -87,14 +87,20 @@ def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks |
     for_gpu = peaks.for_gpu if peaks is not None else (lambda _g: None)
     for idx, (lineno, d) in enumerate(records):
         try:
-            m = model(d)
-            dur = d.get("kDuration") or 0
-            add(dur, m)
-            r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
-                if need_roofline and m.family != "transfer" else _NO_ROOF
+            m, r = _measure(d, model, add, for_gpu, need_roofline)
         except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
             raise InputError("input", f"line {lineno}: a record field has an unexpected type ({e})") from None
         yield idx, d, m, r
+
+
+def _measure(d: dict, model, add, for_gpu, need_roofline: bool) -> tuple:
+    """(model result, roofline tuple) of one record, counted in the coverage. Raises on fields of a wrong type."""
+    m = model(d)
+    dur = d.get("kDuration") or 0
+    add(dur, m)
+    r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
+        if need_roofline and m.family != "transfer" else _NO_ROOF
+    return m, r
 
 
 def process_lines(lines: Sequence[bytes], path: str, lineno: int, idx: int, modeller: Modeller, row,
@@ -122,11 +128,7 @@ def process_lines(lines: Sequence[bytes], path: str, lineno: int, idx: int, mode
         if type(d) is not dict:
             raise InputError(path, f"line {lineno}: expected one record object per line, got {type(d).__name__}")
         try:
-            m = model(d)
-            dur = d.get("kDuration") or 0
-            add(dur, m)
-            r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
-                if need_roofline and m.family != "transfer" else _NO_ROOF
+            m, r = _measure(d, model, add, for_gpu, need_roofline)
             append(row(idx, d, m, r))
         except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
             raise InputError(path, f"line {lineno}: a record field has an unexpected type ({e})") from None
