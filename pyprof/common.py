@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from dataclasses import dataclass, field, fields
-from typing import IO, Any, Callable, Iterator
+from typing import IO, Callable
 
 #: Version of the record layout written by ``pyprof.parse``. Bump when a key changes meaning.
 RECORD_SCHEMA = 1
@@ -121,22 +121,11 @@ def open_input(path: str, mode: str = "r") -> IO:
         raise InputError(path, f"cannot open: {e.strerror}") from None
 
 
-def iter_json_lines(stream: IO[str], path: str) -> Iterator[tuple[int, Any]]:
-    """Yield (line number, decoded object) for each non-blank line of a JSON Lines stream.
-
-    Raises InputError naming the file and the line for a line that is not JSON.
-    """
-    for lineno, line in enumerate(stream, 1):
-        if not line.strip():
-            continue
-        try:
-            yield lineno, json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(path, f"line {lineno}: not JSON ({e.msg})") from None
-
-
 def text_stdout() -> IO[str]:
-    """stdout as a text stream with a large buffer: records are written line by line."""
+    """stdout as a text stream with a large buffer: records are written line by line.
+
+    The wrapper shares sys.stdout's buffer: the caller must ``detach()`` it when done, or collecting the
+    wrapper closes stdout itself."""
     return io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", write_through=False, line_buffering=False) \
         if hasattr(sys.stdout, "buffer") else sys.stdout
 

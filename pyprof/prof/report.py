@@ -7,7 +7,6 @@ from __future__ import annotations
 import gc
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import islice
 from typing import IO, Iterable, Sequence
 
 from pyprof.common import InputError

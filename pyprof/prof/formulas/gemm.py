@@ -113,7 +113,8 @@ def linear(a: Args) -> Estimate:
 @register("torch.mv", "aten::mv", family="gemm")
 def mv(a: Args) -> Estimate:
     """mv(A[M,K], x[K]) = mm with N=1."""
-    x, v = a.tensor(0), a.tensor(1)
+    x = a.tensor(0)
+    a.tensor(1)  # the vector must be there: NotModelled otherwise
     if len(x.shape) != 2:
         raise NotModelled(f"mv matrix shape {x.shape}")
     return gemm(1, x.shape[0], 1, x.shape[1], x.dtype, a.role)

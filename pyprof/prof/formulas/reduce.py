@@ -53,5 +53,5 @@ def _make(name: str, cost: int):
 
 
 for _name, _cost in _COST.items():
-    register(f"torch.{_name}", f"aten::{_name.split('.')[-1]}" if "." not in _name else f"aten::linalg_vector_norm",
+    register(f"torch.{_name}", f"aten::{_name.split('.')[-1]}" if "." not in _name else "aten::linalg_vector_norm",
              family="reduce")(_make(_name, _cost))
