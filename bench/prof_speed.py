@@ -22,6 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from pyprof.common import Record  # noqa: E402
 from pyprof.prof.report import run_stream  # noqa: E402
 from pyprof.prof.columns import DEFAULT  # noqa: E402
 from pyprof.prof.reader import _loads  # noqa: E402
@@ -66,7 +67,7 @@ def _templates() -> list[dict]:
 
 
 def make_input(path: str, rows: int) -> None:
-    """Write ``rows`` records cycling through the templates with fresh times and ids."""
+    """Write ``rows`` records cycling through the templates with fresh times and ids, as parse writes records."""
     rng = random.Random(0)
     tpl = _templates()
     t = 1_000_000_000
@@ -77,7 +78,7 @@ def make_input(path: str, rows: int) -> None:
             r.update(kDuration=dur, start_ns=t, end_ns=t + dur, pid=4242, tid=4243, correlation_id=i + 1,
                      api_start_ns=t - 5000, api_end_ns=t - 1000, seqId=[i // 8], subSeqId=0)
             t += dur + 1000
-            f.write(json.dumps(r, separators=(",", ":")) + "\n")
+            f.write(Record.from_dict(r).to_json() + "\n")  # as parse writes it: its keys, its order
 
 
 def replicate(src: str, path: str, rows: int) -> None:
@@ -92,7 +93,7 @@ def replicate(src: str, path: str, rows: int) -> None:
             rep = i // len(recs)
             r["start_ns"] = (r.get("start_ns") or 0) + rep * 10**9
             r["seqId"] = [s + rep * 10**6 for s in r.get("seqId") or []]
-            f.write(json.dumps(r, separators=(",", ":")) + "\n")
+            f.write(Record.from_dict(r).to_json() + "\n")  # as parse writes it: its keys, its order
 
 
 def baseline(path: str) -> float:

@@ -25,10 +25,7 @@ from pyprof.prof.registry import COUNTED_FAMILIES, TC_FAMILIES, Estimate, Formul
 from pyprof.prof.tensorcores import dtype_from_kernel_name, tc_column, tc_used
 
 try:  # orjson is optional: a faster cache key (and faster reading, see reader.py)
-    import orjson as _orjson
-
-    def _key(obj) -> bytes:
-        return _orjson.dumps(obj)
+    from orjson import dumps as _key  # obj -> bytes; bound directly: called once per row
 except ImportError:  # pragma: no cover - exercised where orjson is absent
     def _key(obj) -> str:
         return json.dumps(obj, separators=(",", ":"))
@@ -139,6 +136,7 @@ class Modeller:
         self._estimates: dict = {}
         self._calls: dict = {}  # tid -> [call key, main kernels seen, first main sub, roles given]
         self._static: dict = {}  # (kernel, mod, op, dir, args, fwd) -> _Static
+        self._copies: dict = {}  # (kind, bytes, copy kind) -> Result
 
     def reset_calls(self) -> None:
         """Forget the op calls in progress (a worker starting a new chunk)."""
@@ -189,13 +187,13 @@ class Modeller:
         if kind == "memcpy" or kind == "memset":
             n = d.get("bytes")
             ck = d.get("copy_kind")
-            p = f"{ck or kind},{n}B"
-            # A copy to or from the host (or another GPU) is bound by PCIe/NVLink, not by this GPU's memory:
-            # family "transfer" keeps it out of the roofline.
-            fam = "memory" if kind == "memset" or ck in ("DtoD", "DeviceToDevice") else "transfer"
-            if n is None:
-                return Result(0, None, p, "-", f"{kind} without a size", fam, None, "")
-            return Result(0, int(n), p, "-", None, fam, None, "")
+            k = (kind, n, ck)
+            hit = self._copies.get(k)
+            if hit is None:
+                if len(self._copies) > 10_000:
+                    self._copies.clear()
+                hit = self._copies[k] = _copy_result(kind, n, ck)
+            return hit
         ops, mods = d.get("op"), d.get("mod")
         op = (ops if type(ops) is str else ops[0]) if ops else ""
         mod = (mods if type(mods) is str else mods[0]) if mods else ""
@@ -228,7 +226,7 @@ class Modeller:
         tid = d.get("tid")
         st = self._calls.get(tid)
         if st is None or sub == 0 or st[0] != key:
-            st = [key, 0, None, set()]
+            st = [key, 0, None, None]  # the roles given: a set, made when a GEMM/conv backward needs one
             self._calls[tid] = st
         if st_info.helper is not None:
             return st_info.helper
@@ -236,6 +234,8 @@ class Modeller:
         role = st_info.role
         if st_info.one_per_kernel:  # an aten GEMM/conv op inside a backward node runs one main kernel per call
             st[1] = 1
+        if st_info.grads and st[3] is None:
+            st[3] = set()
         if st[1] > 1:
             kernel_role = None
             if st_info.grads:
@@ -326,6 +326,17 @@ class _Static:
                                             f"counted on sub {sub} of the same {op} call", self.family, self.dtype,
                                             self.role)
         return r
+
+
+def _copy_result(kind: str, n, ck) -> Result:
+    """The row of a memcpy or memset of ``n`` bytes."""
+    p = f"{ck or kind},{n}B"
+    # A copy to or from the host (or another GPU) is bound by PCIe/NVLink, not by this GPU's memory:
+    # family "transfer" keeps it out of the roofline.
+    fam = "memory" if kind == "memset" or ck in ("DtoD", "DeviceToDevice") else "transfer"
+    if n is None:
+        return Result(0, None, p, "-", f"{kind} without a size", fam, None, "")
+    return Result(0, int(n), p, "-", None, fam, None, "")
 
 
 def _grad_role(name: str, given: set) -> str | None:

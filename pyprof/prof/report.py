@@ -36,17 +36,18 @@ class Coverage:
     bytes: int = 0
     reasons: dict = field(default_factory=dict)  # reason -> ns
 
-    def add(self, dur: int, m: Result) -> None:
-        self.kernels += 1
+    def add(self, dur: int, m: Result, kernels: int = 1) -> None:
+        """Count ``kernels`` kernels that all got result ``m`` and took ``dur`` ns together."""
+        self.kernels += kernels
         self.time_ns += dur
         if m.flops is not None or m.bytes is not None:
             self.own_ns += dur
             if m.flops:
-                self.flops += m.flops
+                self.flops += m.flops * kernels
                 if m.family in COUNTED_FAMILIES:
-                    self.counted_flops += m.flops
+                    self.counted_flops += m.flops * kernels
             if m.bytes:
-                self.bytes += m.bytes
+                self.bytes += m.bytes * kernels
         elif m.reason and (m.reason.startswith("counted on") or m.reason.startswith("helper kernel")):
             self.elsewhere_ns += dur
         else:
@@ -110,7 +111,10 @@ def process_lines(lines: Sequence[bytes], path: str, lineno: int, idx: int, mode
     (row tuples, lines consumed, records produced). Raises InputError for a malformed line.
     """
     loads, legacy, errors = _loads, _legacy, _DECODE_ERRORS
-    model, add, for_gpu = modeller.model, coverage.add, peaks.for_gpu
+    model, for_gpu = modeller.model, peaks.for_gpu
+    # Coverage is tallied per distinct model result (a few hundred in a run: formulas' results are cached)
+    # and added up once per batch: a Coverage.add call per row costs more than the rest of the bookkeeping.
+    tally: dict = {}  # id(result) -> [result, kernels, ns]
     out: list = []
     append = out.append
     n0 = idx
@@ -126,13 +130,29 @@ def process_lines(lines: Sequence[bytes], path: str, lineno: int, idx: int, mode
             d = legacy(line, path, lineno)
         if type(d) is not dict:
             raise InputError(path, f"line {lineno}: expected one record object per line, got {type(d).__name__}")
-        try:
-            m, r = _measure(d, model, add, for_gpu, need_roofline)
+        try:  # _measure, inlined: this loop runs once per kernel of the input
+            m = model(d)
+            dur = d.get("kDuration") or 0
+            t = tally.get(id(m))
+            if t is None:
+                tally[id(m)] = [m, 1, dur]
+            else:
+                t[1] += 1
+                t[2] += dur
+            r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
+                if need_roofline and m.family != "transfer" else _NO_ROOF
             append(row(idx, d, m, r))
         except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
+            _add_tally(coverage, tally)
             raise InputError(path, f"line {lineno}: a record field has an unexpected type ({e})") from None
         idx += 1
+    _add_tally(coverage, tally)
     return out, len(lines), idx - n0
+
+
+def _add_tally(coverage: Coverage, tally: dict) -> None:
+    for m, kernels, ns in tally.values():
+        coverage.add(ns, m, kernels)
 
 
 def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str], fmt: str = "space",

@@ -56,3 +56,25 @@ def test_parallel_reports_the_malformed_line(tmp_path, monkeypatch):
     monkeypatch.setattr(parallel, "CHUNK_BYTES", 4096)
     with open(path, "rb") as f, pytest.raises(InputError, match="line 451:"):
         run_stream(f, str(path), io.StringIO(), ["idx"], "csv", jobs=2)
+
+
+@pytest.mark.parametrize("trailing_newline", [True, False])
+def test_parallel_file_edges(tmp_path, monkeypatch, trailing_newline):
+    """Chunks of a file are counted in a memory map: a line longer than a chunk, runs of empty lines (some at
+    a chunk's start) and a last line without a newline number their rows as the serial run does."""
+    recs = _records(60)
+    recs[30] = dict(recs[30], trace=["x" * 50 for _ in range(200)])  # ~10 kB: longer than a 4 kB chunk
+    lines = [json.dumps(r) for r in recs]
+    for at in (5, 5, 77, 120, 121):
+        lines.insert(at, "")
+    path = tmp_path / "edges.jsonl"
+    path.write_text("\n".join(lines) + ("\n" if trailing_newline else ""))
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 4096)
+    outs = []
+    for jobs in (1, 2):
+        buf = io.StringIO()
+        with open(path, "rb") as f:
+            run_stream(f, str(path), buf, ["idx", "op", "kernel", "flops"], "csv", jobs=jobs)
+        outs.append(buf.getvalue())
+    assert outs[0] == outs[1]
+    assert outs[0].count("\n") == 1 + len(recs)  # header + one row per record, empty lines skipped
