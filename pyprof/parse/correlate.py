@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import gc
 import itertools
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Iterator
 
+from pyprof.parse import encode
 from pyprof.parse import markers as mk
 from pyprof.parse.markers import quick_seq
 from pyprof.parse.model import Source
@@ -58,9 +58,9 @@ class Attribution:
         self.dir = ""
         self.mod: list = []
         self.op: list = []
-        self.args: list = []
+        self.args = "[]"  # JSON: the first op marker's Marker.args_json()
         self.callsite: str | None = None
-        self.fwd: dict | None = None
+        self.fwd: str | None = None  # JSON of the forward link (encode.forward_link)
         self.call: int | None = None  # id of the op call (the range standing for it): subSeqId counts per call
         self.until_ns = 0  # the earliest end among its ranges: valid for launches that end before it
         self.info: tuple | None = None  # (record fields, call id, flags) for LAUNCH_INFO, built once
@@ -81,7 +81,9 @@ class Correlator:
         # Per open range row, by id (the row is alive while it is on a stack; the entry goes when it is
         # popped): [decoded marker, attribution of launches directly inside it, its op call's counter].
         self._state: dict = {}
-        self._fwd: OrderedDict = OrderedDict()  # (pid, seq) -> snapshot of the stack at that forward range
+        # (pid, seq) -> a copy of the stack at that forward range (a list), or its Attribution once a backward
+        # node asked; oldest first (a plain dict keeps insertion order and deletes faster than an OrderedDict).
+        self._fwd: dict = {}
         self._calls = itertools.count(1)
 
     # -- the sweep -------------------------------------------------------------------------------
@@ -92,8 +94,10 @@ class Correlator:
         if st is None:
             st = stacks[thread] = []
         start = row[1]
-        while st and st[-1][2] <= start:
-            self._state.pop(id(st.pop()), None)
+        if st and st[-1][2] <= start:
+            state = self._state
+            while st and st[-1][2] <= start:
+                state.pop(id(st.pop()), None)
         if st and st[-1][1] == start and st[-1][2] < row[2]:
             # Readers sort by start only (a second sort key costs the SQL sort dearly): a range that starts
             # with the ones just pushed but ends later encloses them.
@@ -126,12 +130,14 @@ class Correlator:
             # += 1, slicing before an embedding): the node belongs to the last op with that seq. An op
             # nested in the previous holder (aten::convolution inside aten::conv2d) is part of it.
             # "Nested in": the holder is on this thread and its span holds this range's (ranges nest).
-            if prev is None or (type(prev) is tuple and not (
-                    prev[-1][0] == thread and prev[-1][1] <= start and prev[-1][2] >= row[2])):
-                fwd[key] = tuple(st[:depth])
-                fwd.move_to_end(key)
+            if prev is None:
+                fwd[key] = st[:depth]
                 if len(fwd) > FWD_MEMORY_OPS:
-                    fwd.popitem(last=False)
+                    del fwd[next(iter(fwd))]  # the oldest forward op
+            elif type(prev) is list and not (
+                    prev[-1][0] == thread and prev[-1][1] <= start and prev[-1][2] >= row[2]):
+                del fwd[key]  # re-inserted: the newest again
+                fwd[key] = st[:depth]
 
     def _name_engine_range(self, st: list, row: tuple) -> None:
         """Give the engine's ``evaluate_function: XBackward0`` range around a node the node's ``seq``.
@@ -228,12 +234,8 @@ class Correlator:
                 (bwd_seq if m.backward else fwd_seq).append((m, row))
             elif kind == mk.OP:
                 ops.append((m, row))
-                payload = row[4]
                 # The arguments are the record's ``args`` (op[0]'s); a marker repeats only who and where.
-                lean = {k: v for k, v in m.data.items() if k != "args"}
-                if payload is not None:
-                    lean["call"] = payload
-                a.marker.append(lean)
+                a.marker.append(m.lean_json(row[4]))
                 if m.stack:
                     a.trace.extend(m.stack)
                 elif m.site:
@@ -252,7 +254,7 @@ class Correlator:
         a.mod = [m.mod for m, _ in named]
         a.op = [m.op for m, _ in named]
         first = named[0][0]
-        a.args = first.get_args()
+        a.args = first.args_json()
         a.callsite = first.site or (first.stack[-1] if first.stack else None)
         if a.callsite is None and ops and a.trace:
             a.callsite = a.trace[-1]
@@ -270,10 +272,10 @@ class Correlator:
             f = self._fwd.get(key)
             if f is None:
                 continue
-            if not isinstance(f, Attribution):  # a stack snapshot: attribute it once, keep the result
+            if type(f) is list:  # a stack snapshot: attribute it once, keep the result
                 f = self._fwd[key] = self._attribute([r for r in f if r[2] >= f[-1][2]], counters=False)
-            return {"mod": f.mod[0] if f.mod else "", "op": f.op[0] if f.op else "", "args": f.args,
-                    "callsite": f.callsite, "layer": f.layer, "seq": m.seq}
+            return encode.forward_link(f.mod[0] if f.mod else "", f.op[0] if f.op else "", f.args, f.callsite,
+                                       f.layer, m.seq)
         return None
 
     # -- what the sweep hands on -----------------------------------------------------------------
@@ -308,16 +310,20 @@ class Correlator:
 
 
 def _info(a: Attribution) -> tuple:
-    # Plain lists and strings, not JSON: encoding is left to the process that writes the lines, which
-    # balances the work when the sweep runs in a worker (pickling these is cheaper than encoding them).
+    # Plain lists and strings, numbered (model.LAUNCH_INFO): the writer encodes them once per number, and a
+    # worker process sends them once (pickling these is cheaper than encoding them, which balances the work
+    # of the two processes). What repeats across calls (a marker's arguments) is JSON already, cached.
     fields = (a.layer, a.trace, a.reprMarkers, a.marker, a.seqMarker, a.seqId, a.altSeqId, a.dir, a.mod, a.op,
               a.args, a.callsite, a.fwd, a.ranges)
     # Only backward work that belongs to an autograd node with a sequence number can have a forward op:
     # the engine's AccumulateGrad (adding into .grad) belongs to no forward op, and is not counted.
     linkable = a.dir == "bprop" and any(s is not None for s in a.seqId)
     flags = (HAS_OP if a.op else 0) | (BPROP if linkable else 0) | (HAS_FWD if a.fwd is not None else 0)
-    a.info = (fields, a.call, flags)
+    a.info = ((next(_serials), fields), a.call, flags)
     return a.info
+
+
+_serials = itertools.count(1)
 
 
 HAS_OP, BPROP, HAS_FWD = 1, 2, 4  # LAUNCH_INFO flags, for the summary's shares

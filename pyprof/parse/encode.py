@@ -51,18 +51,28 @@ def nested(v) -> str:
 
 
 def attribution(fields: tuple | None) -> tuple[str, str]:
-    """A launch's attribution keys of the record, before and after ``subSeqId``, from the ATTRIBUTION
-    fields of a LAUNCH_INFO (model.py); None for a launch outside every range."""
+    """A launch's attribution keys of the record, before and after ``subSeqId``, from the ATTRIBUTION fields
+    of a LAUNCH_INFO (model.py; ``marker`` entries, ``args`` and ``fwd`` already JSON); None for a launch
+    outside every range."""
     if fields is None:
         return _EMPTY_ATTRIBUTION
     layer, trace, repr_markers, marker, seq_marker, seq_id, alt_seq_id, direction, mod, op, args, callsite, \
         fwd, ranges = fields
     return (
         f'"layer":{strings(layer)},"trace":{strings(trace)},"reprMarkers":{nested(repr_markers)},'
-        f'"marker":{nested(marker)},"seqMarker":{strings(seq_marker)},"seqId":{ints(seq_id)}',
+        f'"marker":[{",".join(marker)}],"seqMarker":{strings(seq_marker)},"seqId":{ints(seq_id)}',
         f'"altSeqId":{ints(alt_seq_id)},"dir":{string(direction)},"mod":{strings(mod)},'
-        f'"op":{strings(op)},"args":{nested(args)},"callsite":{nested(callsite)},"fwd":{nested(fwd)},'
-        f'"ranges":{strings(ranges)},"schema":{RECORD_SCHEMA}')
+        f'"op":{strings(op)},"args":{args},"callsite":{nested(callsite)},'
+        f'"fwd":{"null" if fwd is None else fwd},"ranges":{strings(ranges)},"schema":{RECORD_SCHEMA}')
 
 
-_EMPTY_ATTRIBUTION = attribution(([], [], [], [], [], [], [], "", [], [], [], None, None, []))
+def forward_link(mod: str, op: str, args_json: str, callsite: str | None, layer: list, seq: int) -> str:
+    """The record's ``fwd`` object as JSON, its arguments already encoded."""
+    return (f'{{"mod":{string(mod)},"op":{string(op)},"args":{args_json},"callsite":{nested(callsite)},'
+            f'"layer":{strings(layer)},"seq":{integer(seq)}}}')
+
+
+_EMPTY_ATTRIBUTION = (
+    '"layer":[],"trace":[],"reprMarkers":[],"marker":[],"seqMarker":[],"seqId":[]',
+    f'"altSeqId":[],"dir":"","mod":[],"op":[],"args":[],"callsite":null,"fwd":null,"ranges":[],'
+    f'"schema":{RECORD_SCHEMA}')

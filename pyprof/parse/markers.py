@@ -17,6 +17,8 @@ import json
 import re
 from typing import Any
 
+from pyprof.parse import encode
+
 # Marker kinds.
 OP = "op"  # names a call: pyprof JSON op range, or a legacy {'mod','op','args'} dict
 MODULE = "module"  # pyprof nn.Module range: contributes its qualified name to the layer list
@@ -44,7 +46,8 @@ class Marker:
     """
 
     __slots__ = ("kind", "name", "mod", "op", "args", "site", "stack", "seq", "stashed", "op_id",
-                 "raw_sizes", "dtypes", "concrete", "backward", "data", "fwd_tid", "container")
+                 "raw_sizes", "dtypes", "concrete", "backward", "data", "fwd_tid", "container", "_args_json",
+                 "_lean_json")
 
     def __init__(self, kind: str, name: str = "", mod: str = "", op: str = ""):  # noqa: D107
         self.kind = kind
@@ -64,12 +67,36 @@ class Marker:
         self.container = False  # a torch.compile region: it holds ops, it is not one (see _name_op)
         self.data: dict | None = None  # the decoded dict, as written (pyprof JSON / legacy)
         self.fwd_tid: int | None = None
+        self._args_json: str | None = None
+        self._lean_json: str | None = None
 
     def get_args(self) -> list:
         """Return the decoded argument entries of this op marker (empty when nothing is known)."""
         if self.args is None:
             self.args = _args_from_sizes(self.raw_sizes, self.dtypes, self.concrete)
         return self.args
+
+    def args_json(self) -> str:
+        """The JSON of :meth:`get_args`, encoded once: a marker text repeats every step (its Marker is cached),
+        and an optimizer's foreach call lists every parameter tensor."""
+        if self._args_json is None:
+            self._args_json = encode.value(self.get_args())
+        return self._args_json
+
+    def lean_json(self, call: int | None) -> str:
+        """The JSON of this op marker's dict without its arguments (they are the record's ``args``), with
+        ``"call": call`` last when given: the record's ``marker`` entry. The common part is encoded once."""
+        if self._lean_json is None:
+            self._lean_json = encode.value({k: v for k, v in (self.data or {}).items() if k != "args"})
+        if call is None:
+            return self._lean_json
+        if "call" in (self.data or {}):  # a marker text with its own "call": the payload's value replaces it
+            lean = {k: v for k, v in self.data.items() if k != "args"}
+            lean["call"] = call
+            return encode.value(lean)
+        if self._lean_json == "{}":
+            return f'{{"call":{encode.value(call)}}}'
+        return f'{self._lean_json[:-1]},"call":{encode.value(call)}}}'
 
 
 def decode(text: str | None) -> Marker | None:

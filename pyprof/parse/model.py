@@ -58,8 +58,27 @@ RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload", "pid", "marker")
 #: of ATTRIBUTION; ``call`` numbers the op call (subSeqId counts kernels per call) or is None; ``flags``
 #: see correlate.HAS_OP.
 LAUNCH_INFO = ("key", "api", "start_ns", "end_ns", "pid", "tid", "attribution", "call", "flags")
+#: ``attribution`` is ``(number, fields)``: the number is unique per attribution in a parse (launches in the
+#: same ranges share one), so the writer encodes each once, and from a worker process a launch whose
+#: attribution the writer still holds carries the number alone (an int; see Window). ``fields`` in this
+#: order, ``marker`` entries, ``args`` and ``fwd`` already JSON (encode.attribution):
 ATTRIBUTION = ("layer", "trace", "reprMarkers", "marker", "seqMarker", "seqId", "altSeqId", "dir", "mod", "op",
                "args", "callsite", "fwd", "ranges")
+
+#: Attributions the writer keeps by number: launches that share one are close together (an op call's
+#: kernels), so a few thousand cover nearly every reuse.
+WINDOW = 4096
+
+
+class Window(dict):
+    """The last WINDOW attribution numbers added, in the order added. A sweep worker and the writer add the
+    same numbers in the same order, so each knows what the other holds: the worker sends an attribution's
+    fields only when the writer no longer has them."""
+
+    def add(self, key, value) -> None:
+        self[key] = value
+        if len(self) > WINDOW:
+            del self[next(iter(self))]
 
 
 class GpuInfo(NamedTuple):

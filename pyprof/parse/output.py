@@ -19,7 +19,7 @@ from typing import Iterator
 from pyprof.common import Record
 from pyprof.parse import encode
 from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, Correlator, Stats
-from pyprof.parse.model import Source
+from pyprof.parse.model import Source, Window
 
 #: How far a GPU timestamp may run ahead of the launch call's CPU timestamp (clock conversion jitter).
 CLOCK_SKEW_NS = 50_000_000
@@ -85,6 +85,8 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
     names: dict = {}  # (kind, short, long) -> JSON: a few hundred distinct kernels, not a million
     shapes: dict = {}  # (grid, block) -> JSON
     apis: dict = {}
+    received = Window()  # attribution number -> fields, as the sweep worker's ``sent`` (pipeline.py)
+    encoded = Window()  # attribution number -> (head, tail) JSON: launches that share one are encoded once
     pending: dict = {}  # launch key -> info, swept but not yet used
     recent: dict = {}  # used already: a graph launch starts many kernels
     counts: dict = {}  # op call -> kernels so far
@@ -94,6 +96,12 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
     for act in source.activities():
         horizon = act.start_ns + CLOCK_SKEW_NS
         while nxt is not None and nxt[2] <= horizon:
+            att = nxt[6]
+            if att is not None:  # kept in arrival order, as the worker sent them
+                if type(att) is int:  # from a worker: an attribution it sent before
+                    nxt = nxt[:6] + ((att, received[att]),) + nxt[7:]
+                else:
+                    received.add(att[0], att[1])
             pending[nxt[0]] = nxt
             nxt = next(infos, None)
         key = act.launch_key
@@ -104,7 +112,15 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
             api_json = apis.get(api)
             if api_json is None:
                 api_json = apis[api] = encode.value(api)
-            head, tail = encode.attribution(fields)
+            if fields is None:
+                head, tail = empty_head, empty_tail
+            else:
+                number, fields = fields
+                pair = encoded.get(number)
+                if pair is None:
+                    pair = encode.attribution(fields)
+                    encoded.add(number, pair)
+                head, tail = pair
             info = (pid, tid, f'"api":{api_json},"api_start_ns":{api_start},"api_end_ns":{api_end}', head, tail,
                     call, flags)
             recent[key] = info

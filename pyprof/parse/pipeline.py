@@ -15,10 +15,9 @@ import traceback
 from typing import Iterator
 
 from pyprof.parse.correlate import Correlator
+from pyprof.parse.model import Window
 
 BATCH = 2048
-
-
 class WorkerError(RuntimeError):
     """The sweep worker failed (a bug): the message holds its traceback."""
 
@@ -28,7 +27,14 @@ def _worker(reopen_args: tuple, conn) -> None:
         cls, path, display = reopen_args
         src = cls(path, display)
         batch: list = []
+        sent = Window()  # what the writer holds (output._merge_lines adds the same numbers in the same order)
         for info in Correlator(src).launch_infos():
+            att = info[6]
+            if att is not None:
+                if att[0] in sent:  # the writer has it: send the number only
+                    info = info[:6] + (att[0],) + info[7:]
+                else:
+                    sent.add(att[0], None)
             batch.append(info)
             if len(batch) >= BATCH:
                 conn.send_bytes(_pack(batch))

@@ -135,3 +135,23 @@ def test_output_to_a_fifo_stays_a_fifo(tmp_path):
     assert run.returncode == 0, run.stderr
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert got and got[0].count(b"\n") == 124
+
+
+def test_worker_refers_to_attributions_it_sent_by_number(monkeypatch):
+    """Through the worker, an attribution crosses the pipe once and later launches refer to it by
+    number; both sides forget the oldest alike. With a window of 3 and batches of 5 on a real pyprof capture
+    (thousands of reuses and evictions), the lines are those of the in-process sweep."""
+    from pyprof.parse import model, open_source, pipeline
+    from pyprof.parse.output import lines
+
+    export = Path(__file__).resolve().parents[1] / "data" / "nsys" / "pyprof" / "transformer.sqlite.xz"
+    monkeypatch.setattr(model, "WINDOW", 3)
+    monkeypatch.setattr(pipeline, "BATCH", 5)
+    out = []
+    for worker in (True, False):
+        src = open_source(str(export))
+        recs, _stats = lines(src, worker)
+        out.append(list(recs))
+        src.close()
+    assert len(out[0]) > 500 and out[0] == out[1]
+    assert sum('"fwd":{' in line for line in out[0]) > 50  # backward records with their forward op's JSON
