@@ -177,10 +177,15 @@ def _tasks(stream: IO[bytes], path: str) -> Iterator[tuple]:
     return _file_chunks(fd, pos, st.st_size, path)
 
 
-def _serve(conn, columns: list, fmt: str, peaks: Peaks) -> None:
-    """A worker process: answer each task sent on ``conn`` with (text, coverage, error) until None comes."""
+def _serve(conn, columns: list, fmt: str, peaks: Peaks, inherited: list) -> None:
+    """A worker process: answer each task sent on ``conn`` with (text, coverage, error) until None comes.
+    ``inherited``: the main process's ends of the pipes to this worker and to those forked before it, closed
+    here so that when the main process closes them, each worker sees the end of its pipe."""
     import gc
     import traceback
+
+    for c in inherited:
+        c.close()
 
     gc.disable()  # records are trees, no cycles: as in the serial run (report._no_cyclic_gc)
     try:
@@ -209,8 +214,8 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
                  jobs: int):
     """Write the rows of every record through ``jobs`` workers; return the merged coverage.
 
-    Chunk k goes to worker k mod jobs, at most two per worker in flight, and the results are taken back in
-    chunk order, so the output is the input's order. Plain pipes and no pool: a pool's helper threads in this
+    Chunk k goes to worker k mod jobs, at most two per worker in flight (one for a pipe's chunks, which travel
+    with the task), and the results are taken back in chunk order, so the output is the input's order. Plain pipes and no pool: a pool's helper threads in this
     process cost CPU that, on a two-core machine, the workers need. Raises InputError for a malformed line
     (chunks before it have been written)."""
     from pyprof.prof.report import COMMIT_BATCHES, Coverage
@@ -224,7 +229,7 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
     try:
         for _ in range(jobs):
             mine, theirs = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(theirs, columns, fmt, peaks), daemon=True)
+            proc = ctx.Process(target=_serve, args=(theirs, columns, fmt, peaks, conns + [mine]), daemon=True)
             proc.start()
             theirs.close()
             conns.append(mine)
@@ -250,22 +255,26 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
                 commit()
 
         for k, task in enumerate(_tasks(stream, path)):
+            # A file's task is a few offsets: two per worker queue up in its pipe. A pipe's task carries its
+            # chunk, larger than a pipe holds: send it only to a worker that has given back its last result,
+            # or each side would block writing to the other.
+            limit = 2 * jobs if task[0] == "file" else jobs
+            while len(pending) >= limit:
+                take()
             w = k % jobs
             conns[w].send(task)
             pending.append(w)
-            if len(pending) >= 2 * jobs:
-                take()
         while pending:
             take()
-    finally:
         for c in conns:
-            try:
-                c.send(None)
-            except OSError:
-                pass
+            c.send(None)  # every result is in: the workers stop
+    finally:
+        # On an error, workers may still be busy or blocked writing a result nobody will read: stop them.
+        for c in conns:
             c.close()
         for proc in procs:
             proc.join(timeout=5)
             if proc.is_alive():
                 proc.terminate()
+                proc.join()
     return coverage

@@ -78,3 +78,35 @@ def test_parallel_file_edges(tmp_path, monkeypatch, trailing_newline):
         outs.append(buf.getvalue())
     assert outs[0] == outs[1]
     assert outs[0].count("\n") == 1 + len(recs)  # header + one row per record, empty lines skipped
+
+
+def test_parallel_from_a_pipe_with_chunks_larger_than_a_pipe_holds(monkeypatch, tmp_path):
+    """From a pipe, each task carries its chunk. With chunks and results larger than a pipe's buffer (a
+    socket pair's: a few hundred kB),
+    sending a worker its next chunk while it is still sending back its last result would block both
+    processes; the output must come, and equal the serial run's."""
+    import signal
+    import subprocess
+
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 2 << 20)
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in _records(5000)) + "\n")
+    assert path.stat().st_size > 4 * parallel.CHUNK_BYTES
+    cols = list(COLUMNS)
+    serial = io.StringIO()
+    with open(path, "rb") as f:
+        run_stream(f, str(path), serial, cols, "csv", jobs=1)
+
+    def hung(*_):
+        raise TimeoutError("prof --jobs 2 on a pipe did not finish (deadlock)")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        with subprocess.Popen(["cat", str(path)], stdout=subprocess.PIPE) as cat:
+            out = io.StringIO()
+            run_stream(cat.stdout, "-", out, cols, "csv", jobs=2)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert len(serial.getvalue()) > 2 << 20 and out.getvalue() == serial.getvalue()
