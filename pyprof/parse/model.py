@@ -54,14 +54,13 @@ RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload", "pid", "marker")
 
 #: What the sweep (correlate.Correlator.launch_infos) yields per launch call, a plain tuple that crosses a
 #: process boundary cheaply: ``(key, api, start_ns, end_ns, pid, tid, attribution, call, flags)``.
-#: ``attribution`` is None (no enclosing range) or a tuple of the record's attribution fields in the order
-#: of ATTRIBUTION; ``call`` numbers the op call (subSeqId counts kernels per call) or is None; ``flags``
-#: see correlate.HAS_OP.
+#: ``attribution`` is None (no enclosing range) or ``(number, fields)``: the number is unique per attribution
+#: in a parse (launches in the same ranges share one), so the writer encodes each once, and from a worker
+#: process a launch whose attribution the writer still holds carries the number alone (an int; see Window).
+#: ``fields`` are the record's attribution fields in the order of ATTRIBUTION, the ``marker`` entries,
+#: ``args`` and ``fwd`` already JSON (encode.attribution). ``call`` numbers the op call (subSeqId counts
+#: kernels per call) or is None; ``flags`` see correlate.HAS_OP.
 LAUNCH_INFO = ("key", "api", "start_ns", "end_ns", "pid", "tid", "attribution", "call", "flags")
-#: ``attribution`` is ``(number, fields)``: the number is unique per attribution in a parse (launches in the
-#: same ranges share one), so the writer encodes each once, and from a worker process a launch whose
-#: attribution the writer still holds carries the number alone (an int; see Window). ``fields`` in this
-#: order, ``marker`` entries, ``args`` and ``fwd`` already JSON (encode.attribution):
 ATTRIBUTION = ("layer", "trace", "reprMarkers", "marker", "seqMarker", "seqId", "altSeqId", "dir", "mod", "op",
                "args", "callsite", "fwd", "ranges")
 
