@@ -57,13 +57,13 @@ def _work(task: tuple) -> tuple:
     modeller.reset_calls()
     if lookback:
         try:
-            process_lines(lookback.splitlines(keepends=True), path, 0, 0, modeller, s["row"], s["peaks"], False,
+            process_lines(lookback.split(b"\n"), path, 0, 0, modeller, s["row"], s["peaks"], False,
                           Coverage())
         except InputError:
             pass  # reported by the chunk that owns the line
     cov = Coverage()
     try:
-        rows, _n, _r = process_lines(chunk.splitlines(keepends=True), path, lineno, idx, modeller, s["row"],
+        rows, _n, _r = process_lines(chunk.split(b"\n"), path, lineno, idx, modeller, s["row"],
                                      s["peaks"], s["need_roof"], cov)
     except InputError as e:
         return None, None, e.problem
