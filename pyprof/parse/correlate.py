@@ -63,7 +63,7 @@ class Attribution:
         self.fwd: str | None = None  # JSON of the forward link (encode.forward_link)
         self.call: int | None = None  # id of the op call (the range standing for it): subSeqId counts per call
         self.until_ns = 0  # the earliest end among its ranges: valid for launches that end before it
-        self.info: tuple | None = None  # (record fields, call id, flags) for LAUNCH_INFO, built once
+        self.info: tuple | None = None  # ((number, record fields), call id, flags) for LAUNCH_INFO, built once
 
 
 _EMPTY = Attribution()
