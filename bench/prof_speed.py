@@ -2,7 +2,8 @@
 
 Builds an input of N records (default 1M) shaped like a transformer + ResNet training step (GEMMs,
 convolutions, attention, norms, pointwise, backward kernels with forward links, memcpys), then times:
-- baseline: read each line, decode it (same JSON decoder as prof), csv.writer the raw default-column fields;
+- baseline: read each line, decode it whole (orjson), csv.writer the raw default-column fields; and the same
+  with prof's own decoder, which builds only the fields prof reads (msgspec, pyprof.prof.reader.lean_loads);
 - prof: ``pyprof.prof.run`` with the default columns in CSV (what ``python -m pyprof.prof --csv`` does).
 Prints one line per figure: rows/s of each and prof's ratio to the baseline. Target: >= 300k rows/s.
 
@@ -23,7 +24,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from pyprof.common import Record  # noqa: E402
-from pyprof.prof.report import run_stream  # noqa: E402
+from pyprof.prof.report import lean_decoder, run_stream  # noqa: E402
 from pyprof.prof.columns import DEFAULT  # noqa: E402
 from pyprof.prof.reader import _loads  # noqa: E402
 
@@ -96,8 +97,8 @@ def replicate(src: str, path: str, rows: int) -> None:
             f.write(Record.from_dict(r).to_json() + "\n")  # as parse writes it: its keys, its order
 
 
-def baseline(path: str) -> float:
-    """Seconds to decode every line and csv.writer its raw default-column fields."""
+def baseline(path: str, loads=_loads, name: str = "baseline") -> float:
+    """Seconds to decode every line with ``loads`` and csv.writer its raw default-column fields."""
     t0 = time.perf_counter()
     c0 = time.process_time()
     out = io.StringIO()
@@ -105,7 +106,7 @@ def baseline(path: str) -> float:
     batch = []
     with open(path, "rb") as f:
         for i, line in enumerate(f):
-            d = _loads(line)
+            d = loads(line)
             batch.append((i, d.get("dir"), d.get("subSeqId"), (d.get("mod") or ("",))[0], (d.get("op") or ("",))[0],
                           d.get("kShortName"), "", d.get("kDuration")))
             if len(batch) >= 2048:
@@ -114,7 +115,7 @@ def baseline(path: str) -> float:
                 out.seek(0)
                 out.truncate()
         w.writerows(batch)
-    _cpu["baseline"] = time.process_time() - c0
+    _cpu[name] = time.process_time() - c0
     return time.perf_counter() - t0
 
 
@@ -151,11 +152,16 @@ def main() -> int:
             make_input(path, a.rows)
         jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         tb = baseline(path)
+        lean = lean_decoder(DEFAULT)
+        tl = baseline(path, lean, "lean") if lean is not None else None
         t1 = prof(path, 1)
         tj = prof(path, jobs)
-        print(f"input: {a.rows} rows, {os.path.getsize(path) / a.rows:.0f} bytes/row, decoder "
-              f"{_loads.__module__ or 'json'}, {jobs} CPU(s)")
-        print(f"baseline (one process: decode + csv.writer of raw fields): {a.rows / tb:,.0f} rows/s")
+        print(f"input: {a.rows} rows, {os.path.getsize(path) / a.rows:.0f} bytes/row, {jobs} CPU(s); prof decodes "
+              f"{'only the fields it reads (msgspec)' if lean is not None else 'whole records'}")
+        print(f"baseline (one process: whole-record decode ({_loads.__module__ or 'json'}) + csv.writer of raw "
+              f"fields): {a.rows / tb:,.0f} rows/s")
+        if tl is not None:
+            print(f"baseline with prof's decoder (only the fields prof reads): {a.rows / tl:,.0f} rows/s")
         print(f"prof --csv --jobs 1 (default columns): {a.rows / t1:,.0f} rows/s, ratio to baseline {tb / t1:.2f}")
         print(f"prof --csv --jobs {jobs} (the CLI default): {a.rows / tj:,.0f} rows/s, ratio to baseline {tb / tj:.2f}")
         print(f"one process, per CPU-second (insensitive to other load): baseline {a.rows / _cpu['baseline']:,.0f} "

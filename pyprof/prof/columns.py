@@ -6,6 +6,7 @@ Text formats show ``na`` where a value is not known; JSON Lines gives null.
 """
 from __future__ import annotations
 
+import re
 from typing import Callable, NamedTuple
 
 from pyprof.common import UsageError
@@ -105,6 +106,18 @@ def _inline_na(expr: str, k: int) -> str:
 
 
 _ENV = {"_seq": _seq, "_dims": _dims, "_na": _na, "_f": _f, "_last_site": _last_site}
+
+
+_GET = re.compile(r"d\.get\('(\w+)'")
+
+
+def record_keys(cols: list[str]) -> set[str]:
+    """The record keys the columns' expressions read (for reader.lean_loads)."""
+    keys: set = set()
+    for c in cols:
+        col = COLUMNS[c]
+        keys.update(_GET.findall(col.text + col.raw + ("_last_site(d.get('trace'))" if c == "trace" else "")))
+    return keys
 
 
 def compile_row(cols: list[str], raw: bool = False, short_trace: bool = False) -> Callable:

@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from pyprof.prof import registry
 from pyprof.prof.args import Args
+from pyprof.prof.reader import Raw, raw_value
 from pyprof.prof.registry import COUNTED_FAMILIES, TC_FAMILIES, Estimate, Formula, NotModelled
 from pyprof.prof.tensorcores import dtype_from_kernel_name, tc_column, tc_used
 
@@ -44,6 +45,12 @@ _WEAK_HELPER = re.compile(r"transpose|elementwise_kernel|fill_kernel|memset|copy
 _MATMUL = re.compile(r"gemm|xmma|nvjet|tensorop|implicit|fprop|dgrad|wgrad|flash_fwd|flash_bwd_dq|fmha|sdpa",
                      re.IGNORECASE)
 _helper_cache: dict[str, bool] = {}
+
+
+def _fwd_key(fwd: dict) -> bytes:
+    """The part of the model's cache key that a forward link decides (its arguments may be raw JSON)."""
+    a = fwd.get("args")
+    return _key((fwd.get("mod"), fwd.get("op"))) + (bytes(a) if type(a) is Raw else _key(a))
 
 
 def _gradient_present(args: list, role: str) -> str:
@@ -131,6 +138,11 @@ def candidates(mod: str, op: str) -> list[str]:
 class Modeller:
     """Stateful across rows only for the kernel-of-a-call bookkeeping; formulas stay pure."""
 
+    # Every record key ``model`` reads (lean decoding reads only these and the output's columns; a test
+    # checks the rows equal those of the full decode on real captures).
+    RECORD_KEYS = ("kind", "bytes", "copy_kind", "op", "mod", "dir", "fwd", "args", "kLongName", "kShortName",
+                   "subSeqId", "seqId", "callsite", "tid")
+
     def __init__(self) -> None:
         self._resolved: dict[tuple[str, str], Formula | None] = {}
         self._estimates: dict = {}
@@ -202,13 +214,18 @@ class Modeller:
         args = d.get("args") or ()
         long_name = d.get("kLongName") or d.get("kShortName") or ""
         try:  # everything below except the call bookkeeping depends only on this key: computed once per key
-            akey = _key(args) if args else b""
-            skey = (long_name, mod, op, direction, akey,
-                    _key((fwd.get("mod"), fwd.get("op"), fwd.get("args"))) if fwd else b"")
+            # Lean decoding (reader.lean_loads) leaves arguments as raw JSON: their bytes are the key.
+            akey = (bytes(args) if type(args) is Raw else _key(args)) if args else b""
+            fkey = _fwd_key(fwd) if fwd else b""
+            skey = (long_name, mod, op, direction, akey, fkey)
         except TypeError:
             skey = akey = None
         st_info = self._static.get(skey) if skey is not None else None
         if st_info is None:
+            if type(args) is Raw:
+                args = raw_value(args) or ()
+            if fwd and type(fwd.get("args")) is Raw:
+                fwd = {**fwd, "args": raw_value(fwd["args"])}
             st_info = self._static_info(long_name, mod, op, direction, args, fwd)
             if skey is not None:
                 if len(self._static) > 100_000:

@@ -38,7 +38,9 @@ def available() -> bool:
 
 def _init(columns: list, fmt: str, peaks: Peaks) -> None:
     cls = FORMATS[fmt]
-    _state.update(columns=columns, cls=cls, peaks=peaks, modeller=Modeller(),
+    from pyprof.prof.report import lean_decoder
+
+    _state.update(columns=columns, cls=cls, peaks=peaks, modeller=Modeller(), lean=lean_decoder(columns),
                   row=compile_row(columns, raw=cls.raw), need_roof=bool(ROOFLINE_COLUMNS.intersection(columns)))
 
 
@@ -57,13 +59,13 @@ def _work(task: tuple) -> tuple:
     if lookback:
         try:
             process_lines(lookback.split(b"\n"), path, 0, 0, modeller, s["row"], s["peaks"], False,
-                          Coverage())
+                          Coverage(), s["lean"])
         except InputError:
             pass  # reported by the chunk that owns the line
     cov = Coverage()
     try:
         rows, _n, _r = process_lines(chunk.split(b"\n"), path, lineno, idx, modeller, s["row"],
-                                     s["peaks"], s["need_roof"], cov)
+                                     s["peaks"], s["need_roof"], cov, s["lean"])
     except InputError as e:
         return None, None, e.problem
     buf = io.StringIO()

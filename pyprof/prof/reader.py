@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import IO, Iterator
+from typing import IO, Any, Callable, Iterable, Iterator, Optional, TypedDict
 
 from pyprof.common import InputError
 
@@ -21,6 +21,55 @@ try:
 except ImportError:  # pragma: no cover - orjson is optional
     _loads = json.loads
     _DECODE_ERRORS = (ValueError,)
+
+try:
+    import msgspec
+
+    Raw: type = msgspec.Raw
+    LEAN_ERRORS: tuple = (msgspec.DecodeError,)  # ValidationError is one too
+except ImportError:  # pragma: no cover - msgspec is optional: every line then takes the full decode
+    msgspec = None
+
+    class Raw:  # never instantiated: ``type(x) is Raw`` is then always false
+        pass
+
+    LEAN_ERRORS = ()
+
+
+def lean_loads(keys: Iterable[str]) -> Callable[[bytes], dict] | None:
+    """A decoder of one line into a dict of only the record's ``keys`` (those present in the line).
+
+    Per-kernel output reads a dozen of a record's fields; decoding the rest (the range stack, the call stack,
+    the markers) into Python objects is most of the cost of a row. msgspec skips fields it is not asked for
+    without building objects. ``args``, and the forward link's ``args``, stay raw JSON (``Raw``): the model
+    keys its cache by their bytes and decodes them (``raw_value``) only on a miss. The forward link keeps only
+    ``mod``, ``op`` and ``args``.
+
+    It raises one of ``LEAN_ERRORS`` for a line it cannot take (not JSON, not an object, a forward link that
+    is not an object): the caller then decodes that line whole, so messages and results are the full path's.
+    None where msgspec is not installed.
+    """
+    if msgspec is None:
+        return None
+    fields: dict = {k: Any for k in keys}
+    if "args" in fields:
+        fields["args"] = Raw  # null stays raw too (b"null")
+    if "fwd" in fields:
+        fields["fwd"] = Optional[_Fwd]
+    return msgspec.json.Decoder(TypedDict("LeanRecord", fields, total=False)).decode
+
+
+class _Fwd(TypedDict, total=False):
+    """The parts of a forward link the model reads (lean decoding)."""
+
+    mod: Any
+    op: Any
+    args: Raw
+
+
+def raw_value(v):
+    """The Python value of a field that lean decoding kept raw (any other value as it is)."""
+    return msgspec.json.decode(v) if type(v) is Raw else v
 
 
 def iter_records(stream: IO[bytes], path: str) -> Iterator[tuple[int, dict]]:

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from typing import IO, Iterable, Sequence
 
 from pyprof.common import InputError
-from pyprof.prof.columns import COLUMNS, ROOFLINE_COLUMNS, compile_row
+from pyprof.prof.columns import COLUMNS, ROOFLINE_COLUMNS, compile_row, record_keys
 from pyprof.prof.model import Modeller, Result
 from pyprof.prof.output import FORMATS
-from pyprof.prof.reader import _DECODE_ERRORS, _legacy, _loads
+from pyprof.prof.reader import _DECODE_ERRORS, LEAN_ERRORS, _legacy, _loads, lean_loads
 from pyprof.prof.registry import COUNTED_FAMILIES
 from pyprof.prof.roofline import Peaks, roofline
 
@@ -103,14 +103,25 @@ def _measure(d: dict, model, add, for_gpu, need_roofline: bool) -> tuple:
     return m, r
 
 
+def lean_decoder(columns: Sequence[str]):
+    """reader.lean_loads for what the rows of these columns read: the model's keys, the GPU name (roofline)
+    and the columns' own keys. None without msgspec."""
+    return lean_loads(sorted({*Modeller.RECORD_KEYS, "gpu", *record_keys(list(columns))}))
+
+
 def process_lines(lines: Sequence[bytes], path: str, lineno: int, idx: int, modeller: Modeller, row,
-                  peaks: Peaks, need_roofline: bool, coverage: Coverage) -> tuple[list, int, int]:
+                  peaks: Peaks, need_roofline: bool, coverage: Coverage, lean=None) -> tuple[list, int, int]:
     """The hot loop: decode, model and format a run of input lines.
 
-    ``lineno`` is the number of lines before them, ``idx`` the number of records before them. Returns
-    (row tuples, lines consumed, records produced). Raises InputError for a malformed line.
+    ``lineno`` is the number of lines before them, ``idx`` the number of records before them. ``lean``: a
+    decoder from ``lean_decoder`` (a line it refuses takes the full decode). Returns (row tuples, lines
+    consumed, records produced). Raises InputError for a malformed line.
     """
-    loads, legacy, errors = _loads, _legacy, _DECODE_ERRORS
+    legacy, errors = _legacy, _DECODE_ERRORS
+    if lean is not None:
+        loads, full, errors = lean, _loads, LEAN_ERRORS
+    else:
+        loads = full = _loads
     model, for_gpu = modeller.model, peaks.for_gpu
     # Coverage is tallied per distinct model result (a few hundred in a run: formulas' results are cached)
     # and added up once per batch: a Coverage.add call per row costs more than the rest of the bookkeeping.
@@ -127,7 +138,10 @@ def process_lines(lines: Sequence[bytes], path: str, lineno: int, idx: int, mode
                 if line not in _EMPTY_LINES:
                     idx += 1  # a line of spaces keeps its index (empty lines do not), as parallel.py counts
                 continue
-            d = legacy(line, path, lineno)
+            try:
+                d = full(line)  # what lean decoding refused: not JSON, not an object, an odd forward link
+            except _DECODE_ERRORS:
+                d = legacy(line, path, lineno)
         if type(d) is not dict:
             raise InputError(path, f"line {lineno}: expected one record object per line, got {type(d).__name__}")
         try:  # _measure, inlined: this loop runs once per kernel of the input
@@ -181,7 +195,8 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
     commit = getattr(out, "commit", None)
     lineno = idx = n_batches = 0
     with _no_cyclic_gc():
-        lineno, idx, n_batches = _serial(stream, path, writer, modeller, row, peaks, need_roof, coverage, commit, fmt)
+        lineno, idx, n_batches = _serial(stream, path, writer, modeller, row, peaks, need_roof, coverage, commit, fmt,
+                                         lean_decoder(columns))
     writer.close()
     return coverage
 
@@ -198,10 +213,11 @@ def _no_cyclic_gc():
             gc.enable()
 
 
-def _serial(stream, path, writer, modeller, row, peaks, need_roof, coverage, commit, fmt):
+def _serial(stream, path, writer, modeller, row, peaks, need_roof, coverage, commit, fmt, lean):
     lineno = idx = n_batches = 0
     for lines in _line_blocks(stream):
-        rows_, n_lines, n_recs = process_lines(lines, path, lineno, idx, modeller, row, peaks, need_roof, coverage)
+        rows_, n_lines, n_recs = process_lines(lines, path, lineno, idx, modeller, row, peaks, need_roof, coverage,
+                                               lean)
         lineno += n_lines
         idx += n_recs
         writer.rows(rows_)

@@ -1,0 +1,120 @@
+"""Lean decoding (reader.lean_loads): prof builds only the record fields its model and columns read, keeping
+arguments as raw JSON. The rows must be exactly those of decoding every line whole."""
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from pyprof.common import InputError
+from pyprof.prof import reader, report
+from pyprof.prof.columns import COLUMNS, compile_row
+from pyprof.prof.model import Modeller
+from pyprof.prof.report import Coverage, lean_decoder, process_lines, run_stream
+from pyprof.prof.roofline import Peaks
+
+from .helpers import T, rec
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DATA = os.path.join(ROOT, "tests", "data")
+ALL = list(COLUMNS)
+
+
+def _rows(lines: list[bytes], lean) -> tuple[list, str]:
+    cov = Coverage()
+    rows, _n, _r = process_lines(lines, "in", 0, 0, Modeller(), compile_row(ALL, raw=True), Peaks(), True, cov, lean)
+    return rows, cov.text()
+
+
+def _parsed(rel: str, tmp_path) -> list[bytes]:
+    src = os.path.join(DATA, rel)
+    path = str(tmp_path / os.path.basename(rel).replace(".xz", ""))
+    if rel.endswith(".xz"):
+        with lzma.open(src) as f, open(path, "wb") as out:
+            shutil.copyfileobj(f, out)
+    else:
+        path = src
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", path], capture_output=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": ROOT})
+    assert p.returncode == 0, p.stderr.decode()[-2000:]
+    return p.stdout.split(b"\n")
+
+
+@pytest.mark.parametrize("rel", ["nsys/pyprof/transformer.sqlite.xz", "nsys/emit_nvtx/resnet.sqlite.xz",
+                                 "kineto/resnet.pt.trace.json.gz"])
+def test_rows_equal_those_of_the_full_decode_on_real_captures(rel, tmp_path):
+    lines = _parsed(rel, tmp_path)
+    lean = lean_decoder(ALL)
+    assert lean is not None  # msgspec is a dependency
+    first = lean(lines[0])
+    assert "ranges" not in first and "marker" not in first  # it really skips fields
+    assert sum(type(lean(x).get("args")) is reader.Raw for x in lines if x) > 100
+    full_rows, full_cov = _rows(lines, None)
+    lean_rows, lean_cov = _rows(lines, lean)
+    assert len(full_rows) > 100
+    assert lean_rows == full_rows
+    assert lean_cov == full_cov
+    # backward kernels with forward links were among them, and got numbers through the raw forward arguments
+    fwd = [json.loads(x) for x in lines if x and b'"fwd":{' in x]
+    assert fwd and any(r[ALL.index("flops")] for r, x in zip(full_rows, lines) if b'"fwd":{' in x)
+
+
+def _lines(*objs) -> list[bytes]:
+    return [o if isinstance(o, bytes) else json.dumps(o).encode() for o in objs]
+
+
+def test_lines_it_refuses_take_the_full_decode():
+    lin = [T([4, 8]), T([16, 8]), T([16])]
+    good = rec("sm90_xmma_gemm_bf16", op="linear", mod="torch.nn.functional", args=lin)
+    empty_fwd = rec("nvjet_tst_x", op="AddmmBackward0", mod="aten", dir="bprop", fwd={}, seq=(2,))
+    spaced = json.dumps(rec("sm90_xmma_gemm_bf16", op="linear", mod="torch.nn.functional", args=lin, seq=(3,)),
+                        indent=None, separators=(" , ", " : ")).encode()
+    legacy = repr({"kShortName": "k", "kDuration": 5, "op": ["relu"], "mod": ["torch.nn.functional"],
+                   "dir": "fprop", "marker": [], "seqId": [4], "subSeqId": 0, "tid": 1}).encode()
+    lines = _lines(good, empty_fwd, spaced, b"", b"   ", legacy, good)
+    lean = lean_decoder(ALL)
+    with pytest.raises(reader.LEAN_ERRORS):
+        lean(lines[5])
+    assert _rows(lines, lean) == _rows(lines, None)
+    rows, _ = _rows(lines, lean)
+    assert [r[ALL.index("idx")] for r in rows] == [0, 1, 2, 4, 5]  # the line of spaces keeps its index
+    flops, note = ALL.index("flops"), ALL.index("note")
+    assert rows[0][flops] == rows[2][flops] == 2 * 4 * 16 * 8  # raw arguments, whitespace and all, decoded
+    assert rows[1][note].endswith("and no forward link")  # an empty link is none, as when decoded whole
+
+
+@pytest.mark.parametrize("bad,problem", [
+    (b"[1, 2]", "expected one record object per line, got list"),
+    (b"{not json", "not a JSON record nor a PyProf dict line"),
+    (json.dumps(rec("k", op="AddmmBackward0", dir="bprop", fwd=3)).encode(), "a record field has an unexpected type"),
+])
+def test_malformed_lines_get_the_full_paths_message(bad, problem):
+    lines = _lines(rec("k"), bad)
+    problems = []
+    for lean in (None, lean_decoder(ALL)):
+        with pytest.raises(InputError) as e:
+            _rows(lines, lean)
+        problems.append(e.value.problem)
+    assert problems[0] == problems[1]
+    assert problems[0].startswith(f"line 2: {problem}")
+
+
+def test_without_msgspec_every_line_is_decoded_whole(monkeypatch):
+    lin = [T([4, 8]), T([8, 16])]
+    data = b"\n".join(_lines(rec("sm90_xmma_gemm_bf16", op="mm", mod="torch", args=lin), rec("k", seq=(2,)))) + b"\n"
+    outs = []
+    for missing in (False, True):
+        if missing:
+            monkeypatch.setattr(reader, "msgspec", None)
+            assert report.lean_decoder(ALL) is None
+        out = io.StringIO()
+        run_stream(io.BytesIO(data), "in", out, ALL, "csv")
+        outs.append(out.getvalue())
+    assert outs[0] == outs[1]
+    assert f",{2 * 4 * 16 * 8}," in outs[0]
