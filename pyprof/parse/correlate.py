@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import itertools
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 from pyprof.parse import encode
 from pyprof.parse import markers as mk
@@ -70,6 +70,12 @@ _EMPTY = Attribution()
 
 
 _UNDECODED = object()
+
+
+class _EngineSeq(NamedTuple):
+    """An engine range not decoded yet, and the seq of the node it runs (Correlator._name_engine_range)."""
+
+    seq: int
 
 
 class Correlator:
@@ -144,7 +150,8 @@ class Correlator:
 
         The engine runs work of its own for a node after the node's range has closed (reducing a
         broadcast bias gradient, say): such kernels sit in the engine range alone, which names the node
-        but carries no ``seq``. The node's range, pushed just inside it, does."""
+        but carries no ``seq``. The node's range, pushed just inside it, does. Names are compared as text
+        and the engine range is decoded only if a launch needs it: this runs for every backward node."""
         i = st.index(row)
         if i == 0:
             return
@@ -152,15 +159,23 @@ class Correlator:
         text = parent[3]
         if not text or not text.startswith(mk.ENGINE_PREFIX):
             return
-        node = mk.decode(row[3])
-        engine = mk.decode(text)
-        if node is None or engine is None or node.seq is None or engine.op != node.op:
+        node = row[3]
+        cut = node.find(", ")
+        name = node[:cut] if cut >= 0 else node
+        after = len(mk.ENGINE_PREFIX) + len(name)
+        if not text.startswith(name, len(mk.ENGINE_PREFIX)) or text[after:after + 2] not in ("", ", "):
             return
-        engine.seq = node.seq
+        seq = mk.quick_seq(node, backward=True)
+        if seq is None:
+            return
         s = self._state.get(id(parent))
         if s is None:
             s = self._state[id(parent)] = [_UNDECODED, None, None]
-        s[0], s[1] = engine, None  # a launch seen before the node's range was attributed without the seq
+        if isinstance(s[0], mk.Marker):
+            s[0].seq = seq
+        else:
+            s[0] = _EngineSeq(seq)  # applied when a launch decodes the range
+        s[1] = None  # a launch seen before the node's range was attributed without the seq
 
     def _launch_attribution(self, thread: object, start_ns: int, end_ns: int) -> Attribution:
         st = self._stacks.get(thread)
@@ -216,6 +231,11 @@ class Correlator:
                         state[id(row)] = [m, None, None]
                     elif s[0] is _UNDECODED:
                         m = s[0] = mk.decode(text)
+                    elif type(s[0]) is _EngineSeq:
+                        seq = s[0].seq
+                        m = s[0] = mk.decode(text)
+                        if m is not None:
+                            m.seq = seq
                     else:
                         m = s[0]
                 else:

@@ -243,14 +243,14 @@ def _set_field(m: Marker, name: str, value: str) -> None:
         m.stashed = num
 
 
-def quick_seq(text: str) -> int | None:
-    """The ``seq = N`` of an emit_nvtx forward-op text without decoding it (None if absent or a backward
-    node). Runs on every range, hence plain string searches."""
+def quick_seq(text: str, backward: bool = False) -> int | None:
+    """The ``seq = N`` of an emit_nvtx forward-op text without decoding it (None if absent or, unless
+    ``backward``, a backward node). Runs on every range, hence plain string searches."""
     i = text.find(", seq = ")
     if i < 0:
         return None
-    if "Backward" in text[:i] and (_BACKWARD_NAME.search(text, 0, i)
-                                   or text.startswith(_KINETO_BACKWARD_PREFIX)):
+    if not backward and "Backward" in text[:i] and (_BACKWARD_NAME.search(text, 0, i)
+                                                    or text.startswith(_KINETO_BACKWARD_PREFIX)):
         return None
     j = text.find(",", i + 8)
     try:

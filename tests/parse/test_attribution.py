@@ -81,6 +81,29 @@ def test_backward_kernels_link_to_forward_op(nsys_builder):
     assert [dgrad["subSeqId"], wgrad["subSeqId"]] == [0, 1]
 
 
+def test_engine_work_after_the_node_range_links_to_the_forward_op(nsys_builder):
+    """PyTorch's engine range around a backward node, as nsys stores it (no seq in its text): a kernel the
+    engine launches after the node's own range closed belongs to the node, whose range inside says seq."""
+    b = nsys_builder()
+    training_step(b)
+    b.range(PID, AUTOGRAD, 4000, 5000, "autograd::engine::evaluate_function: AddmmBackward0")
+    b.range(PID, AUTOGRAD, 4010, 4400, "AddmmBackward0, seq = 5, op_id = 60")
+    b.launch(PID, AUTOGRAD, 4020, 4030, corr=5)
+    b.kernel(PID, 4100, 4200, corr=5, name="gemm_dgrad", short="gemm_dgrad")
+    b.launch(PID, AUTOGRAD, 4500, 4510, corr=6)  # the node's range has closed: the engine's own work
+    b.kernel(PID, 4600, 4700, corr=6, name="reduce_bias_grad", short="reduce_bias_grad")
+    # Another engine range whose node is not the one it names: it gets no seq.
+    b.range(PID, AUTOGRAD, 6000, 7000, "autograd::engine::evaluate_function: MulBackward0")
+    b.range(PID, AUTOGRAD, 6010, 6400, "AddmmBackward0, seq = 5, op_id = 70")
+    b.launch(PID, AUTOGRAD, 6500, 6510, corr=7)
+    b.kernel(PID, 6600, 6700, corr=7, name="reduce_other", short="reduce_other")
+    *_, in_node, engine_only, unrelated = records(b.close())
+    assert in_node["seqId"] == [5] and in_node["fwd"]["op"] == "linear"
+    assert engine_only["dir"] == "bprop" and engine_only["seqId"] == [5]
+    assert engine_only["fwd"] == in_node["fwd"]
+    assert unrelated["dir"] == "bprop" and unrelated["seqId"] == [] and unrelated["fwd"] is None
+
+
 def test_emit_nvtx_alone_names_the_aten_op_with_shapes(nsys_builder):
     b = nsys_builder()
     b.range(PID, MAIN, 0, 100, "aten::conv2d, seq = 9, op_id = 3, sizes = [[8, 3, 32, 32], [16, 3, 3, 3], [], "
