@@ -15,7 +15,7 @@ from __future__ import annotations
 import gc
 import itertools
 from dataclasses import dataclass
-from typing import Iterator, NamedTuple
+from typing import Iterable, Iterator, NamedTuple
 
 from pyprof.parse import encode
 from pyprof.parse import markers as mk
@@ -303,27 +303,33 @@ class Correlator:
         """Sweep ranges and launch calls; yield one model.LAUNCH_INFO tuple per launch, in launch start order.
 
         Everything a record needs from the launch and its ranges, already JSON where it is text, so that
-        the tuples can cross a process boundary cheaply (output.py may run this in a worker process).
+        the tuples can cross a process boundary cheaply.
         """
+        launches, swept = itertools.tee(self.source.launches())
+        for launch, info in zip(launches, self.sweep(swept)):
+            yield (launch.key, launch.api, launch.start_ns, launch.end_ns, launch.pid, launch.tid) + info
+
+    def sweep(self, launches: Iterable[tuple]) -> Iterator[tuple]:
+        """Yield ``(attribution, call, flags)`` (the end of LAUNCH_INFO) for each launch call, given as a
+        tuple that starts ``(thread, start_ns, end_ns)`` (a Launch, or a reader's ``launch_times`` row), in
+        launch start order. A sweep worker needs no more of a launch than this (pipeline.py)."""
         # The sweep creates millions of small acyclic objects; generational GC passes over them cost more
         # than the parse itself, and there are no cycles to collect. Collection resumes at the end.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            src = self.source
-            ranges = iter(src.ranges())
+            ranges = iter(self.source.ranges())
             r = next(ranges, None)
             push = self._push
             attribute = self._launch_attribution
             empty = (None, None, 0)
-            for launch in src.launches():
-                start = launch.start_ns
+            for launch in launches:
+                start = launch[1]
                 while r is not None and r[1] <= start:
                     push(r)
                     r = next(ranges, None)
-                a = attribute(launch.thread, start, launch.end_ns)
-                info = empty if a is _EMPTY else (a.info or _info(a))
-                yield (launch.key, launch.api, start, launch.end_ns, launch.pid, launch.tid) + info
+                a = attribute(launch[0], start, launch[2])
+                yield empty if a is _EMPTY else (a.info or _info(a))
         finally:
             if gc_was_enabled:
                 gc.enable()

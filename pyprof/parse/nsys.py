@@ -124,17 +124,29 @@ class NsysSource:
             f"FROM {NVTX} e {join} WHERE e.eventType = {NVTX_PUSH_POP} AND e.end IS NOT NULL "
             f"ORDER BY e.start")
 
+    def _launch_sql(self, columns: str) -> str | None:
+        if RUNTIME not in self.cols:
+            return None
+        work = [f"SELECT correlationId FROM {t}" for t in (KERNEL, MEMCPY, MEMSET) if t in self.cols]
+        if not work:
+            return None
+        # The IN filter ignores the process (a superset); the exact (process, id) join is the dict lookup.
+        # rowid breaks ties of start: a sweep worker and the writer must see the launches in one order.
+        return (f"SELECT {columns} FROM {RUNTIME} WHERE correlationId IN ({' UNION '.join(work)}) "
+                f"ORDER BY start, rowid")
+
+    def launch_times(self) -> Iterator[tuple]:
+        """(thread, start_ns, end_ns) of every launch, in the order of :meth:`launches`: all the sweep needs."""
+        sql = self._launch_sql("globalTid, start, end")
+        return iter(()) if sql is None else self.db.execute(sql)
+
     def launches(self) -> Iterator[Launch]:
         """Runtime and driver API calls that started a kernel, memcpy or memset, in start order."""
         if RUNTIME not in self.cols:
             return
-        work = [f"SELECT correlationId FROM {t}" for t in (KERNEL, MEMCPY, MEMSET) if t in self.cols]
-        if not work:
+        sql = self._launch_sql(f"start, end, globalTid, correlationId, {self._col(RUNTIME, 'nameId')}")
+        if sql is None:
             return
-        name_id = self._col(RUNTIME, "nameId")
-        # The IN filter ignores the process (a superset); the exact (process, id) join is the dict lookup.
-        sql = (f"SELECT start, end, globalTid, correlationId, {name_id} FROM {RUNTIME} "
-               f"WHERE correlationId IN ({' UNION '.join(work)}) ORDER BY start")
         strings = self.strings
         names: dict = {}
         for start, end, gtid, corr, nid in self.db.execute(sql):

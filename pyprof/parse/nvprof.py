@@ -111,7 +111,7 @@ class NvprofSource:
         for table, names in ((RUNTIME, RUNTIME_API), (DRIVER, DRIVER_API)):
             if table in self.cols:
                 sql = (f"SELECT start, end, processId, threadId, correlationId, cbid FROM {table} "
-                       f"WHERE correlationId IN ({' UNION '.join(work)}) ORDER BY start")
+                       f"WHERE correlationId IN ({' UNION '.join(work)}) ORDER BY start, rowid")
                 streams.append(self._launch_rows(sql, names, table == DRIVER))
         yield from heapq.merge(*streams, key=lambda launch: launch.start_ns)
 

@@ -155,3 +155,26 @@ def test_worker_refers_to_attributions_it_sent_by_number(monkeypatch):
         src.close()
     assert len(out[0]) > 500 and out[0] == out[1]
     assert sum('"fwd":{' in line for line in out[0]) > 50  # backward records with their forward op's JSON
+
+
+@pytest.mark.parametrize("change", ["fewer", "more"])
+def test_writer_and_worker_must_read_the_same_launch_calls(change):
+    """The writer reads the launch calls itself and joins them to the worker's attributions in order: a
+    count that differs is a bug, raised, never a silently shifted join."""
+    import itertools
+
+    from pyprof.parse import open_source
+    from pyprof.parse.pipeline import WorkerError, launch_infos_from_worker
+
+    export = Path(__file__).resolve().parents[1] / "data" / "nsys" / "pyprof" / "lenet.sqlite.xz"
+    src = open_source(str(export))
+    real = src.launches
+    if change == "fewer":
+        src.launches = lambda: itertools.islice(real(), 1, None)
+    else:
+        src.launches = lambda: itertools.chain(real(), list(real())[:1])
+    try:
+        with pytest.raises(WorkerError, match="launch calls"):
+            list(launch_infos_from_worker(src))
+    finally:
+        src.close()
