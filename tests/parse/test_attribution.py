@@ -8,6 +8,8 @@ from __future__ import annotations
 import io
 import json
 
+import pytest
+
 from parse_synth import pyprof_module, pyprof_op
 
 from pyprof.parse import iter_records, parse_file
@@ -224,3 +226,44 @@ def test_ranges_with_equal_starts_nest_by_their_ends(nsys_builder):
     b.kernel(PID, 30, 40, corr=1)
     (k,) = records(b.close())
     assert k["ranges"] == ["outer", "middle", "inner"]
+
+
+class _Deferred:
+    """A builder whose NVTX rows are inserted at close, in the given order of their calls."""
+
+    def __init__(self, b, order):
+        self.b, self.order, self.ranges = b, order, []
+
+    def range(self, *args, **kw):
+        self.ranges.append((args, kw))
+
+    def __getattr__(self, name):
+        return getattr(self.b, name)
+
+    def close(self):
+        for i in self.order(len(self.ranges)):
+            args, kw = self.ranges[i]
+            self.b.range(*args, **kw)
+        return self.b.close()
+
+
+@pytest.mark.parametrize("check_rows", [2, 1 << 20])
+def test_ranges_stored_out_of_start_order_are_sorted(nsys_builder, monkeypatch, check_rows):
+    """parse reads NVTX rows as stored when they are in start order (nsys writes them so) and sorts them
+    in SQL otherwise; the stored order is checked in blocks of rows, here of 2 (a block boundary between
+    every pair) and of a million. Unsorted, the reversed export's records would differ."""
+    from pyprof.parse import nsys
+
+    monkeypatch.setattr(nsys, "_CHECK_ROWS", check_rows)
+    out = {}
+    for name, order in (("stored", range), ("reversed", lambda n: reversed(range(n))),
+                        ("swapped", lambda n: [*range(n - 2), n - 1, n - 2])):
+        b = _Deferred(nsys_builder(f"{name}.sqlite"), order)
+        training_step(b)
+        path = b.close()
+        src = nsys.NsysSource(str(path))
+        out[name] = (src._stored_by_start(nsys.NVTX, "e.eventType = 59 AND e.end IS NOT NULL"), records(path))
+        src.close()
+    assert [out[k][0] for k in out] == [True, False, False]
+    assert out["stored"][1] == out["reversed"][1] == out["swapped"][1]
+    assert [k["seqId"] for k in out["stored"][1]] == [[5]] * 4
