@@ -61,6 +61,7 @@ class NsysSource:
             if have is not None and not all(c in have for c in needed):
                 raise InputError(self.path, f"table {table} lacks columns {[c for c in needed if c not in have]}")
         self._strings: dict[int, str] | None = None
+        self._stored: dict = {}  # (table, condition) -> stored in start order (_order_by)
         self.version = self._meta("EXPORT_PRODUCT_VERSION")
 
     def _columns(self, table: str) -> set[str]:
@@ -123,7 +124,15 @@ class NsysSource:
         where = f"e.eventType = {NVTX_PUSH_POP} AND e.end IS NOT NULL"
         return self.db.execute(
             f"SELECT e.globalTid, e.start, e.end, {text}, {payload}, e.globalTid & {_PID_MASK}, NULL "
-            f"FROM {NVTX} e {join} WHERE {where} {'' if self._stored_by_start(NVTX, where) else 'ORDER BY e.start'}")
+            f"FROM {NVTX} e {join} WHERE {where} {self._order_by(NVTX, where, 'e.')}")
+
+    def _order_by(self, table: str, where: str = "1", alias: str = "") -> str:
+        """The ORDER BY that puts the rows of ``table`` in start order (rowid breaks ties: a sweep worker and
+        the writer must see launches in one order), or nothing when they are stored so (checked once)."""
+        done = self._stored.get((table, where))
+        if done is None:
+            done = self._stored[(table, where)] = self._stored_by_start(table, where)
+        return "" if done else f"ORDER BY {alias}start, {alias}rowid"
 
     def _stored_by_start(self, table: str, where: str) -> bool:
         """True when the rows of ``table`` matching ``where`` are stored (rowid order) in start order.
@@ -161,7 +170,7 @@ class NsysSource:
         # The IN filter ignores the process (a superset); the exact (process, id) join is the dict lookup.
         # rowid breaks ties of start: a sweep worker and the writer must see the launches in one order.
         return (f"SELECT {columns} FROM {RUNTIME} WHERE correlationId IN ({' UNION '.join(work)}) "
-                f"ORDER BY start, rowid")
+                f"{self._order_by(RUNTIME)}")
 
     def launch_times(self) -> Iterator[tuple]:
         """(thread, start_ns, end_ns) of every launch, in the order of :meth:`launches`: all the sweep needs."""
@@ -202,7 +211,7 @@ class NsysSource:
         sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, correlationId, {c('globalPid')}, "
                f"{c('demangledName')}, {c('shortName')}, {c('gridX')}, {c('gridY')}, {c('gridZ')}, "
                f"{c('blockX')}, {c('blockY')}, {c('blockZ')}, {c('registersPerThread')}, "
-               f"{c('staticSharedMemory')}, {c('dynamicSharedMemory')} FROM {KERNEL} ORDER BY start")
+               f"{c('staticSharedMemory')}, {c('dynamicSharedMemory')} FROM {KERNEL} {self._order_by(KERNEL)}")
         strings = self.strings
         for (start, end, dev, stream, corr, gpid, long_id, short_id, gx, gy, gz, bx, by, bz, regs, ssm,
              dsm) in self.db.execute(sql):
@@ -215,7 +224,7 @@ class NsysSource:
         c = lambda col: self._col(table, col)  # noqa: E731
         kind = "memcpy" if table == MEMCPY else "memset"
         sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, {c('correlationId')}, {c('globalPid')}, "
-               f"{c('bytes')}, {c('copyKind')} FROM {table} ORDER BY start")
+               f"{c('bytes')}, {c('copyKind')} FROM {table} {self._order_by(table)}")
         kinds = self._memcpy_kinds() if table == MEMCPY else {}
         for start, end, dev, stream, corr, gpid, nbytes, ckind in self.db.execute(sql):
             ck = kinds.get(ckind, str(ckind)) if table == MEMCPY else None

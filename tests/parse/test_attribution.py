@@ -229,29 +229,30 @@ def test_ranges_with_equal_starts_nest_by_their_ends(nsys_builder):
 
 
 class _Deferred:
-    """A builder whose NVTX rows are inserted at close, in the given order of their calls."""
+    """A builder whose NVTX, runtime and kernel rows are inserted at close, each table's in the given order
+    of their calls."""
 
     def __init__(self, b, order):
-        self.b, self.order, self.ranges = b, order, []
-
-    def range(self, *args, **kw):
-        self.ranges.append((args, kw))
+        self.b, self.order, self.calls = b, order, {"range": [], "launch": [], "kernel": []}
 
     def __getattr__(self, name):
+        if name in self.calls:
+            return lambda *args, **kw: self.calls[name].append((args, kw))
         return getattr(self.b, name)
 
     def close(self):
-        for i in self.order(len(self.ranges)):
-            args, kw = self.ranges[i]
-            self.b.range(*args, **kw)
+        for name, calls in self.calls.items():
+            for i in self.order(len(calls)):
+                args, kw = calls[i]
+                getattr(self.b, name)(*args, **kw)
         return self.b.close()
 
 
 @pytest.mark.parametrize("check_rows", [2, 1 << 20])
-def test_ranges_stored_out_of_start_order_are_sorted(nsys_builder, monkeypatch, check_rows):
-    """parse reads NVTX rows as stored when they are in start order (nsys writes them so) and sorts them
-    in SQL otherwise; the stored order is checked in blocks of rows, here of 2 (a block boundary between
-    every pair) and of a million. Unsorted, the reversed export's records would differ."""
+def test_rows_stored_out_of_start_order_are_sorted(nsys_builder, monkeypatch, check_rows):
+    """parse reads NVTX, runtime and kernel rows as stored when they are in start order (nsys writes them
+    so) and sorts them in SQL otherwise; the stored order is checked in blocks of rows, here of 2 (a block
+    boundary between every pair) and of a million. Unsorted, the reversed export's records would differ."""
     from pyprof.parse import nsys
 
     monkeypatch.setattr(nsys, "_CHECK_ROWS", check_rows)
@@ -262,8 +263,9 @@ def test_ranges_stored_out_of_start_order_are_sorted(nsys_builder, monkeypatch, 
         training_step(b)
         path = b.close()
         src = nsys.NsysSource(str(path))
-        out[name] = (src._stored_by_start(nsys.NVTX, "e.eventType = 59 AND e.end IS NOT NULL"), records(path))
+        out[name] = ([src._stored_by_start(t, "1") for t in (nsys.NVTX, nsys.RUNTIME, nsys.KERNEL)], records(path))
         src.close()
-    assert [out[k][0] for k in out] == [True, False, False]
+    assert [out[k][0] for k in out] == [[True] * 3, [False] * 3, [False] * 3]
     assert out["stored"][1] == out["reversed"][1] == out["swapped"][1]
     assert [k["seqId"] for k in out["stored"][1]] == [[5]] * 4
+    assert [k["start_ns"] for k in out["stored"][1]] == [100, 400, 2100, 2600]
