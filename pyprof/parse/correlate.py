@@ -91,6 +91,8 @@ class Correlator:
         # node asked; oldest first (a plain dict keeps insertion order and deletes faster than an OrderedDict).
         self._fwd: dict = {}
         self._calls = itertools.count(1)
+        self._decoded = getattr(source, "ranges_decoded", False)  # rows carry a Marker (model.RANGE_ROW)
+        self._process_of = source.process_of
 
     # -- the sweep -------------------------------------------------------------------------------
     def _push(self, row: tuple) -> None:
@@ -117,7 +119,7 @@ class Correlator:
             depth = len(st)
         # The autograd sequence number of a forward range, looked for on every range: texts are searched,
         # not decoded, because most ranges never enclose a launch.
-        m = row[6]
+        m = row[5] if self._decoded else None
         if m is not None:
             seq = m.seq if m.kind == mk.SEQ and not m.backward else None
         else:
@@ -128,7 +130,7 @@ class Correlator:
                 if seq is None and "Backward" in text:
                     self._name_engine_range(st, row)
         if seq is not None:
-            key = (row[5], seq)
+            key = (self._process_of(thread), seq)
             fwd = self._fwd
             prev = fwd.get(key)
             # An op records the sequence number the next autograd node will get, so a no-grad op just
@@ -217,9 +219,10 @@ class Correlator:
         fwd_seq: list = []
         bwd_seq: list = []
         state = self._state
+        decoded = self._decoded
         for row in chain:
             text = row[3]
-            m = row[6]
+            m = row[5] if decoded else None
             if m is None:
                 if not text:
                     ranges.append("")
@@ -288,7 +291,7 @@ class Correlator:
         for m, row in reversed(bwd_seq):
             if m.seq is None:
                 continue
-            key = (row[5], m.seq)
+            key = (self._process_of(row[0]), m.seq)
             f = self._fwd.get(key)
             if f is None:
                 continue

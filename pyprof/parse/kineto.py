@@ -128,15 +128,22 @@ class KinetoSource:
                 marker = mk.seq_marker(name, int(seq) if seq is not None else None, args.get("Input Dims"),
                                        args.get("Input type"), args.get("Concrete Inputs"),
                                        args.get("Fwd thread id"))
-            self._ranges.append(((pid, tid), start, end, name, None, pid, marker))
+            self._ranges.append(((pid, tid), start, end, name, None, marker))
 
     def gpus(self) -> dict[int, GpuInfo]:
         """GPU name and properties by device id, from ``deviceProperties``."""
         return self._gpus
 
+    ranges_decoded = True  # range rows carry their Marker (model.RANGE_ROW)
+
     def ranges(self) -> Iterator[tuple]:
         """cpu_op and user_annotation events, in start order, outer before inner."""
         return iter(self._ranges)
+
+    @staticmethod
+    def process_of(thread: tuple) -> object:
+        """The process of a range's thread, ``(pid, tid)``."""
+        return thread[0]
 
     def launches(self) -> Iterator[Launch]:
         """cuda_runtime / cuda_driver events with a correlation id, in start order."""

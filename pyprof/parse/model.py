@@ -44,12 +44,13 @@ class Launch(NamedTuple):
 
 
 #: A push/pop range is a plain tuple, as an SQLite cursor yields it (millions of them go through the
-#: sweep, most enclosing no launch, so nothing is built per range):
-#: ``(thread, start_ns, end_ns, text, payload, pid, marker)``. ``thread`` is hashable and unique per
-#: thread in the file; ``payload`` the NVTX int64 payload (pyprof's call id) or None; ``pid`` keys backward
-#: links (any per-process value); ``marker`` a pre-decoded Marker (Kineto's structured ops) or None, in which
-#: case ``text`` is decoded when a launch needs it.
-RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload", "pid", "marker")
+#: sweep, most enclosing no launch, so nothing is built per range, and each field fetched costs):
+#: ``(thread, start_ns, end_ns, text, payload)``. ``thread`` is hashable and unique per thread in the file
+#: (``Source.process_of`` gives its process, which scopes backward links); ``payload`` the NVTX int64
+#: payload (pyprof's call id) or None. ``text`` is decoded when a launch needs it. A reader whose ranges
+#: come decoded (Kineto's structured ops) appends a sixth field, the Marker or None, and sets
+#: ``ranges_decoded = True``.
+RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload")
 
 
 #: What the sweep (correlate.Correlator.launch_infos) yields per launch call, a plain tuple that crosses a
@@ -96,6 +97,8 @@ class Source(Protocol):
     def gpus(self) -> dict[int, GpuInfo]: ...
 
     def ranges(self) -> Iterator[tuple]: ...
+
+    def process_of(self, thread: object) -> object: ...
 
     def launches(self) -> Iterator[Launch]: ...
 

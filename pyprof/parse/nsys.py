@@ -123,8 +123,13 @@ class NsysSource:
                    else "e.int64Value" if "int64Value" in has else "NULL")
         where = f"e.eventType = {NVTX_PUSH_POP} AND e.end IS NOT NULL"
         return self.db.execute(
-            f"SELECT e.globalTid, e.start, e.end, {text}, {payload}, e.globalTid & {_PID_MASK}, NULL "
+            f"SELECT e.globalTid, e.start, e.end, {text}, {payload} "
             f"FROM {NVTX} e {join} WHERE {where} {self._order_by(NVTX, where, 'e.')}")
+
+    @staticmethod
+    def process_of(thread: int) -> int:
+        """The process of a range's thread (globalTid): globalPid, the thread bits zero."""
+        return thread & _PID_MASK
 
     def _order_by(self, table: str, where: str = "1", alias: str = "") -> str:
         """The ORDER BY that puts the rows of ``table`` in start order (rowid breaks ties: a sweep worker and

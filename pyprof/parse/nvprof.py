@@ -99,7 +99,12 @@ class NvprofSource:
         strings = self.strings
         for start, end, obj, name_id in self.db.execute(sql):
             pid, tid = _object_thread(obj)
-            yield ((pid, tid), start, end, strings.get(name_id), None, pid, None)
+            yield ((pid, tid), start, end, strings.get(name_id), None)
+
+    @staticmethod
+    def process_of(thread: tuple) -> object:
+        """The process of a range's thread, ``(pid, tid)``."""
+        return thread[0]
 
     def launches(self) -> Iterator[Launch]:
         """Runtime and driver API calls that started GPU work, in start order (runtime wins a tie)."""

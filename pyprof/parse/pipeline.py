@@ -13,6 +13,8 @@ import marshal
 import multiprocessing
 import os
 import pickle
+import queue
+import threading
 import traceback
 from typing import Iterator
 
@@ -20,12 +22,51 @@ from pyprof.parse.correlate import Correlator
 from pyprof.parse.model import Window
 
 BATCH = 2048
+AHEAD = 16  # batches the worker may send ahead of the writer (about 0.8 MB each on a pyprof capture)
 class WorkerError(RuntimeError):
     """The sweep worker failed (a bug): the message holds its traceback."""
 
 
+class _Sender:
+    """Sends messages from a thread, up to AHEAD of them queued: the worker sweeps on while a message
+    the writer has not read yet waits in the pipe (a batch is larger than a pipe holds, so sending it
+    from the sweep's thread would stop the sweep until the writer had taken it whole)."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.queue: queue.Queue = queue.Queue(maxsize=AHEAD)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            data = self.queue.get()
+            if data is None:
+                return
+            if self.error is None:
+                try:
+                    self.conn.send_bytes(data)
+                except BaseException as e:  # noqa: BLE001 - raised in the sweep's thread by send()
+                    self.error = e  # keep taking messages, so that send() never blocks on a full queue
+
+    def send(self, data: bytes) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put(data)
+
+    def close(self) -> None:
+        """Wait until every message is sent; raise what sending raised."""
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
 def _worker(reopen_args: tuple, conn) -> None:
+    sender = None
     try:
+        sender = _Sender(conn)
         cls, path, display = reopen_args
         src = cls(path, display)
         batch: list = []
@@ -41,15 +82,19 @@ def _worker(reopen_args: tuple, conn) -> None:
                     sent.add(att[0], None)
             batch.append(info)
             if len(batch) >= BATCH:
-                conn.send_bytes(_pack(batch))
+                sender.send(_pack(batch))
                 n += len(batch)
                 batch = []
-        conn.send_bytes(_pack(batch))
-        conn.send_bytes(_END + str(n + len(batch)).encode())
+        sender.send(_pack(batch))
+        sender.send(_END + str(n + len(batch)).encode())
+        sender.close()
     except BrokenPipeError:
         pass  # the parent stopped reading (its own error, or `| head`)
     except BaseException:
         try:
+            if sender is not None:
+                sender.queue.put(None)
+                sender.thread.join()
             conn.send_bytes(_FAILED + traceback.format_exc().encode())
         except OSError:
             pass
