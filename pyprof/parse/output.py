@@ -83,7 +83,8 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
     no_call = '"api":null,"api_start_ns":null,"api_end_ns":null'
     empty_head, empty_tail = encode.attribution(None)
     names: dict = {}  # (kind, short, long) -> JSON: a few hundred distinct kernels, not a million
-    shapes: dict = {}  # (grid, block) -> JSON
+    shapes: dict = {}  # launch configuration, device, copy size -> JSON before and after the api keys
+    places: dict = {}  # (device, stream) -> JSON
     apis: dict = {}
     received = Window()  # attribution number -> fields, as the sweep worker's ``sent`` (pipeline.py)
     encoded = Window()  # attribution number -> (head, tail) JSON: launches that share one are encoded once
@@ -155,15 +156,24 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
         if name_json is None:
             name_json = names[k] = (f'{{"kind":{encode.value(act.kind)},"kShortName":{encode.value(act.short_name)},'
                                     f'"kLongName":{encode.value(act.long_name)},"kDuration":')
-        k = (act.grid, act.block)
+        # What a kernel's launch configuration and device decide repeats across millions of records: one
+        # dict lookup instead of formatting each field.
+        k = (act.device, act.stream)
+        where = places.get(k)
+        if where is None:
+            where = places[k] = f'"device":{num(act.device)},"stream":{num(act.stream)}'
+        k = (act.grid, act.block, act.registers, act.static_smem_bytes, act.dynamic_smem_bytes, act.device,
+             act.bytes, act.copy_kind)
         shape = shapes.get(k)
         if shape is None:
-            shape = shapes[k] = f'"grid":{nums(act.grid)},"block":{nums(act.block)}'
+            shape = shapes[k] = (
+                f'"grid":{nums(act.grid)},"block":{nums(act.block)},"registers":{num(act.registers)},'
+                f'"static_smem_bytes":{num(act.static_smem_bytes)},'
+                f'"dynamic_smem_bytes":{num(act.dynamic_smem_bytes)},{gpus.get(act.device, no_gpu)}',
+                f'"bytes":{num(act.bytes)},"copy_kind":{encode.value(act.copy_kind)}')
+            if len(shapes) > 4 * RECENT:  # distinct copy sizes could be many
+                shapes.clear()
         start = act.start_ns
         yield (f'{name_json}{act.end_ns - start},"start_ns":{start},"end_ns":{act.end_ns},'
-               f'"pid":{num(pid)},"tid":{num(tid)},"device":{num(act.device)},"stream":{num(act.stream)},'
-               f'"correlation_id":{num(act.correlation_id)},{shape},"registers":{num(act.registers)},'
-               f'"static_smem_bytes":{num(act.static_smem_bytes)},'
-               f'"dynamic_smem_bytes":{num(act.dynamic_smem_bytes)},{gpus.get(act.device, no_gpu)},{call_json},'
-               f'"bytes":{num(act.bytes)},"copy_kind":{encode.value(act.copy_kind)},{head},'
-               f'"subSeqId":{num(sub)},{tail}}}')
+               f'"pid":{num(pid)},"tid":{num(tid)},{where},"correlation_id":{num(act.correlation_id)},'
+               f'{shape[0]},{call_json},{shape[1]},{head},"subSeqId":{num(sub)},{tail}}}')
