@@ -19,7 +19,7 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX = "NVTX_EVENTS"
 NVTX_PUSH_POP = 59
 
-_CHECK_ROWS = 1 << 20  # rows per query when checking the stored order (a text of about 12 MB)
+_CHECK_ROWS = 1 << 16  # rows per query when checking the stored order (a text of under 1 MB)
 _TID_MASK = 0xFFFFFF
 _PID_MASK = ~_TID_MASK  # globalPid is globalTid with the thread bits zero
 
@@ -144,7 +144,7 @@ class NsysSource:
 
         nsys writes NVTX rows so in every export seen, but the format does not promise it. Sorting
         millions of ranges in SQL costs a third of reading them (more once the sort spills to disk);
-        checking costs a tenth: the starts come out of SQLite as one text per million rows, parsed by numpy."""
+        checking costs a tenth: the starts come out of SQLite as one text per 65536 rows, parsed by numpy."""
         import numpy as np
 
         first = self.db.execute(f"SELECT rowid FROM {table} ORDER BY rowid LIMIT 1").fetchone()

@@ -248,11 +248,11 @@ class _Deferred:
         return self.b.close()
 
 
-@pytest.mark.parametrize("check_rows", [2, 1 << 20])
+@pytest.mark.parametrize("check_rows", [2, 1 << 16])
 def test_rows_stored_out_of_start_order_are_sorted(nsys_builder, monkeypatch, check_rows):
     """parse reads NVTX, runtime and kernel rows as stored when they are in start order (nsys writes them
     so) and sorts them in SQL otherwise; the stored order is checked in blocks of rows, here of 2 (a block
-    boundary between every pair) and of a million. Unsorted, the reversed export's records would differ."""
+    boundary between every pair) and of 65536. Unsorted, the reversed export's records would differ."""
     from pyprof.parse import nsys
 
     monkeypatch.setattr(nsys, "_CHECK_ROWS", check_rows)
