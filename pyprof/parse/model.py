@@ -5,6 +5,7 @@ enclosing ranges -> forward op) happens once, in ``correlate``. Times are intege
 """
 from __future__ import annotations
 
+import itertools
 from typing import Iterator, NamedTuple, Protocol
 
 
@@ -71,14 +72,17 @@ WINDOW = 4096
 
 
 class Window(dict):
-    """The last WINDOW attribution numbers added, in the order added. A sweep worker and the writer add the
-    same numbers in the same order, so each knows what the other holds: the worker sends an attribution's
-    fields only when the writer no longer has them."""
+    """The last WINDOW to 2 × WINDOW attribution numbers added, in the order added. A sweep worker and the
+    writer add the same numbers in the same order, so each knows what the other holds: the worker sends an
+    attribution's fields only when the writer no longer has them."""
 
     def add(self, key, value) -> None:
         self[key] = value
-        if len(self) > WINDOW:
-            del self[next(iter(self))]
+        if len(self) > 2 * WINDOW:
+            # The oldest WINDOW go at once: deleting one per add costs a scan past the holes that earlier
+            # deletions left at the front of the dict (about 1 µs an add, against 0.1 µs so).
+            for old in list(itertools.islice(self, WINDOW)):
+                del self[old]
 
 
 class GpuInfo(NamedTuple):

@@ -269,3 +269,28 @@ def test_rows_stored_out_of_start_order_are_sorted(nsys_builder, monkeypatch, ch
     assert out["stored"][1] == out["reversed"][1] == out["swapped"][1]
     assert [k["seqId"] for k in out["stored"][1]] == [[5]] * 4
     assert [k["start_ns"] for k in out["stored"][1]] == [100, 400, 2100, 2600]
+
+
+def test_forward_ops_remembered_for_backward_links_are_bounded(nsys_builder, monkeypatch):
+    """At least the newest FWD_MEMORY_OPS forward ops keep their backward links, at most twice as many:
+    the oldest half is dropped at once when the memory is full."""
+    from pyprof.parse import correlate
+
+    monkeypatch.setattr(correlate, "FWD_MEMORY_OPS", 2)
+    b = nsys_builder()
+    corr = 0
+    for seq in range(1, 7):  # six forward ops, then their backward nodes, newest first as autograd runs them
+        corr += 1
+        b.range(PID, MAIN, 100 * seq, 100 * seq + 50, f"aten::mul, seq = {seq}, op_id = {seq}")
+        b.launch(PID, MAIN, 100 * seq + 10, 100 * seq + 20, corr=corr)
+        b.kernel(PID, 100 * seq + 30, 100 * seq + 40, corr=corr)
+    for i, seq in enumerate(range(6, 0, -1)):
+        corr += 1
+        t = 10_000 + 100 * i
+        b.range(PID, AUTOGRAD, t, t + 50, f"MulBackward0, seq = {seq}, op_id = {100 + seq}")
+        b.launch(PID, AUTOGRAD, t + 10, t + 20, corr=corr)
+        b.kernel(PID, t + 30, t + 40, corr=corr)
+    back = [r for r in records(b.close()) if r["dir"] == "bprop"]
+    linked = {r["seqId"][0] for r in back if r["fwd"] is not None}
+    assert {5, 6} <= linked  # the newest FWD_MEMORY_OPS
+    assert linked == {3, 4, 5, 6}  # 1..5 went in, 1 and 2 dropped together at the fifth, then 6
