@@ -19,6 +19,9 @@ import subprocess
 import sys
 import time
 
+# As the commands do (pyprof.common.run_command): numpy's BLAS, which they never use, keeps one thread.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 RAW_QUERIES = (
     "SELECT * FROM StringIds",
     "SELECT start, end, deviceId, streamId, correlationId, globalPid, demangledName, shortName, gridX, gridY, "

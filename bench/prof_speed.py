@@ -22,6 +22,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+# As the commands do (pyprof.common.run_command): numpy's BLAS, which they never use, keeps one thread.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 
 from pyprof.common import Record  # noqa: E402
 from pyprof.prof.report import lean_decoder, run_stream  # noqa: E402

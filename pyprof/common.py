@@ -136,6 +136,10 @@ def run_command(prog: str, body: Callable[[], int]) -> int:
     Returns the body's code; 2 for a UsageError, 1 for any other PyprofError (bad input), 130 on Ctrl-C,
     0 when the reader of stdout went away (``| head``). Other exceptions are bugs and keep their traceback.
     """
+    # The commands use numpy for a few vector operations, never its BLAS. An OpenBLAS build starts a thread
+    # per core when numpy is imported (again in each forked worker), and they spin a while before they
+    # sleep: on the 16-core H200 machine that was 2-4 s of CPU for a 2.5 s parse. One thread is enough.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         return body()
     except BrokenPipeError:
