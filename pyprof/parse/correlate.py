@@ -108,8 +108,8 @@ class Correlator:
             while st and st[-1][2] <= start:
                 state.pop(id(st.pop()), None)
         if st and st[-1][1] == start and st[-1][2] < row[2]:
-            # Readers sort by start only (a second sort key costs the SQL sort dearly): a range that starts
-            # with the ones just pushed but ends later encloses them.
+            # Readers order ranges by start only (equal starts come in the order stored): a range that
+            # starts with the ones just pushed but ends later encloses them.
             i = len(st) - 1
             while i > 0 and st[i - 1][1] == start and st[i - 1][2] < row[2]:
                 i -= 1
