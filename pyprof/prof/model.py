@@ -28,8 +28,8 @@ from pyprof.prof.tensorcores import dtype_from_kernel_name, tc_column, tc_used
 try:  # orjson is optional: a faster cache key (and faster reading, see reader.py)
     from orjson import dumps as _key  # obj -> bytes; bound directly: called once per row
 except ImportError:  # pragma: no cover - exercised where orjson is absent
-    def _key(obj) -> str:
-        return json.dumps(obj, separators=(",", ":"))
+    def _key(obj) -> bytes:  # bytes, as orjson's: keys join raw JSON bytes (lean decoding)
+        return json.dumps(obj, separators=(",", ":")).encode()
 
 # Kernels that only help a GEMM/conv/attention call. Names that are always helpers:
 HELPER_KERNEL = re.compile(
