@@ -61,7 +61,7 @@ class NsysSource:
             if have is not None and not all(c in have for c in needed):
                 raise InputError(self.path, f"table {table} lacks columns {[c for c in needed if c not in have]}")
         self._strings: dict[int, str] | None = None
-        self._stored: dict = {}  # (table, condition) -> stored in start order (_order_by)
+        self._stored: dict = {}  # (table, condition, alias) -> _order_by's clause
         self.version = self._meta("EXPORT_PRODUCT_VERSION")
 
     def _columns(self, table: str) -> set[str]:
@@ -134,10 +134,14 @@ class NsysSource:
     def _order_by(self, table: str, where: str = "1", alias: str = "") -> str:
         """The ORDER BY that puts the rows of ``table`` in start order (rowid breaks ties: a sweep worker and
         the writer must see launches in one order), or nothing when they are stored so (checked once)."""
-        done = self._stored.get((table, where))
-        if done is None:
-            done = self._stored[(table, where)] = self._stored_by_start(table, where)
-        return "" if done else f"ORDER BY {alias}start, {alias}rowid"
+        clause = self._stored.get((table, where, alias))
+        if clause is None:
+            try:
+                clause = "" if self._stored_by_start(table, where) else f"ORDER BY {alias}start, {alias}rowid"
+            except sqlite3.DatabaseError:  # a table without rowids (no nsys version writes one): sort by start
+                clause = f"ORDER BY {alias}start"
+            self._stored[(table, where, alias)] = clause
+        return clause
 
     def _stored_by_start(self, table: str, where: str) -> bool:
         """True when the rows of ``table`` matching ``where`` are stored (rowid order) in start order.
