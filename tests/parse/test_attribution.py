@@ -294,3 +294,23 @@ def test_forward_ops_remembered_for_backward_links_are_bounded(nsys_builder, mon
     linked = {r["seqId"][0] for r in back if r["fwd"] is not None}
     assert {5, 6} <= linked  # the newest FWD_MEMORY_OPS
     assert linked == {3, 4, 5, 6}  # 1..5 went in, 1 and 2 dropped together at the fifth, then 6
+
+
+def test_a_table_without_rowids_is_sorted_by_start(tmp_path):
+    """The stored-order check reads rowids; a table without them (no nsys version writes one) is sorted."""
+    import sqlite3
+
+    from pyprof.parse.nsys import KERNEL, NsysSource
+
+    path = tmp_path / "norowid.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT)")
+    db.execute(f"CREATE TABLE {KERNEL} (start INTEGER, end INTEGER, correlationId INTEGER, "
+               "PRIMARY KEY (correlationId)) WITHOUT ROWID")
+    db.execute(f"INSERT INTO {KERNEL} VALUES (5, 6, 1), (1, 2, 2)")
+    db.commit()
+    db.close()
+    src = NsysSource(str(path))
+    assert src._order_by(KERNEL) == "ORDER BY start"
+    assert [a.start_ns for a in src.activities()] == [1, 5]
+    src.close()
