@@ -23,6 +23,8 @@ from pyprof.parse.model import Window
 
 BATCH = 2048
 AHEAD = 16  # batches the worker may send ahead of the writer (about 0.8 MB each on a pyprof capture)
+
+
 class WorkerError(RuntimeError):
     """The sweep worker failed (a bug): the message holds its traceback."""
 
