@@ -20,7 +20,7 @@ from typing import Iterable, Iterator, NamedTuple
 from pyprof.parse import encode
 from pyprof.parse import markers as mk
 from pyprof.parse.markers import quick_seq
-from pyprof.parse.model import Source
+from pyprof.parse.model import Source, Window
 
 #: Forward ranges remembered for backward links: at least this many, the newest (up to twice as many are
 #: kept, and the oldest half dropped at once). A forward pass with more autograd ops than this before its
@@ -88,9 +88,9 @@ class Correlator:
         # Per open range row, by id (the row is alive while it is on a stack; the entry goes when it is
         # popped): [decoded marker, attribution of launches directly inside it, its op call's counter].
         self._state: dict = {}
-        # (pid, seq) -> a copy of the stack at that forward range (a list), or its Attribution once a backward
-        # node asked; oldest first (a plain dict keeps insertion order and deletes faster than an OrderedDict).
-        self._fwd: dict = {}
+        # (process, seq) -> a copy of the stack at that forward range (a list), or its Attribution once a
+        # backward node asked; oldest first, the newest FWD_MEMORY_OPS at least.
+        self._fwd = Window(FWD_MEMORY_OPS)
         self._calls = itertools.count(1)
         self._decoded = getattr(source, "ranges_decoded", False)  # rows carry a Marker (model.RANGE_ROW)
         self._process_of = source.process_of
@@ -140,16 +140,11 @@ class Correlator:
             # nested in the previous holder (aten::convolution inside aten::conv2d) is part of it.
             # "Nested in": the holder is on this thread and its span holds this range's (ranges nest).
             if prev is None:
-                fwd[key] = st[:depth]
-                if len(fwd) > 2 * FWD_MEMORY_OPS:
-                    # The oldest half at once: deleting the oldest on every insert scans past the holes
-                    # earlier deletions left at the front of the dict (about 9 µs each, once it is full).
-                    for old in list(itertools.islice(fwd, FWD_MEMORY_OPS)):
-                        del fwd[old]
+                fwd.add(key, st[:depth])
             elif type(prev) is list and not (
                     prev[-1][0] == thread and prev[-1][1] <= start and prev[-1][2] >= row[2]):
                 del fwd[key]  # re-inserted: the newest again
-                fwd[key] = st[:depth]
+                fwd.add(key, st[:depth])
 
     def _name_engine_range(self, st: list, row: tuple) -> None:
         """Give the engine's ``evaluate_function: XBackward0`` range around a node the node's ``seq``.

@@ -72,16 +72,23 @@ WINDOW = 4096
 
 
 class Window(dict):
-    """The last WINDOW to 2 × WINDOW attribution numbers added, in the order added. A sweep worker and the
-    writer add the same numbers in the same order, so each knows what the other holds: the worker sends an
-    attribution's fields only when the writer no longer has them."""
+    """The last ``keep`` to 2 × ``keep`` keys added (WINDOW unless given), in the order added.
+
+    Attribution numbers: a sweep worker and the writer add the same numbers in the same order, so each knows
+    what the other holds, and the worker sends an attribution's fields only when the writer no longer has
+    them. Also the sweep's memory of forward ops (correlate.FWD_MEMORY_OPS)."""
+
+    def __init__(self, keep: int | None = None) -> None:
+        super().__init__()
+        self.keep = WINDOW if keep is None else keep
 
     def add(self, key, value) -> None:
+        """Set ``key`` as the newest."""
         self[key] = value
-        if len(self) > 2 * WINDOW:
-            # The oldest WINDOW go at once: deleting one per add costs a scan past the holes that earlier
-            # deletions left at the front of the dict (about 1 µs an add, against 0.1 µs so).
-            for old in list(itertools.islice(self, WINDOW)):
+        if len(self) > 2 * self.keep:
+            # The oldest ``keep`` go at once: deleting one per add costs a scan past the holes that earlier
+            # deletions left at the front of the dict (1-9 µs an add once full, against 0.1 µs so).
+            for old in list(itertools.islice(self, self.keep)):
                 del self[old]
 
 

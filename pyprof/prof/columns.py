@@ -116,7 +116,7 @@ def record_keys(cols: list[str]) -> set[str]:
     keys: set = set()
     for c in cols:
         col = COLUMNS[c]
-        keys.update(_GET.findall(col.text + col.raw + ("_last_site(d.get('trace'))" if c == "trace" else "")))
+        keys.update(_GET.findall(col.text + col.raw))  # the columnated trace (_last_site) reads the same key
     return keys
 
 

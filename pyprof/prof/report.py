@@ -117,11 +117,8 @@ def process_lines(lines: Sequence[bytes], path: str, lineno: int, idx: int, mode
     decoder from ``lean_decoder`` (a line it refuses takes the full decode). Returns (row tuples, lines
     consumed, records produced). Raises InputError for a malformed line.
     """
-    legacy, errors = _legacy, _DECODE_ERRORS
-    if lean is not None:
-        loads, full, errors = lean, _loads, LEAN_ERRORS
-    else:
-        loads = full = _loads
+    # A line the first decoder refuses: decoded whole (what lean decoding refused), else read as a legacy line.
+    loads, errors, fallback = (lean, LEAN_ERRORS, _whole) if lean is not None else (_loads, _DECODE_ERRORS, _legacy)
     model, for_gpu = modeller.model, peaks.for_gpu
     # Coverage is tallied per distinct model result (a few hundred in a run: formulas' results are cached)
     # and added up once per batch: a Coverage.add call per row costs more than the rest of the bookkeeping.
@@ -138,10 +135,7 @@ def process_lines(lines: Sequence[bytes], path: str, lineno: int, idx: int, mode
                 if line not in _EMPTY_LINES:
                     idx += 1  # a line of spaces keeps its index (empty lines do not), as parallel.py counts
                 continue
-            try:
-                d = full(line)  # what lean decoding refused: not JSON, not an object, an odd forward link
-            except _DECODE_ERRORS:
-                d = legacy(line, path, lineno)
+            d = fallback(line, path, lineno)
         if type(d) is not dict:
             raise InputError(path, f"line {lineno}: expected one record object per line, got {type(d).__name__}")
         try:  # _measure, inlined: this loop runs once per kernel of the input
@@ -162,6 +156,14 @@ def process_lines(lines: Sequence[bytes], path: str, lineno: int, idx: int, mode
         idx += 1
     _add_tally(coverage, tally)
     return out, len(lines), idx - n0
+
+
+def _whole(line: bytes, path: str, lineno: int):
+    """A line decoded whole: JSON, else an original PyProf dict line (raises InputError if neither)."""
+    try:
+        return _loads(line)
+    except _DECODE_ERRORS:
+        return _legacy(line, path, lineno)
 
 
 def _add_tally(coverage: Coverage, tally: dict) -> None:

@@ -29,6 +29,11 @@ class Table:
     tree_column: str | None = None
     worker: str | None = None
 
+    @classmethod
+    def of(cls, name: str, title: str, cols: list[tuple[str, str]], **kw) -> "Table":
+        """A table whose columns are given as (key, header) pairs, as the views write them."""
+        return cls(name, title, [c for c, _ in cols], [h for _, h in cols], **kw)
+
     def to_dict(self) -> dict:
         """The table as plain JSON-able data."""
         return asdict(self)

@@ -39,8 +39,8 @@ def operators(agg: Aggregate, worker: str | None = None) -> Table:
     """GPU time, calls, FLOPs, TFLOP/s, roofline % and TC share per op, longest first."""
     ws = agg.select(worker)
     cols = [("op", "Op")] + _OP_COLS
-    t = Table("operators", "Operators", [c for c, _ in cols], [h for _, h in cols],
-              chart={"type": "pie", "label": "op", "values": ["device_ms"]}, notes=list(_OP_NOTES))
+    t = Table.of("operators", "Operators", cols,
+                 chart={"type": "pie", "label": "op", "values": ["device_ms"]}, notes=list(_OP_NOTES))
     t.rows = _op_rows(merged(ws, "ops"), total(ws, "gpu_ns"), lambda k: [k])
     return t
 
@@ -50,9 +50,9 @@ def operators_shapes(agg: Aggregate, worker: str | None = None) -> Table:
     """As ``operators``, grouped by op and input shapes (a backward kernel takes its forward op's shapes)."""
     ws = agg.select(worker)
     cols = [("op", "Op"), ("shapes", "Input shapes")] + _OP_COLS
-    t = Table("operators_shapes", "Operators by input shape", [c for c, _ in cols], [h for _, h in cols],
-              chart={"type": "bar", "label": "op", "values": ["device_ms"]},
-              notes=list(_OP_NOTES) + ["Input shapes: one entry per argument, [] for a non-tensor."])
+    t = Table.of("operators_shapes", "Operators by input shape", cols,
+                 chart={"type": "bar", "label": "op", "values": ["device_ms"]},
+                 notes=list(_OP_NOTES) + ["Input shapes: one entry per argument, [] for a non-tensor."])
     t.rows = _op_rows(merged(ws, "shapes"), total(ws, "gpu_ns"), lambda k: [k[0], k[1]])
     return t
 
@@ -64,8 +64,8 @@ def kernels(agg: Aggregate, worker: str | None = None) -> Table:
     cols = [("kernel", "Kernel"), ("calls", "Calls"), ("total_ms", "Total (ms)"), ("mean_us", "Mean (us)"),
             ("min_us", "Min (us)"), ("max_us", "Max (us)"), ("time_pct", "Time %"), ("tflops", "TFLOP/s"),
             ("roofline_pct", "Roofline %"), ("tc_pct", "TC %"), ("occupancy_pct", "Est. occupancy %")]
-    t = Table("kernels", "Kernels", [c for c, _ in cols], [h for _, h in cols],
-              chart={"type": "pie", "label": "kernel", "values": ["total_ms"]})
+    t = Table.of("kernels", "Kernels", cols,
+                 chart={"type": "pie", "label": "kernel", "values": ["total_ms"]})
     groups = merged(ws, "kernels", min_max=(2, 3))
     kernel_ns = total(ws, "kernel_ns")
     for name, (calls, ns, lo, hi, flops, ideal, tc_ns, occ_x, occ_ns) in sorted(groups.items(),
@@ -86,8 +86,8 @@ def lines(agg: Aggregate, worker: str | None = None) -> Table:
     cols = [("line", "Line"), ("source", "Source"), ("kernels", "Kernels"), ("gpu_ms", "GPU (ms)"),
             ("fwd_ms", "Forward (ms)"), ("bwd_ms", "Backward (ms)"), ("time_pct", "Time %"), ("flops", "FLOPs"),
             ("tflops", "TFLOP/s"), ("roofline_pct", "Roofline %"), ("tc_pct", "TC %")]
-    t = Table("lines", "GPU time per source line", [c for c, _ in cols], [h for _, h in cols],
-              chart={"type": "bar", "label": "line", "values": ["gpu_ms"]})
+    t = Table.of("lines", "GPU time per source line", cols,
+                 chart={"type": "bar", "label": "line", "values": ["gpu_ms"]})
     gpu_ns = total(ws, "gpu_ns")
     groups = merged(ws, "lines")
     prefix, shown = short_lines(groups)

@@ -17,8 +17,8 @@ def layers(agg: Aggregate, worker: str | None = None) -> Table:
     cols = [("layer", "Layer"), ("depth", "Depth"), ("path", "Path"), ("kernels", "Kernels"),
             ("gpu_ms", "GPU (ms)"), ("self_ms", "Self (ms)"), ("time_pct", "Time %"), ("flops", "FLOPs"),
             ("tflops", "TFLOP/s"), ("roofline_pct", "Roofline %"), ("tc_pct", "TC %")]
-    t = Table("layers", "Layers", [c for c, _ in cols], [h for _, h in cols], tree_column="depth",
-              chart={"type": "bar", "label": "layer", "values": ["self_ms"]})
+    t = Table.of("layers", "Layers", cols, tree_column="depth",
+                 chart={"type": "bar", "label": "layer", "values": ["self_ms"]})
     own = merged(ws, "layers")
     incl: dict = {}  # path -> [kernels, ns, flops, ideal, tc_ns]
     children: dict = {}

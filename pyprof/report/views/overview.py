@@ -31,9 +31,9 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
     workers = agg.select(worker)
     many = len(workers) > 1
     cols = ([("worker", "Worker")] if many else []) + COLUMNS
-    table = Table("overview", "Overview: GPU time per step", [c for c, _ in cols], [h for _, h in cols],
-                  chart={"type": "stacked", "label": "step", "values": ["kernel_ms", "memcpy_ms", "memset_ms",
-                                                                        "idle_ms"]})
+    table = Table.of("overview", "Overview: GPU time per step", cols,
+                     chart={"type": "stacked", "label": "step", "values": ["kernel_ms", "memcpy_ms", "memset_ms",
+                                                                           "idle_ms"]})
     sources = set()
     all_steps: list[Step] = []
     for w in workers:

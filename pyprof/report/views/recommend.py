@@ -41,7 +41,7 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
     ws = agg.select(worker)
     cols = [("rule", "Rule"), ("about", "About"), ("evidence", "Evidence"), ("advice", "What to do"),
             ("time_ms", "Time (ms)"), ("time_pct", "Time %")]
-    t = Table("recommendations", "Recommendations", [c for c, _ in cols], [h for _, h in cols])
+    t = Table.of("recommendations", "Recommendations", cols)
     gpu_ns = total(ws, "gpu_ns")
     kernel_ns = total(ws, "kernel_ns")
     rows = t.rows

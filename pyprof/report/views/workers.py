@@ -17,8 +17,8 @@ def workers(agg: Aggregate, worker: str | None = None) -> Table:
             ("max_step_ms", "Max step (ms)"), ("gpu_busy_pct", "GPU busy %"), ("kernel_ms", "Kernel/step (ms)"),
             ("memcpy_ms", "Memcpy/step (ms)"), ("comm_ms", "Comm total (ms)"), ("comm_pct", "Comm % of kernels"),
             ("kernels", "Kernels")]
-    t = Table("workers", "Workers", [c for c, _ in cols], [h for _, h in cols],
-              chart={"type": "bar", "label": "worker", "values": ["step_ms"]})
+    t = Table.of("workers", "Workers", cols,
+                 chart={"type": "bar", "label": "worker", "values": ["step_ms"]})
     slowest = None
     for w in ws:
         sts, _source = steps(w)
