@@ -1,11 +1,17 @@
 """Parse speed and memory against a raw scan of the same rows, measured side by side in one run.
 
-    python bench/parse_speed.py EXPORT.sqlite [--repeat 1]
+    python bench/parse_speed.py EXPORT.sqlite [--repeat 1] [--floor]
 
 Prints one line per figure: the wall and CPU seconds and peak memory of (a) merely reading the rows parse needs with
 Python's sqlite3 (kernels, memcpys, memsets, their launch calls, push/pop NVTX ranges, StringIds; no
 sorting, no processing), (b) ``pyprof.parse`` writing every record to /dev/null, and their ratio. Each is
 run in its own process so that peak RSS is its own.
+
+``--floor`` adds (c): the least that parse's design can do, split as parse splits it. Two processes read
+what the sweep worker and the writer read, through the same readers, and touch each row once: the worker
+side puts each range on its thread's list and looks up each launch's thread; the writer side keeps each
+launch call by key and writes one short line per activity. No attribution, no markers, no record JSON. A
+Python parse with this design cannot take less than (c), so (c) / (a) bounds the ratio it can reach.
 """
 from __future__ import annotations
 
@@ -66,11 +72,46 @@ def _parse(path: str, worker: bool | None) -> int:
     return stats.records
 
 
+def _floor(path: str) -> int:
+    import gc
+
+    from pyprof.parse import open_source
+
+    gc.disable()  # as parse does: the rows kept are acyclic
+    pid = os.fork()
+    if pid == 0:  # the sweep worker's share
+        src = open_source(path)
+        stacks: dict = {}
+        for row in src.ranges():
+            st = stacks.get(row[0])
+            if st is None:
+                st = stacks[row[0]] = []
+            elif len(st) > 64:  # bounded, as popped ranges are
+                del st[:]
+            st.append(row)
+        for launch in getattr(src, "launch_times", src.launches)():
+            stacks.get(launch[0])
+        os._exit(0)
+    src = open_source(path)  # the writer's share
+    launches = {launch.key: launch for launch in src.launches()}
+    n = 0
+    with open(os.devnull, "w") as out:
+        for act in src.activities():
+            launch = launches.get(act.launch_key)
+            api_start = launch.start_ns if launch is not None else None
+            out.write(f'{{"start_ns":{act.start_ns},"end_ns":{act.end_ns},"api_start_ns":{api_start}}}\n')
+            n += 1
+    _, status = os.waitpid(pid, 0)
+    if status:
+        raise RuntimeError(f"the floor's worker process failed ({status})")
+    return n
+
+
 def _child(mode: str, path: str, worker: bool | None) -> None:
-    if mode == "parse":
+    if mode != "raw":
         importlib.import_module("pyprof.parse.output")  # importing is not parsing: outside the timing
     t0 = time.perf_counter()
-    n = _raw(path) if mode == "raw" else _parse(path, worker)
+    n = _raw(path) if mode == "raw" else _floor(path) if mode == "floor" else _parse(path, worker)
     seconds = time.perf_counter() - t0
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the sweep worker process, when one ran
@@ -93,10 +134,12 @@ def _run(mode: str, path: str, worker: str = "auto") -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("export")
-    p.add_argument("--child", choices=("raw", "parse"), help=argparse.SUPPRESS)
+    p.add_argument("--child", choices=("raw", "parse", "floor"), help=argparse.SUPPRESS)
     p.add_argument("--repeat", type=int, default=1, help="best of N runs of each")
     p.add_argument("--worker", choices=("auto", "on", "off"), default="auto",
                    help="sweep in a worker process (auto: as pyprof.parse decides)")
+    p.add_argument("--floor", action="store_true",
+                   help="also measure the least work of parse's design (see the module docstring)")
     a = p.parse_args(argv)
     if a.child:
         _child(a.child, a.export, {"auto": None, "on": True, "off": False}[a.worker])
@@ -108,6 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"pyprof.parse:     {parse['seconds']:.2f} s wall, {parse['cpu_seconds']:.2f} s CPU, {parse['rows']} "
           f"records, peak {parse['peak_mb']:.0f} MB (parent + worker)")
     print(f"ratio parse/raw:  {parse['seconds'] / raw['seconds']:.2f}x wall")
+    if a.floor:
+        floor = min((_run("floor", a.export) for _ in range(a.repeat)), key=lambda r: r["seconds"])
+        print(f"design floor:     {floor['seconds']:.2f} s wall, {floor['cpu_seconds']:.2f} s CPU, {floor['rows']} "
+              f"activities "
+              f"({floor['cpu_self']:.2f} s writer side + {floor['cpu_worker']:.2f} s worker side); "
+              f"ratio floor/raw {floor['seconds'] / raw['seconds']:.2f}x wall")
     if parse["cpu_worker"] > 0.05:
         # Wall time depends on the other load of a shared machine; the CPU time of each process does not.
         # With two free cores the two processes overlap, so the longer one is the critical path.
