@@ -9,9 +9,10 @@ run in its own process so that peak RSS is its own.
 
 ``--floor`` adds (c): the least that parse's design can do, split as parse splits it. Two processes read
 what the sweep worker and the writer read, through the same readers, and touch each row once: the worker
-side puts each range on its thread's list and looks up each launch's thread; the writer side keeps each
-launch call by key and writes one short line per activity. No attribution, no markers, no record JSON. A
-Python parse with this design cannot take less than (c), so (c) / (a) bounds the ratio it can reach.
+side puts each range on its thread's list and looks up each launch's thread; the writer side joins each
+activity to its launch call by key as the calls come (as parse's writer does) and writes one short line
+per activity. No attribution, no markers, no record JSON. A Python parse with this design cannot take
+less than (c), so (c) / (a) bounds the ratio it can reach.
 """
 from __future__ import annotations
 
@@ -92,12 +93,19 @@ def _floor(path: str) -> int:
         for launch in getattr(src, "launch_times", src.launches)():
             stacks.get(launch[0])
         os._exit(0)
-    src = open_source(path)  # the writer's share
-    launches = {launch.key: launch for launch in src.launches()}
+    from pyprof.parse.output import CLOCK_SKEW_NS
+
+    src = open_source(path)  # the writer's share: launches joined as they come, as parse's writer does
+    launches = iter(src.launches())
+    nxt = next(launches, None)
+    pending: dict = {}
     n = 0
     with open(os.devnull, "w") as out:
         for act in src.activities():
-            launch = launches.get(act.launch_key)
+            while nxt is not None and nxt.start_ns <= act.start_ns + CLOCK_SKEW_NS:
+                pending[nxt.key] = nxt
+                nxt = next(launches, None)
+            launch = pending.pop(act.launch_key, None)
             api_start = launch.start_ns if launch is not None else None
             out.write(f'{{"start_ns":{act.start_ns},"end_ns":{act.end_ns},"api_start_ns":{api_start}}}\n')
             n += 1
