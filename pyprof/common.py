@@ -64,6 +64,8 @@ class Record:
     registers: int | None = None
     static_smem_bytes: int | None = None
     dynamic_smem_bytes: int | None = None
+    smem_bytes: int | None = None  # shared memory per block, static + dynamic (the PyTorch profiler gives only this)
+    est_occupancy_pct: float | None = None  # the PyTorch profiler's own estimate of achieved occupancy, per kernel
     gpu: str | None = None
     gpu_props: dict | None = None
     api: str | None = None  # the CPU call that launched it (cudaLaunchKernel, cuLaunchKernel, cudaGraphLaunch ...)
@@ -81,6 +83,7 @@ class Record:
     subSeqId: int | None = None
     altSeqId: list = field(default_factory=list)
     dir: str = ""  # fprop | bprop | ""
+    recompute: bool = False  # a forward op run again during backward (activation checkpointing); dir is fprop
     mod: list = field(default_factory=list)
     op: list = field(default_factory=list)
     # New attribution fields.

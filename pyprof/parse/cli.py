@@ -165,10 +165,16 @@ def _summary(path: str, st: Stats) -> str:
     line = (f"{PROG}: {path}: {st.records} records, {st.kernels} kernels; {op_pct:.1f}% of kernels "
             f"attributed to an op")
     if st.bprop_kernels:
-        line += (f"; {st.bprop_kernels} backward kernels of numbered autograd nodes, "
-                 f"{100.0 * st.bprop_with_fwd / st.bprop_kernels:.1f}% linked to their forward op")
+        line += f"; {st.bprop_kernels} backward kernels"
+        if st.bprop_numbered:
+            line += (f", {st.bprop_numbered} of them in numbered autograd nodes, "
+                     f"{100.0 * st.bprop_with_fwd / st.bprop_numbered:.1f}% of those linked to their forward op")
+        else:
+            line += " (no autograd sequence numbers in this profile: none can be linked to its forward op)"
     else:
         line += "; no backward kernels"
+    if st.recompute_kernels:
+        line += f"; {st.recompute_kernels} kernels of forward ops recomputed during backward"
     if st.no_launch:
         line += f"; {st.no_launch} activities without a launch call in the export (empty op)"
     return line

@@ -36,8 +36,10 @@ class Stats:
     records: int = 0
     kernels: int = 0
     kernels_with_op: int = 0
-    bprop_kernels: int = 0
+    bprop_kernels: int = 0  # kernels of backward work (the direction of their ranges says bprop)
+    bprop_numbered: int = 0  # of those, kernels in a numbered autograd node: the ones that can have a forward op
     bprop_with_fwd: int = 0
+    recompute_kernels: int = 0  # kernels of forward ops recomputed during backward (activation checkpointing)
     no_launch: int = 0  # activities whose launch call is not in the export (time-windowed captures)
 
 
@@ -45,7 +47,7 @@ class Attribution:
     """What the enclosing ranges of one launch say; shared by every launch with the same context."""
 
     __slots__ = ("ranges", "layer", "trace", "marker", "reprMarkers", "seqMarker", "seqId", "altSeqId",
-                 "dir", "mod", "op", "args", "callsite", "fwd", "call", "until_ns", "info")
+                 "dir", "recompute", "mod", "op", "args", "callsite", "fwd", "call", "until_ns", "info")
 
     def __init__(self) -> None:
         self.ranges: list = []
@@ -57,6 +59,7 @@ class Attribution:
         self.seqId: list = []
         self.altSeqId: list = []
         self.dir = ""
+        self.recompute = False  # a forward op run again inside backward work (activation checkpointing)
         self.mod: list = []
         self.op: list = []
         self.args = "[]"  # JSON: the first op marker's Marker.args_json()
@@ -68,6 +71,8 @@ class Attribution:
 
 
 _EMPTY = Attribution()
+_BACKWARD_BARE = Attribution()  # a launch on the autograd engine's thread outside every range
+_BACKWARD_BARE.dir = "bprop"
 
 
 _UNDECODED = object()
@@ -92,6 +97,9 @@ class Correlator:
         # backward node asked; oldest first, the newest FWD_MEMORY_OPS at least.
         self._fwd = Window(FWD_MEMORY_OPS)
         self._calls = itertools.count(1)
+        # thread -> whether its first numbered range was backward work: the autograd engine's own thread, whose ops
+        # outside any node (adding up the gradients of a tensor used twice) are backward work too.
+        self._backward_thread: dict = {}
         self._decoded = getattr(source, "ranges_decoded", False)  # rows carry a Marker (model.RANGE_ROW)
         self._process_of = source.process_of
 
@@ -123,13 +131,24 @@ class Correlator:
         m = row[5] if self._decoded else None
         if m is not None:
             seq = m.seq if m.kind == mk.SEQ and not m.backward else None
+            if thread not in self._backward_thread and m.kind == mk.SEQ and (m.backward or seq is not None):
+                self._backward_thread[thread] = m.backward
         else:
             text = row[3]
             seq = None
             if text and ", seq = " in text:
                 seq = quick_seq(text)
-                if seq is None and "Backward" in text:
+                if seq is None and mk.is_backward_text(text):
+                    self._backward_thread.setdefault(thread, True)
                     self._name_engine_range(st, row)
+                elif seq is not None and thread not in self._backward_thread:
+                    self._backward_thread[thread] = False
+        if seq is not None and depth > 1:
+            parent = st[depth - 2][3]
+            if parent and parent.startswith(mk.ENGINE_PREFIX):
+                # The engine's range holds the node it runs, with the node's number: a range right inside it is
+                # that node under whatever name (a C++ custom Function's is "CppNode<...>"), never a forward op.
+                seq = None
         if seq is not None:
             key = (self._process_of(thread), seq)
             fwd = self._fwd
@@ -181,12 +200,12 @@ class Correlator:
     def _launch_attribution(self, thread: object, start_ns: int, end_ns: int) -> Attribution:
         st = self._stacks.get(thread)
         if not st:
-            return _EMPTY
+            return _BACKWARD_BARE if self._backward_thread.get(thread) else _EMPTY
         state = self._state
         while st and st[-1][2] < start_ns:
             state.pop(id(st.pop()), None)
         if not st:
-            return _EMPTY
+            return _BACKWARD_BARE if self._backward_thread.get(thread) else _EMPTY
         top = st[-1]
         s = state.get(id(top))
         if s is not None and s[1] is not None and s[1].until_ns >= end_ns:
@@ -209,17 +228,20 @@ class Correlator:
         return s[2]
 
     def _attribute(self, chain: list, counters: bool = True) -> Attribution:
-        """The attribution of a launch enclosed by ``chain`` (outermost first). ``counters``: give the op
-        call an id for subSeqId (not for forward links, which only read the forward op's names)."""
+        """The attribution of a launch enclosed by ``chain`` (outermost first).
+
+        ``counters``: give the op call an id for subSeqId and link backward work to its forward op. A forward
+        link's own attribution is built without (it needs only the forward op's names): no link is followed from
+        inside another, so resolving one never recurses, whatever the sequence numbers say."""
         a = Attribution()
         a.until_ns = min(row[2] for row in chain)
-        ranges, seq_markers, seq_ids = a.ranges, a.seqMarker, a.seqId
-        ops: list = []
+        ranges = a.ranges
+        ops: list = []  # (marker, row, index in chain), for each kind of marker
         fwd_seq: list = []
         bwd_seq: list = []
         state = self._state
         decoded = self._decoded
-        for row in chain:
+        for i, row in enumerate(chain):
             text = row[3]
             m = row[5] if decoded else None
             if m is None:
@@ -248,16 +270,9 @@ class Correlator:
             kind = m.kind
             ranges.append(_range_name(m, text))
             if kind == mk.SEQ:
-                seq_markers.append(text or m.name)
-                if m.seq is not None and m.seq not in seq_ids:
-                    seq_ids.append(m.seq)
-                if m.stashed is not None:
-                    a.altSeqId.append(m.stashed)
-                (bwd_seq if m.backward else fwd_seq).append((m, row))
+                (bwd_seq if m.backward else fwd_seq).append((m, row, i))
             elif kind == mk.OP:
-                ops.append((m, row))
-                # The arguments are the record's ``args`` (op[0]'s); a marker repeats only who and where.
-                a.marker.append(m.lean_json(row[4]))
+                ops.append((m, row, i))
                 if m.stack:
                     a.trace.extend(m.stack)
                 elif m.site:
@@ -268,13 +283,35 @@ class Correlator:
                 a.trace.extend(m.stack or ())
             elif kind == mk.REPR:
                 a.reprMarkers.append(m.data)
+        if bwd_seq:
+            inner = bwd_seq[-1][2]
+            if any(i > inner and m.seq is not None for m, _, i in fwd_seq):
+                # A numbered forward op inside backward work: autograd numbers ops only while grad is enabled,
+                # which during a backward pass means activation checkpointing running forward ops again. They are
+                # forward ops of their own (their own backward nodes link to them), recomputed.
+                a.recompute = True
+                ops = [x for x in ops if x[2] > inner]
+                fwd_seq = [x for x in fwd_seq if x[2] > inner]
+                bwd_seq = []
+        for m, row, _ in sorted(fwd_seq + bwd_seq, key=_chain_index):
+            a.seqMarker.append(row[3] or m.name)
+            if m.seq is not None and m.seq not in a.seqId:
+                a.seqId.append(m.seq)
+            if m.stashed is not None:
+                a.altSeqId.append(m.stashed)
+        # The arguments are the record's ``args`` (op[0]'s); a marker repeats only who and where.
+        a.marker = [m.lean_json(row[4]) for m, row, _ in ops]
         named = ops or [x for x in fwd_seq if not x[0].container] or [x for x in bwd_seq if not x[0].container] \
             or fwd_seq or bwd_seq
+        engine_work = not bwd_seq and not a.recompute and self._backward_thread.get(chain[0][0]) is True \
+            and all(x[0].seq is None for x in fwd_seq)
         if not named:
-            return a  # plain user ranges: no op, no direction
-        a.dir = "bprop" if bwd_seq or any(m.op == "backward" for m, _ in ops) else "fprop"
-        a.mod = [m.mod for m, _ in named]
-        a.op = [m.op for m, _ in named]
+            if engine_work:
+                a.dir = "bprop"
+            return a  # plain user ranges: no op (nor direction, off the engine's thread)
+        a.dir = "bprop" if bwd_seq or engine_work or any(x[0].op == "backward" for x in ops) else "fprop"
+        a.mod = [x[0].mod for x in named]
+        a.op = [x[0].op for x in named]
         first = named[0][0]
         a.args = first.args_json()
         a.callsite = first.site or (first.stack[-1] if first.stack else None)
@@ -282,19 +319,20 @@ class Correlator:
             a.callsite = a.trace[-1]
         if counters:
             a.call = self._call_id(bwd_seq[-1][1] if bwd_seq else named[0][1])
-        if bwd_seq:
-            a.fwd = self._forward_link(bwd_seq)
+            if bwd_seq:
+                a.fwd = self._forward_link(bwd_seq)
         return a
 
-    def _forward_link(self, bwd_seq: list) -> dict | None:
-        for m, row in reversed(bwd_seq):
+    def _forward_link(self, bwd_seq: list) -> str | None:
+        """JSON of the forward op of the innermost numbered backward range, or None when none is remembered."""
+        for m, row, _ in reversed(bwd_seq):
             if m.seq is None:
                 continue
             key = (self._process_of(row[0]), m.seq)
             f = self._fwd.get(key)
             if f is None:
                 continue
-            if type(f) is list:  # a stack snapshot: attribute it once, keep the result
+            if type(f) is list:  # a stack snapshot: attribute it once (without links of its own), keep the result
                 f = self._fwd[key] = self._attribute([r for r in f if r[2] >= f[-1][2]], counters=False)
             return encode.forward_link(f.mod[0] if f.mod else "", f.op[0] if f.op else "", f.args, f.callsite,
                                        f.layer, m.seq)
@@ -337,16 +375,21 @@ class Correlator:
                 gc.enable()
 
 
+def _chain_index(x: tuple) -> int:
+    return x[2]
+
+
 def _info(a: Attribution) -> tuple:
     # Plain lists and strings, numbered (model.LAUNCH_INFO): the writer encodes them once per number, and a
     # worker process sends them once (pickling these is cheaper than encoding them, which balances the work
     # of the two processes). What repeats across calls (a marker's arguments) is JSON already, cached.
-    fields = (a.layer, a.trace, a.reprMarkers, a.marker, a.seqMarker, a.seqId, a.altSeqId, a.dir, a.mod, a.op,
-              a.args, a.callsite, a.fwd, a.ranges)
-    # Only backward work that belongs to an autograd node with a sequence number can have a forward op:
-    # the engine's AccumulateGrad (adding into .grad) belongs to no forward op, and is not counted.
-    linkable = a.dir == "bprop" and any(s is not None for s in a.seqId)
-    flags = (HAS_OP if a.op else 0) | (BPROP if linkable else 0) | (HAS_FWD if a.fwd is not None else 0)
+    fields = (a.layer, a.trace, a.reprMarkers, a.marker, a.seqMarker, a.seqId, a.altSeqId, a.dir, a.recompute,
+              a.mod, a.op, a.args, a.callsite, a.fwd, a.ranges)
+    # Only backward work that belongs to an autograd node with a sequence number can have a forward op: the
+    # engine's AccumulateGrad (adding into .grad) belongs to no forward op, and PyTorch 1.8 numbered no node.
+    bprop = a.dir == "bprop"
+    flags = (HAS_OP if a.op else 0) | (BPROP if bprop else 0) | (HAS_FWD if a.fwd is not None else 0) | \
+        (NUMBERED if bprop and any(s is not None for s in a.seqId) else 0) | (RECOMPUTE if a.recompute else 0)
     a.info = ((next(_serials), fields), a.call, flags)
     return a.info
 
@@ -354,7 +397,7 @@ def _info(a: Attribution) -> tuple:
 _serials = itertools.count(1)
 
 
-HAS_OP, BPROP, HAS_FWD = 1, 2, 4  # LAUNCH_INFO flags, for the summary's shares
+HAS_OP, BPROP, HAS_FWD, NUMBERED, RECOMPUTE = 1, 2, 4, 8, 16  # LAUNCH_INFO flags, for the summary's shares
 
 
 def _range_name(m, text: str) -> str:

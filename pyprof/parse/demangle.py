@@ -57,33 +57,49 @@ def demangle(name: str) -> str:
 def short_name(demangled: str) -> str:
     """The bare function name of a demangled signature, as nsys's shortName has it.
 
-    ``void at::native::foo<float, 4>(float*, int)`` -> ``foo``: drop the return type, the parameter list,
-    template arguments and namespaces, at nesting depth zero only.
+    ``void at::native::foo<float, 4>(float*, int)`` -> ``foo``: the name before the parameter list, without
+    return type, template arguments and namespaces. Template arguments may hold expressions with parentheses
+    and comparisons (``std::enable_if<(((8)>(0))), void>::type vllm::fused_add_rms_norm_kernel<...>(...)``),
+    so angle brackets count only outside parentheses. Returns the input when it has no such shape.
     """
-    s = demangled
-    # Cut the parameter list: the last '(' at angle/paren depth zero.
-    depth = 0
-    cut = len(s)
-    for i in range(len(s) - 1, -1, -1):
-        ch = s[i]
-        if ch == ")" or ch == ">":
-            depth += 1
-        elif ch == "(" or ch == "<":
-            depth -= 1
-            if depth == 0 and ch == "(":
-                cut = i
-                break
-    s = s[:cut]
-    # Drop template arguments at depth zero.
+    params = _parameter_list(demangled)
+    head = demangled[:params] if params is not None else demangled
     out = []
-    depth = 0
-    for ch in s:
-        if ch == "<":
-            depth += 1
-        elif ch == ">":
-            depth -= 1
-        elif depth == 0:
+    angle = paren = 0
+    for ch in head:
+        if ch == "(":
+            paren += 1
+        elif ch == ")":
+            paren = max(0, paren - 1)
+        elif paren == 0 and ch == "<":
+            angle += 1
+            continue
+        elif paren == 0 and ch == ">" and angle:
+            angle -= 1
+            continue
+        if angle == 0:
             out.append(ch)
     s = "".join(out).strip()
     s = s.rsplit(" ", 1)[-1]  # return type
-    return s.rsplit("::", 1)[-1] or demangled
+    s = s.rsplit("::", 1)[-1]
+    return s if s and not s.startswith("(") else demangled
+
+
+def _parameter_list(s: str) -> int | None:
+    """Where the parameter list starts: the '(' at the outermost level whose ')' ends the signature (a
+    trailing ``const`` aside), or None."""
+    end = s.rstrip()
+    if end.endswith(" const"):
+        end = end[:-6].rstrip()
+    if not end.endswith(")"):
+        return None
+    depth = 0
+    for i in range(len(end) - 1, -1, -1):
+        ch = end[i]
+        if ch == ")":
+            depth += 1
+        elif ch == "(":
+            depth -= 1
+            if depth == 0:
+                return i
+    return None

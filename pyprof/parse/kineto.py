@@ -52,6 +52,7 @@ class KinetoSource:
         self._launches: list = []
         self._acts: list = []
         self._gpus: dict[int, GpuInfo] = {}
+        self._cpu_pids: set = set()  # processes that launched GPU work
 
     def _open(self) -> IO[bytes]:
         return gzip.open(self.file, "rb") if self.gzipped else open(self.file, "rb")
@@ -87,6 +88,12 @@ class KinetoSource:
         self._ranges.sort(key=lambda r: (r[1], -r[2]))
         self._launches.sort(key=lambda x: x.start_ns)
         self._acts.sort(key=lambda a: a.start_ns)
+        # GPU events name the device as their process; the process that ran them is the one that launched GPU
+        # work. A trace is written per process, so an activity whose launch event is missing (launched before the
+        # trace began) belongs to that process too.
+        pids = [p for p in self._cpu_pids if type(p) is int]
+        if len(pids) == 1 and len(self._cpu_pids) == 1:
+            self._acts = [a._replace(pid=pids[0]) for a in self._acts]
 
     def _has_key(self, ijson, key: str) -> bool:
         with self._open() as f:
@@ -103,8 +110,12 @@ class KinetoSource:
             grid = tuple(args.get("grid") or ())
             block = tuple(args.get("block") or ())
             name = str(ev.get("name", ""))
+            occupancy = args.get("est. achieved occupancy %")
             self._acts.append(Activity("kernel", start, end, args.get("device"), args.get("stream"), None, corr,
-                                       corr, name, _short(name), grid, block, args.get("registers per thread")))
+                                       corr, name, _short(name), grid, block, args.get("registers per thread"),
+                                       smem_bytes=args.get("shared memory"),
+                                       est_occupancy_pct=_num(occupancy) if isinstance(occupancy, (int, Decimal))
+                                       else None))
         elif cat in _COPY_CATS:
             kind = _COPY_CATS[cat]
             corr = args.get("correlation")
@@ -115,15 +126,15 @@ class KinetoSource:
         elif cat in _LAUNCH_CATS:
             corr = args.get("correlation")
             if corr is not None:
-                pid, tid = ev.get("pid"), ev.get("tid")
+                pid, tid = _ident(ev.get("pid")), _ident(ev.get("tid"))
+                self._cpu_pids.add(pid)
                 self._launches.append(Launch((pid, tid), start, end, str(ev.get("name", "")), corr,
-                                             pid if isinstance(pid, int) else None,
-                                             tid if isinstance(tid, int) else None))
+                                             pid if type(pid) is int else None, tid if type(tid) is int else None))
         elif cat in _RANGE_CATS:
-            pid, tid = ev.get("pid"), ev.get("tid")
+            pid, tid = _ident(ev.get("pid")), _ident(ev.get("tid"))
             name = str(ev.get("name", ""))
             marker = None
-            if cat in _OP_CATS:
+            if cat in _OP_CATS and not (cat == "operator" and _legacy_annotation(name, args)):
                 seq = args.get("Sequence number")
                 marker = mk.seq_marker(name, int(seq) if seq is not None else None, args.get("Input Dims"),
                                        args.get("Input type"), args.get("Concrete Inputs"),
@@ -156,6 +167,26 @@ class KinetoSource:
     def close(self) -> None:
         """Drop the events read."""
         self._ranges = self._launches = self._acts = []
+
+
+def _ident(v):
+    """A process or thread id: PyTorch 1.8-1.9 wrote them as strings ("25772"); other strings ("stream 7", a
+    thread's name) are kept as they are, so that they still tell threads apart."""
+    if type(v) is str:
+        try:
+            return int(v)
+        except ValueError:
+            return v
+    return v
+
+
+def _legacy_annotation(name: str, args: dict) -> bool:
+    """True for a PyTorch 1.8-1.9 ``record_function`` range written with cat "Operator", like an op
+    (``ProfilerStep#5``, ``Optimizer.step#SGD.step``, ``enumerate(DataLoader)#...``): an op has a namespace
+    (``aten::add``) or is an autograd node, and carries "Input Dims" when shapes are recorded."""
+    if "::" in name or mk.is_backward_text(name):
+        return False
+    return "#" in name or ("Input Dims" not in args and "Sequence number" not in args)
 
 
 def _short(name: str) -> str:

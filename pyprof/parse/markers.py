@@ -28,7 +28,11 @@ REPR = "repr"  # legacy {'mod': ..., 'strRepr': ...}
 SEQ = "seq"  # PyTorch autograd / emit_nvtx range (forward aten op or backward node)
 
 _EMIT_FIELD = re.compile(r",\s*(seq|op_id|sizes|input_op_ids|stashed seq)\s*=\s*")
-_BACKWARD_NAME = re.compile(r"Backward\d*$")
+# Autograd node names: "AddmmBackward0", a Python Function's "MyFnBackward", "CompiledFunctionBackward", a C++
+# custom Function's "torch::autograd::CppNode<SplitLookupFunction_...>" (no Backward suffix: TorchRec), and the
+# engine's own nodes in torch::autograd (AccumulateGrad, CopySlices, GraphRoot). Ranges named so are backward work,
+# whatever sequence number they carry: the forward op with the same number is elsewhere.
+_BACKWARD_NAME = re.compile(r"Backward\d*$|^torch::autograd::|CppNode<")
 _COMPILED_CONTAINERS = ("Torch-Compiled Region", "CompiledFunction", "## Call CompiledFxGraph")
 _KINETO_BACKWARD_PREFIX = ENGINE_PREFIX = "autograd::engine::evaluate_function: "
 
@@ -249,14 +253,26 @@ def quick_seq(text: str, backward: bool = False) -> int | None:
     i = text.find(", seq = ")
     if i < 0:
         return None
-    if not backward and "Backward" in text[:i] and (_BACKWARD_NAME.search(text, 0, i)
-                                                    or text.startswith(_KINETO_BACKWARD_PREFIX)):
+    if not backward and is_backward_text(text, i):
         return None
     j = text.find(",", i + 8)
     try:
         return int(text[i + 8: j if j >= 0 else len(text)])
     except ValueError:
         return None
+
+
+def is_backward_text(text: str, end: int | None = None) -> bool:
+    """True when the name in ``text[:end]`` (by default the text up to its first ``, `` field) is an autograd node
+    or the engine's range around one (plain string tests first: this runs on every range with a ``seq``)."""
+    if end is None:
+        end = text.find(", ")
+        if end < 0:
+            end = len(text)
+    head = text[:end]
+    if "Backward" not in head and "autograd::" not in head and "CppNode<" not in head:
+        return False
+    return text.startswith(_KINETO_BACKWARD_PREFIX) or _BACKWARD_NAME.search(text, 0, end) is not None
 
 
 def _name_op(m: Marker, name: str) -> None:

@@ -30,6 +30,8 @@ class Activity(NamedTuple):
     dynamic_smem_bytes: int | None = None
     bytes: int | None = None
     copy_kind: str | None = None
+    smem_bytes: int | None = None  # per block, static + dynamic (when a reader knows only the total)
+    est_occupancy_pct: float | None = None  # the profiler's own estimate (PyTorch profiler traces)
 
 
 class Launch(NamedTuple):
@@ -63,8 +65,8 @@ RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload")
 #: ``args`` and ``fwd`` already JSON (encode.attribution). ``call`` numbers the op call (subSeqId counts
 #: kernels per call) or is None; ``flags`` see correlate.HAS_OP.
 LAUNCH_INFO = ("key", "api", "start_ns", "end_ns", "pid", "tid", "attribution", "call", "flags")
-ATTRIBUTION = ("layer", "trace", "reprMarkers", "marker", "seqMarker", "seqId", "altSeqId", "dir", "mod", "op",
-               "args", "callsite", "fwd", "ranges")
+ATTRIBUTION = ("layer", "trace", "reprMarkers", "marker", "seqMarker", "seqId", "altSeqId", "dir", "recompute",
+               "mod", "op", "args", "callsite", "fwd", "ranges")
 
 #: Attributions the writer keeps by number: launches that share one are close together (an op call's
 #: kernels), so a few thousand cover nearly every reuse.

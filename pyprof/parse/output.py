@@ -18,7 +18,7 @@ from typing import Iterator
 
 from pyprof.common import Record
 from pyprof.parse import encode
-from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, Correlator, Stats
+from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
 from pyprof.parse.model import Source, Window
 
 #: How far a GPU timestamp may run ahead of the launch call's CPU timestamp (clock conversion jitter).
@@ -77,9 +77,12 @@ def _merge(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterator[str
 
 
 def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterator[str]:
-    gpus = {dev: f'"gpu":{encode.value(g.name)},"gpu_props":{encode.value(g.props)}'
-            for dev, g in source.gpus().items()}
-    no_gpu = '"gpu":null,"gpu_props":null'
+    known = source.gpus()
+    gpus = {dev: f'"gpu":{encode.value(g.name)},"gpu_props":{encode.value(g.props)}' for dev, g in known.items()}
+    # A trace may describe fewer devices than its kernels ran on (a PyTorch profiler trace lists device 0 while its
+    # kernels ran on device 2): when every device it describes is the same model, that is the GPU of the others.
+    models = {g.name for g in known.values()}
+    no_gpu = next(iter(gpus.values())) if len(models) == 1 and None not in models else '"gpu":null,"gpu_props":null'
     no_call = '"api":null,"api_start_ns":null,"api_end_ns":null'
     empty_head, empty_tail = encode.attribution(None)
     names: dict = {}  # (kind, short, long) -> JSON: a few hundred distinct kernels, not a million
@@ -144,8 +147,12 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
                 stats.kernels_with_op += flags & HAS_OP
                 if flags & BPROP:
                     stats.bprop_kernels += 1
-                    if flags & HAS_FWD:
-                        stats.bprop_with_fwd += 1
+                    if flags & NUMBERED:
+                        stats.bprop_numbered += 1
+                        if flags & HAS_FWD:
+                            stats.bprop_with_fwd += 1
+                elif flags & RECOMPUTE:
+                    stats.recompute_kernels += 1
             if call is not None:
                 sub = counts.get(call, 0)
                 counts[call] = sub + 1
@@ -163,13 +170,17 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
         if where is None:
             where = places[k] = f'"device":{num(act.device)},"stream":{num(act.stream)}'
         k = (act.grid, act.block, act.registers, act.static_smem_bytes, act.dynamic_smem_bytes, act.device,
-             act.bytes, act.copy_kind)
+             act.bytes, act.copy_kind, act.smem_bytes, act.est_occupancy_pct)
         shape = shapes.get(k)
         if shape is None:
+            smem = act.smem_bytes
+            if smem is None and act.static_smem_bytes is not None and act.dynamic_smem_bytes is not None:
+                smem = act.static_smem_bytes + act.dynamic_smem_bytes
             shape = shapes[k] = (
                 f'"grid":{nums(act.grid)},"block":{nums(act.block)},"registers":{num(act.registers)},'
                 f'"static_smem_bytes":{num(act.static_smem_bytes)},'
-                f'"dynamic_smem_bytes":{num(act.dynamic_smem_bytes)},{gpus.get(act.device, no_gpu)}',
+                f'"dynamic_smem_bytes":{num(act.dynamic_smem_bytes)},"smem_bytes":{num(smem)},'
+                f'"est_occupancy_pct":{encode.value(act.est_occupancy_pct)},{gpus.get(act.device, no_gpu)}',
                 f'"bytes":{num(act.bytes)},"copy_kind":{encode.value(act.copy_kind)}')
             if len(shapes) > 4 * RECENT:  # distinct copy sizes could be many
                 shapes.clear()
