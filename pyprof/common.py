@@ -88,6 +88,7 @@ class Record:
     op: list = field(default_factory=list)
     # New attribution fields.
     args: list = field(default_factory=list)  # decoded arguments of op[0] (docs/markers.md)
+    outputs: list = field(default_factory=list)  # shapes of op[0]'s outputs where the capture tells them, else []
     callsite: str | None = None  # user's file:line that called op[0]
     fwd: dict | None = None  # for bprop: {mod, op, args, callsite, layer, seq} of the forward op
     ranges: list = field(default_factory=list)  # every enclosing range name, outermost first

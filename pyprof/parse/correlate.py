@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import gc
 import itertools
+import re
+from collections import deque
 from dataclasses import dataclass
 from typing import Iterable, Iterator, NamedTuple
 
@@ -27,6 +29,13 @@ from pyprof.parse.model import Source, Window
 #: backward may lose the links of its oldest ops; bounded so forward-only captures (inference) do not grow
 #: without limit.
 FWD_MEMORY_OPS = 65_536
+
+#: Ops whose output shape their tensor inputs do not tell without the non-tensor arguments (stride, padding,
+#: kernel size, output size) that emit_nvtx leaves out of its texts. For these, a launch's attribution waits
+#: until a later op names the shape of this op's output among its inputs (input_op_ids), at most
+#: OUTPUT_WAIT_NS of CPU time after the launch: the consumer of an op's output is nearly always the next op.
+OUTPUT_OPS = re.compile(r"conv|pool|upsample|interpolate|im2col|col2im|unfold")
+OUTPUT_WAIT_NS = 20_000_000
 
 
 @dataclass
@@ -47,7 +56,8 @@ class Attribution:
     """What the enclosing ranges of one launch say; shared by every launch with the same context."""
 
     __slots__ = ("ranges", "layer", "trace", "marker", "reprMarkers", "seqMarker", "seqId", "altSeqId",
-                 "dir", "recompute", "mod", "op", "args", "callsite", "fwd", "call", "until_ns", "info")
+                 "dir", "recompute", "mod", "op", "args", "outputs", "callsite", "fwd", "call", "until_ns", "info",
+                 "waiting")
 
     def __init__(self) -> None:
         self.ranges: list = []
@@ -63,6 +73,8 @@ class Attribution:
         self.mod: list = []
         self.op: list = []
         self.args = "[]"  # JSON: the first op marker's Marker.args_json()
+        self.outputs: list = []  # shapes of the op's outputs by number, [] where unknown (see OUTPUT_OPS)
+        self.waiting = False  # its op's output shape may still be named by a consumer op (see Correlator.sweep)
         self.callsite: str | None = None
         self.fwd: str | None = None  # JSON of the forward link (encode.forward_link)
         self.call: int | None = None  # id of the op call (the range standing for it): subSeqId counts per call
@@ -96,6 +108,8 @@ class Correlator:
         # (process, seq) -> a copy of the stack at that forward range (a list), or its Attribution once a
         # backward node asked; oldest first, the newest FWD_MEMORY_OPS at least.
         self._fwd = Window(FWD_MEMORY_OPS)
+        # (process, op_id) -> attributions whose op waits for a consumer to name its output's shape
+        self._wanted: dict = {}
         self._calls = itertools.count(1)
         # thread -> whether its first numbered range was backward work: the autograd engine's own thread, whose ops
         # outside any node (adding up the gradients of a tensor used twice) are backward work too.
@@ -136,6 +150,8 @@ class Correlator:
         else:
             text = row[3]
             seq = None
+            if self._wanted and text and ", input_op_ids = " in text:
+                self._take_output_shapes(row)
             if text and ", seq = " in text:
                 seq = quick_seq(text)
                 if seq is None and mk.is_backward_text(text):
@@ -164,6 +180,25 @@ class Correlator:
                     prev[-1][0] == thread and prev[-1][1] <= start and prev[-1][2] >= row[2]):
                 del fwd[key]  # re-inserted: the newest again
                 fwd.add(key, st[:depth])
+
+    def _take_output_shapes(self, row: tuple) -> None:
+        """A consumer op's inputs name the shapes of waiting producers' outputs: give them to their attributions."""
+        text = row[3]
+        process = self._process_of(row[0])
+        wanted = self._wanted
+        if not any((process, int(p)) in wanted for p, _ in mk.INPUT_PAIR.findall(text, text.find(", input_op_ids = "))):
+            return
+        m = mk.decode(text)
+        if m is None:
+            return
+        for producer, number, shape in mk.input_shapes(m):
+            waiting = wanted.pop((process, producer), None)
+            for a in waiting or ():
+                if a.info is None and number >= 0:
+                    a.outputs = a.outputs + [[]] * (number + 1 - len(a.outputs)) if len(a.outputs) <= number \
+                        else list(a.outputs)
+                    a.outputs[number] = shape
+                a.waiting = False
 
     def _name_engine_range(self, st: list, row: tuple) -> None:
         """Give the engine's ``evaluate_function: XBackward0`` range around a node the node's ``seq``.
@@ -321,6 +356,11 @@ class Correlator:
             a.call = self._call_id(bwd_seq[-1][1] if bwd_seq else named[0][1])
             if bwd_seq:
                 a.fwd = self._forward_link(bwd_seq)
+            elif first.kind == mk.SEQ and first.op_id is not None and type(first.raw_sizes) is str \
+                    and OUTPUT_OPS.search(first.op):
+                # emit_nvtx with shapes: stride and padding are not recorded, the output's shape will be.
+                a.waiting = True
+                self._wanted.setdefault((self._process_of(named[0][1][0]), first.op_id), []).append(a)
         return a
 
     def _forward_link(self, bwd_seq: list) -> str | None:
@@ -363,13 +403,30 @@ class Correlator:
             push = self._push
             attribute = self._launch_attribution
             empty = (None, None, 0)
+            held: deque = deque()  # (launch start, attribution) behind one that waits for an output shape
             for launch in launches:
                 start = launch[1]
                 while r is not None and r[1] <= start:
                     push(r)
                     r = next(ranges, None)
                 a = attribute(launch[0], start, launch[2])
-                yield empty if a is _EMPTY else (a.info or _info(a))
+                if not held and not a.waiting:
+                    yield empty if a is _EMPTY else (a.info or _info(a))
+                    continue
+                held.append((start, a))
+                while held and (not held[0][1].waiting or held[0][0] + OUTPUT_WAIT_NS < start):
+                    h = held.popleft()[1]
+                    h.waiting = False
+                    yield empty if h is _EMPTY else (h.info or _info(h))
+                if not held:
+                    self._wanted.clear()  # what still waits has waited too long
+            # Ranges after the last launch may still name the shapes that held launches wait for.
+            while r is not None and held and self._wanted and r[1] <= held[-1][0] + OUTPUT_WAIT_NS:
+                push(r)
+                r = next(ranges, None)
+            for _, h in held:
+                h.waiting = False
+                yield empty if h is _EMPTY else (h.info or _info(h))
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -384,7 +441,7 @@ def _info(a: Attribution) -> tuple:
     # worker process sends them once (pickling these is cheaper than encoding them, which balances the work
     # of the two processes). What repeats across calls (a marker's arguments) is JSON already, cached.
     fields = (a.layer, a.trace, a.reprMarkers, a.marker, a.seqMarker, a.seqId, a.altSeqId, a.dir, a.recompute,
-              a.mod, a.op, a.args, a.callsite, a.fwd, a.ranges)
+              a.mod, a.op, a.args, a.outputs, a.callsite, a.fwd, a.ranges)
     # Only backward work that belongs to an autograd node with a sequence number can have a forward op: the
     # engine's AccumulateGrad (adding into .grad) belongs to no forward op, and PyTorch 1.8 numbered no node.
     bprop = a.dir == "bprop"

@@ -57,13 +57,13 @@ def attribution(fields: tuple | None) -> tuple[str, str]:
     if fields is None:
         return _EMPTY_ATTRIBUTION
     layer, trace, repr_markers, marker, seq_marker, seq_id, alt_seq_id, direction, recompute, mod, op, args, \
-        callsite, fwd, ranges = fields
+        outputs, callsite, fwd, ranges = fields
     return (
         f'"layer":{strings(layer)},"trace":{strings(trace)},"reprMarkers":{nested(repr_markers)},'
         f'"marker":[{",".join(marker)}],"seqMarker":{strings(seq_marker)},"seqId":{ints(seq_id)}',
         f'"altSeqId":{ints(alt_seq_id)},"dir":{string(direction)},"recompute":{"true" if recompute else "false"},'
         f'"mod":{strings(mod)},'
-        f'"op":{strings(op)},"args":{args},"callsite":{nested(callsite)},'
+        f'"op":{strings(op)},"args":{args},"outputs":{nested(outputs)},"callsite":{nested(callsite)},'
         f'"fwd":{"null" if fwd is None else fwd},"ranges":{strings(ranges)},"schema":{RECORD_SCHEMA}')
 
 
@@ -75,5 +75,5 @@ def forward_link(mod: str, op: str, args_json: str, callsite: str | None, layer:
 
 _EMPTY_ATTRIBUTION = (
     '"layer":[],"trace":[],"reprMarkers":[],"marker":[],"seqMarker":[],"seqId":[]',
-    f'"altSeqId":[],"dir":"","recompute":false,"mod":[],"op":[],"args":[],"callsite":null,"fwd":null,"ranges":[],'
+    f'"altSeqId":[],"dir":"","recompute":false,"mod":[],"op":[],"args":[],"outputs":[],"callsite":null,"fwd":null,"ranges":[],'
     f'"schema":{RECORD_SCHEMA}')

@@ -50,7 +50,8 @@ class Marker:
     """
 
     __slots__ = ("kind", "name", "mod", "op", "args", "site", "stack", "seq", "stashed", "op_id",
-                 "raw_sizes", "dtypes", "concrete", "backward", "data", "fwd_tid", "container", "_args_json",
+                 "raw_sizes", "raw_inputs", "dtypes", "concrete", "backward", "data", "fwd_tid", "container",
+                 "_args_json",
                  "_lean_json")
 
     def __init__(self, kind: str, name: str = "", mod: str = "", op: str = ""):  # noqa: D107
@@ -65,10 +66,13 @@ class Marker:
         self.stashed: int | None = None
         self.op_id: int | None = None
         self.raw_sizes: Any = None  # emit_nvtx: the text after "sizes = "; Kineto: the Input Dims list
+        self.raw_inputs: str | None = None  # emit_nvtx: the text after "input_op_ids = " (producer, output) pairs
         self.dtypes: list | None = None
         self.concrete: list | None = None
         self.backward = False
-        self.container = False  # a torch.compile region: it holds ops, it is not one (see _name_op)
+        # A range that holds ops and is not one: a torch.compile region (see _split_name), or a record_function
+        # range such as "Optimizer.step#SGD.step, op_id = 3" (no namespace, no sequence number; see _unnumbered).
+        self.container = False
         self.data: dict | None = None  # the decoded dict, as written (pyprof JSON / legacy)
         self.fwd_tid: int | None = None
         self._args_json: str | None = None
@@ -214,6 +218,7 @@ def _decode_emit_nvtx(text: str) -> Marker | None:
         m.seq = int(seq) if seq else None
         m.op_id = int(op_id) if op_id else None
         _name_op(m, hit.group(1))
+        _unnumbered(m)
         return m
     # Fields located with str.find on the known keys (C speed); a regex only for odd spacing ("seq=3").
     found = sorted((i, len(key), name) for key, name in _EMIT_KEYS.items() if (i := text.find(key)) >= 0)
@@ -226,7 +231,16 @@ def _decode_emit_nvtx(text: str) -> Marker | None:
         end = found[n + 1][0] if n + 1 < len(found) else len(text)
         _set_field(m, name, text[i + width: end].strip())
     _name_op(m, m.name)
+    _unnumbered(m)
     return m
+
+
+def _unnumbered(m: Marker) -> None:
+    """An op name without a namespace and without a sequence number is a user's or a library's record_function
+    range (``Optimizer.step#SGD.step``, ``record_param_comms``), not an op: the ops inside it name its kernels.
+    (A custom autograd Function's forward has no namespace either, but it has a sequence number.)"""
+    if m.seq is None and not m.mod and not m.backward:
+        m.container = True
 
 
 def _set_field(m: Marker, name: str, value: str) -> None:
@@ -234,6 +248,7 @@ def _set_field(m: Marker, name: str, value: str) -> None:
         m.raw_sizes = value  # parsed only if the op's arguments are ever needed
         return
     if name == "input_op_ids":
+        m.raw_inputs = value  # parsed only when an op waits for its output's shape (correlate.OUTPUT_OPS)
         return
     try:
         num = int(value)
@@ -275,6 +290,28 @@ def is_backward_text(text: str, end: int | None = None) -> bool:
     return text.startswith(_KINETO_BACKWARD_PREFIX) or _BACKWARD_NAME.search(text, 0, end) is not None
 
 
+INPUT_PAIR = re.compile(r"\((\d+),\s*(-?\d+)\)")  # "(op_id,output)" in input_op_ids
+
+
+def input_shapes(m: Marker) -> list[tuple[int, int, list]]:
+    """``(producer op_id, its output number, shape)`` for each tensor input of an emit_nvtx op with sizes and
+    input_op_ids: PyTorch numbers every op (op_id) and names which op produced each input, so a consumer tells
+    the shape of a producer's output, which emit_nvtx records nowhere else."""
+    if not m.raw_inputs or not isinstance(m.raw_sizes, str):
+        return []
+    try:
+        sizes = json.loads(m.raw_sizes)
+    except ValueError:
+        return []
+    if not isinstance(sizes, list):
+        return []
+    out = []
+    for (producer, number), shape in zip(INPUT_PAIR.findall(m.raw_inputs), sizes):
+        if producer != "0" and isinstance(shape, list) and shape:
+            out.append((int(producer), int(number), shape))
+    return out
+
+
 def _name_op(m: Marker, name: str) -> None:
     """Split an aten / autograd name into mod and op, and flag backward nodes."""
     parts = _names.get(name)
@@ -299,6 +336,8 @@ def _split_name(name: str) -> tuple:
     if _BACKWARD_NAME.search(name):
         return name, "autograd", name, True, container
     mod, sep, op = name.rpartition("::")
+    if not sep and name.startswith("triton_"):  # Inductor's range around one generated kernel: an op of its graph
+        return name, "triton", name, backward, container
     return (name, mod, op, backward, container) if sep else (name, "", name, backward, container)
 
 
@@ -312,6 +351,7 @@ def seq_marker(name: str, seq: int | None, dims: list | None, dtypes: list | Non
     m.concrete = concrete
     m.fwd_tid = fwd_tid
     _name_op(m, name)
+    _unnumbered(m)
     return m
 
 

@@ -66,7 +66,7 @@ RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload")
 #: kernels per call) or is None; ``flags`` see correlate.HAS_OP.
 LAUNCH_INFO = ("key", "api", "start_ns", "end_ns", "pid", "tid", "attribution", "call", "flags")
 ATTRIBUTION = ("layer", "trace", "reprMarkers", "marker", "seqMarker", "seqId", "altSeqId", "dir", "recompute",
-               "mod", "op", "args", "callsite", "fwd", "ranges")
+               "mod", "op", "args", "outputs", "callsite", "fwd", "ranges")
 
 #: Attributions the writer keeps by number: launches that share one are close together (an op call's
 #: kernels), so a few thousand cover nearly every reuse.
