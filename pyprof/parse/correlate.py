@@ -166,7 +166,9 @@ class Correlator:
                 # that node under whatever name (a C++ custom Function's is "CppNode<...>"), never a forward op.
                 seq = None
         if seq is not None:
-            key = (self._process_of(thread), seq)
+            # Sequence numbers count per thread: a forward op run on the engine's thread (a recomputed one) may
+            # carry the number of another op of the main thread. Which side a node looks on: _forward_link.
+            key = (self._process_of(thread), seq, self._backward_thread.get(thread) is True)
             fwd = self._fwd
             prev = fwd.get(key)
             # An op records the sequence number the next autograd node will get, so a no-grad op just
@@ -276,8 +278,12 @@ class Correlator:
         bwd_seq: list = []
         state = self._state
         decoded = self._decoded
+        # The previous range is the engine's: a numbered range right inside it is the node the engine runs, whatever
+        # its name (the engine's own work after the node, such as a bias gradient's sum, is not numbered).
+        in_engine = False
         for i, row in enumerate(chain):
             text = row[3]
+            node, in_engine = in_engine, bool(text) and text.startswith(mk.ENGINE_PREFIX)
             m = row[5] if decoded else None
             if m is None:
                 if not text:
@@ -305,7 +311,7 @@ class Correlator:
             kind = m.kind
             ranges.append(_range_name(m, text))
             if kind == mk.SEQ:
-                (bwd_seq if m.backward else fwd_seq).append((m, row, i))
+                (bwd_seq if m.backward or (node and m.seq is not None) else fwd_seq).append((m, row, i))
             elif kind == mk.OP:
                 ops.append((m, row, i))
                 if m.stack:
@@ -364,18 +370,28 @@ class Correlator:
         return a
 
     def _forward_link(self, bwd_seq: list) -> str | None:
-        """JSON of the forward op of the innermost numbered backward range, or None when none is remembered."""
+        """JSON of the forward op of the innermost numbered backward range, or None when none is remembered.
+
+        Sequence numbers count per thread, so one number may name a forward op of the main thread and one run
+        again on the engine's thread (activation checkpointing). A node that runs inside another node (a
+        backward pass started from within the backward pass: reentrant checkpointing) was made by the engine's
+        thread: it looks there first; any other node was made by a forward pass: it looks on the other threads
+        first."""
+        nested = len({m.seq for m, _, _ in bwd_seq if m.seq is not None}) > 1 or \
+            sum(1 for _, row, _ in bwd_seq if row[3] and row[3].startswith(mk.ENGINE_PREFIX)) > 1
         for m, row, _ in reversed(bwd_seq):
             if m.seq is None:
                 continue
-            key = (self._process_of(row[0]), m.seq)
-            f = self._fwd.get(key)
-            if f is None:
-                continue
-            if type(f) is list:  # a stack snapshot: attribute it once (without links of its own), keep the result
-                f = self._fwd[key] = self._attribute([r for r in f if r[2] >= f[-1][2]], counters=False)
-            return encode.forward_link(f.mod[0] if f.mod else "", f.op[0] if f.op else "", f.args, f.callsite,
-                                       f.layer, m.seq)
+            process = self._process_of(row[0])
+            for on_engine in ((True, False) if nested else (False, True)):
+                key = (process, m.seq, on_engine)
+                f = self._fwd.get(key)
+                if f is None:
+                    continue
+                if type(f) is list:  # a stack snapshot: attribute it once (without links of its own), keep it
+                    f = self._fwd[key] = self._attribute([r for r in f if r[2] >= f[-1][2]], counters=False)
+                return encode.forward_link(f.mod[0] if f.mod else "", f.op[0] if f.op else "", f.args, f.callsite,
+                                           f.layer, m.seq)
         return None
 
     # -- what the sweep hands on -----------------------------------------------------------------
@@ -406,20 +422,24 @@ class Correlator:
             held: deque = deque()  # (launch start, attribution) behind one that waits for an output shape
             for launch in launches:
                 start = launch[1]
+                # Hand on what waited long enough before ranges from after its wait are read.
+                while held and held[0][0] + OUTPUT_WAIT_NS < start:
+                    h = held.popleft()[1]
+                    h.waiting = False
+                    yield empty if h is _EMPTY else (h.info or _info(h))
                 while r is not None and r[1] <= start:
                     push(r)
                     r = next(ranges, None)
                 a = attribute(launch[0], start, launch[2])
                 if not held and not a.waiting:
+                    if self._wanted:
+                        self._wanted.clear()  # what still waits is handed on already: too late for it
                     yield empty if a is _EMPTY else (a.info or _info(a))
                     continue
                 held.append((start, a))
-                while held and (not held[0][1].waiting or held[0][0] + OUTPUT_WAIT_NS < start):
+                while held and not held[0][1].waiting:
                     h = held.popleft()[1]
-                    h.waiting = False
                     yield empty if h is _EMPTY else (h.info or _info(h))
-                if not held:
-                    self._wanted.clear()  # what still waits has waited too long
             # Ranges after the last launch may still name the shapes that held launches wait for.
             while r is not None and held and self._wanted and r[1] <= held[-1][0] + OUTPUT_WAIT_NS:
                 push(r)

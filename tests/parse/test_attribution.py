@@ -314,3 +314,129 @@ def test_a_table_without_rowids_is_sorted_by_start(tmp_path):
     assert src._order_by(KERNEL) == "ORDER BY start"
     assert [a.start_ns for a in src.activities()] == [1, 5]
     src.close()
+
+
+def test_cpp_custom_node_is_backward_and_links_without_recursion(nsys_builder):
+    """A C++ custom autograd Function's node is named ``torch::autograd::CppNode<...>`` (no Backward suffix) and
+    carries its forward op's sequence number inside the engine's range: it is backward work, linked to the
+    forward op; before, it replaced the forward op under that number and the link followed itself forever."""
+    b = nsys_builder()
+    b.range(PID, MAIN, 0, 500, "fbgemm::split_lookup, seq = 9, op_id = 1, sizes = [[64, 128]]")
+    b.launch(PID, MAIN, 10, 20, corr=1)
+    b.kernel(PID, 100, 200, corr=1, name="lookup_fwd", short="lookup_fwd")
+    b.range(PID, AUTOGRAD, 1000, 2000, "autograd::engine::evaluate_function: torch::autograd::CppNode<SplitLookup>")
+    b.range(PID, AUTOGRAD, 1010, 1900, "torch::autograd::CppNode<SplitLookup>, seq = 9, op_id = 7")
+    b.launch(PID, AUTOGRAD, 1020, 1030, corr=2)
+    b.kernel(PID, 1100, 1200, corr=2, name="lookup_bwd", short="lookup_bwd")
+    fwd, bwd = records(b.close())
+    assert fwd["dir"] == "fprop" and fwd["op"] == ["split_lookup"]
+    assert bwd["dir"] == "bprop" and bwd["fwd"]["op"] == "split_lookup" and bwd["fwd"]["seq"] == 9
+
+
+def test_a_range_whose_number_is_its_own_enclosing_nodes_does_not_recurse(nsys_builder):
+    """A node under a name no rule knows, right inside the engine's range and with the engine's number: never
+    taken as the forward op of that number, so resolving the link cannot loop (there is no forward op here)."""
+    b = nsys_builder()
+    b.range(PID, AUTOGRAD, 1000, 2000, "autograd::engine::evaluate_function: SomeNode")
+    b.range(PID, AUTOGRAD, 1010, 1900, "SomeNode, seq = 4, op_id = 7")
+    b.range(PID, AUTOGRAD, 1020, 1800, "aten::mul, op_id = 8, sizes = [[4], [4]]")
+    b.launch(PID, AUTOGRAD, 1030, 1040, corr=1)
+    b.kernel(PID, 1100, 1200, corr=1)
+    (rec,) = records(b.close())
+    assert rec["op"] == ["mul"] and rec["fwd"] is None
+
+
+def test_recomputed_forward_ops_are_their_own_ops(nsys_builder):
+    """Activation checkpointing: inside a backward node, numbered forward ops run again (grad enabled). Their
+    kernels are forward kernels of those ops, marked recompute, and the later backward node of the recomputed
+    op links to it (not to the node around the recompute)."""
+    b = nsys_builder()
+    b.range(PID, MAIN, 0, 500, "aten::relu, seq = 3, op_id = 1, sizes = [[8, 16]]")
+    b.launch(PID, MAIN, 10, 20, corr=1)
+    b.kernel(PID, 100, 150, corr=1, name="relu_fwd", short="relu_fwd")
+    b.range(PID, AUTOGRAD, 1000, 3000, "autograd::engine::evaluate_function: ReluBackward0")
+    b.range(PID, AUTOGRAD, 1010, 2900, "ReluBackward0, seq = 3, op_id = 20")
+    b.range(PID, AUTOGRAD, 1020, 1500, "aten::conv2d, seq = 11, op_id = 21, sizes = [[8, 4, 6, 6], [16, 4, 3, 3]]")
+    b.launch(PID, AUTOGRAD, 1030, 1040, corr=2)
+    b.kernel(PID, 1100, 1200, corr=2, name="conv_fwd", short="conv_fwd")
+    b.range(PID, AUTOGRAD, 1600, 1700, "aten::threshold_backward, op_id = 22, sizes = [[8, 16], [8, 16], []]")
+    b.launch(PID, AUTOGRAD, 1610, 1620, corr=3)
+    b.kernel(PID, 1650, 1690, corr=3, name="relu_bwd", short="relu_bwd")
+    b.range(PID, AUTOGRAD, 4000, 5000, "autograd::engine::evaluate_function: ConvolutionBackward0")
+    b.range(PID, AUTOGRAD, 4010, 4900, "ConvolutionBackward0, seq = 11, op_id = 30")
+    b.launch(PID, AUTOGRAD, 4020, 4030, corr=4)
+    b.kernel(PID, 4100, 4200, corr=4, name="conv_dgrad", short="conv_dgrad")
+    _, recomputed, relu_bwd, conv_bwd = records(b.close())
+    assert recomputed["op"] == ["conv2d"] and recomputed["dir"] == "fprop" and recomputed["recompute"] is True
+    assert recomputed["seqId"] == [11] and recomputed["fwd"] is None
+    assert recomputed["args"][0]["shape"] == [8, 4, 6, 6]
+    assert relu_bwd["dir"] == "bprop" and relu_bwd["recompute"] is False and relu_bwd["fwd"]["op"] == "relu"
+    assert conv_bwd["dir"] == "bprop" and conv_bwd["fwd"]["op"] == "conv2d" and conv_bwd["fwd"]["seq"] == 11
+
+
+def test_ops_of_the_engine_thread_outside_nodes_are_backward(nsys_builder):
+    """The engine's thread sums the gradients of a tensor used twice with a plain aten::add between nodes:
+    backward work (a thread whose first numbered range is a node is the engine's)."""
+    b = nsys_builder()
+    b.range(PID, MAIN, 0, 500, "aten::mul, seq = 3, op_id = 1, sizes = [[8], [8]]")
+    b.launch(PID, MAIN, 10, 20, corr=1)
+    b.kernel(PID, 100, 150, corr=1)
+    b.range(PID, AUTOGRAD, 1000, 2000, "MulBackward0, seq = 3, op_id = 20")
+    b.range(PID, AUTOGRAD, 3000, 3100, "aten::add, op_id = 21, sizes = [[8], [8], []]")
+    b.launch(PID, AUTOGRAD, 3010, 3020, corr=2)
+    b.kernel(PID, 3050, 3090, corr=2)
+    b.launch(PID, AUTOGRAD, 3200, 3210, corr=3)  # outside every range
+    b.kernel(PID, 3250, 3290, corr=3)
+    fwd, add, bare = records(b.close())
+    assert fwd["dir"] == "fprop"
+    assert add["dir"] == "bprop" and add["op"] == ["add"] and add["fwd"] is None
+    assert bare["dir"] == "bprop" and bare["op"] == []
+
+
+def test_record_function_ranges_hold_ops_and_are_not_ones(nsys_builder):
+    """emit_nvtx writes a record_function range (Optimizer.step#SGD.step) like an op, with an op_id and no
+    namespace or sequence number: the aten op inside names the kernel, and each aten op is its own call."""
+    b = nsys_builder()
+    b.range(PID, MAIN, 0, 1000, "Optimizer.step#SGD.step, op_id = 1")
+    b.range(PID, MAIN, 10, 400, "aten::_foreach_mul_, op_id = 2, sizes = [[], []]")
+    b.launch(PID, MAIN, 20, 30, corr=1)
+    b.kernel(PID, 100, 150, corr=1)
+    b.range(PID, MAIN, 500, 900, "aten::_foreach_add_, op_id = 3, sizes = [[], []]")
+    b.launch(PID, MAIN, 510, 520, corr=2)
+    b.kernel(PID, 600, 650, corr=2)
+    mul, add = records(b.close())
+    assert mul["op"] == ["_foreach_mul_"] and add["op"] == ["_foreach_add_"]
+    assert mul["subSeqId"] == 0 and add["subSeqId"] == 0
+    assert mul["ranges"][0] == "Optimizer.step#SGD.step"
+
+
+def test_output_shape_of_a_convolution_comes_from_the_op_that_consumes_it(nsys_builder):
+    """emit_nvtx records a convolution's tensor sizes but not its stride: the next op's input_op_ids name
+    (conv's op_id, output 0) with that input's size, which is the convolution's output shape."""
+    b = nsys_builder()
+    b.range(PID, MAIN, 0, 500, "aten::conv2d, seq = 1, op_id = 5, sizes = [[8, 3, 32, 32], [16, 3, 3, 3], [], [], "
+                               "[], [], []], input_op_ids = [(0,-1), (0,-1), (0,-1), (0,-1), (0,-1), (0,-1), (0,-1)]")
+    b.launch(PID, MAIN, 10, 20, corr=1)
+    b.kernel(PID, 100, 200, corr=1, name="conv_fwd", short="conv_fwd")
+    b.range(PID, MAIN, 600, 900, "aten::relu_, seq = 2, op_id = 6, sizes = [[8, 16, 16, 16]], "
+                                 "input_op_ids = [(5,0)]")
+    b.launch(PID, MAIN, 610, 620, corr=2)
+    b.kernel(PID, 700, 800, corr=2, name="relu", short="relu")
+    conv, relu = records(b.close())
+    assert conv["outputs"] == [[8, 16, 16, 16]]
+    assert relu["outputs"] == []  # not an op whose output its inputs leave open
+
+
+def test_output_shape_not_named_in_time_is_left_unknown(nsys_builder):
+    """A consumer later than correlate.OUTPUT_WAIT_NS (20 ms of CPU time) after the launch is not waited for."""
+    b = nsys_builder()
+    b.range(PID, MAIN, 0, 500, "aten::max_pool2d, seq = 1, op_id = 5, sizes = [[8, 3, 32, 32], [], [], [], [], []]")
+    b.launch(PID, MAIN, 10, 20, corr=1)
+    b.kernel(PID, 100, 200, corr=1)
+    late = 10 + 20_000_000 + 1_000
+    b.range(PID, MAIN, late, late + 500, "aten::relu_, seq = 2, op_id = 6, sizes = [[8, 3, 16, 16]], "
+                                         "input_op_ids = [(5,0)]")
+    b.launch(PID, MAIN, late + 10, late + 20, corr=2)
+    b.kernel(PID, late + 100, late + 200, corr=2)
+    pool, _ = records(b.close())
+    assert pool["outputs"] == []

@@ -45,7 +45,7 @@ def _parse(path: Path) -> list[dict]:
 
 
 def test_fixtures_present():
-    assert len(NSYS) == 11 and len(KINETO) == 7  # a missing fixture fails, it does not skip
+    assert len(NSYS) == 14 and len(KINETO) == 8  # a missing fixture fails, it does not skip
 
 
 @pytest.mark.parametrize("xz", NSYS, ids=_id)
