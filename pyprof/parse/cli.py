@@ -177,4 +177,6 @@ def _summary(path: str, st: Stats) -> str:
         line += f"; {st.recompute_kernels} kernels of forward ops recomputed during backward"
     if st.no_launch:
         line += f"; {st.no_launch} activities without a launch call in the export (empty op)"
+    for reason, count in sorted(st.oddities.items()):
+        line += f"; {count} {reason}"
     return line

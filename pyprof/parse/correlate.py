@@ -16,7 +16,7 @@ import gc
 import itertools
 import re
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple
 
 from pyprof.parse import encode
@@ -34,6 +34,11 @@ FWD_MEMORY_OPS = 65_536
 #: kernel size, output size) that emit_nvtx leaves out of its texts. For these, a launch's attribution waits
 #: until a later op names the shape of this op's output among its inputs (input_op_ids), at most
 #: OUTPUT_WAIT_NS of CPU time after the launch: the consumer of an op's output is nearly always the next op.
+#: Ranges nested deeper than this on one thread are left out, counted (real programs nest a few dozen deep:
+#: modules, ops, the aten ops inside them); without a bound one launch's attribution grows with the input.
+MAX_RANGE_DEPTH = 1024
+DEEP_RANGES = f"ranges nested deeper than {MAX_RANGE_DEPTH} on one thread, left out"
+
 OUTPUT_OPS = re.compile(r"conv|pool|upsample|interpolate|im2col|col2im|unfold")
 OUTPUT_WAIT_NS = 20_000_000
 
@@ -50,6 +55,7 @@ class Stats:
     bprop_with_fwd: int = 0
     recompute_kernels: int = 0  # kernels of forward ops recomputed during backward (activation checkpointing)
     no_launch: int = 0  # activities whose launch call is not in the export (time-windowed captures)
+    oddities: dict = field(default_factory=dict)  # what of the input was left out or read differently -> count
 
 
 class Attribution:
@@ -99,8 +105,9 @@ class _EngineSeq(NamedTuple):
 class Correlator:
     """Attributes one source's launch calls to their ranges; iterate :meth:`launch_infos` once."""
 
-    def __init__(self, source: Source):
+    def __init__(self, source: Source, oddities: dict | None = None):
         self.source = source
+        self.oddities = {} if oddities is None else oddities  # what was left out of the input, and how often
         self._stacks: dict = {}  # thread -> list of open range rows, outermost first
         # Per open range row, by id (the row is alive while it is on a stack; the entry goes when it is
         # popped): [decoded marker, attribution of launches directly inside it, its op call's counter].
@@ -129,14 +136,22 @@ class Correlator:
             state = self._state
             while st and st[-1][2] <= start:
                 state.pop(id(st.pop()), None)
+        if len(st) >= MAX_RANGE_DEPTH:
+            self.oddities[DEEP_RANGES] = self.oddities.get(DEEP_RANGES, 0) + 1
+            return
         if st and st[-1][1] == start and st[-1][2] < row[2]:
             # Readers order ranges by start only (equal starts come in the order stored): a range that
-            # starts with the ones just pushed but ends later encloses them.
-            i = len(st) - 1
-            while i > 0 and st[i - 1][1] == start and st[i - 1][2] < row[2]:
-                i -= 1
-            st.insert(i, row)
-            depth = i + 1
+            # starts with the ones just pushed but ends later encloses them. Those of equal start are ordered
+            # by end, the latest first: the place is found by bisection (a scan was quadratic in the nesting).
+            lo, hi, end = 0, len(st) - 1, row[2]
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if st[mid][1] == start and st[mid][2] < end:
+                    hi = mid
+                else:
+                    lo = mid + 1
+            st.insert(lo, row)
+            depth = lo + 1
         else:
             st.append(row)
             depth = len(st)

@@ -40,10 +40,11 @@ def lines(source: Source, worker: bool | None = None) -> tuple[Iterator[str], St
     if worker and getattr(source, "reopen_args", None) is not None:  # Kineto traces are read in memory
         from pyprof.parse.pipeline import launch_infos_from_worker
 
-        infos = launch_infos_from_worker(source)
+        stats = Stats()
+        infos = launch_infos_from_worker(source, stats.oddities)
     else:
-        infos = Correlator(source).launch_infos()
-    stats = Stats()
+        stats = Stats()
+        infos = Correlator(source, stats.oddities).launch_infos()
     return _merge(source, infos, stats), stats
 
 

@@ -75,7 +75,8 @@ def _worker(reopen_args: tuple, conn) -> None:
         sent = Window()  # what the writer holds (output._merge_lines adds the same numbers in the same order)
         times = getattr(src, "launch_times", None)
         n = 0
-        for info in Correlator(src).sweep(times() if times is not None else src.launches()):
+        correlator = Correlator(src)
+        for info in correlator.sweep(times() if times is not None else src.launches()):
             att = info[0]
             if att is not None:
                 if att[0] in sent:  # the writer has it: send the number only
@@ -88,7 +89,7 @@ def _worker(reopen_args: tuple, conn) -> None:
                 n += len(batch)
                 batch = []
         sender.send(_pack(batch))
-        sender.send(_END + str(n + len(batch)).encode())
+        sender.send(_END + marshal.dumps((n + len(batch), correlator.oddities)))
         sender.close()
     except BrokenPipeError:
         pass  # the parent stopped reading (its own error, or `| head`)
@@ -118,9 +119,9 @@ def _pack(batch: list) -> bytes:
         return _PICKLE + pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def launch_infos_from_worker(source) -> Iterator[tuple]:
+def launch_infos_from_worker(source, oddities: dict) -> Iterator[tuple]:
     """Yield the LAUNCH_INFO tuples of ``source``: the launch calls read here, their attributions swept in
-    a forked worker process."""
+    a forked worker process. What the sweep left out is added to ``oddities`` at the end."""
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_worker, args=(source.reopen_args(), send), daemon=True)
@@ -140,9 +141,12 @@ def launch_infos_from_worker(source) -> Iterator[tuple]:
             elif tag == _PICKLE:
                 batch = pickle.loads(msg[1:])
             elif tag == _END:
-                if int(msg[1:]) != n or next(launches, None) is not None:
-                    raise WorkerError(f"the sweep worker swept {int(msg[1:])} launch calls, the writer read "
-                                      f"{n} and {'more' if int(msg[1:]) == n else 'no more'}")
+                swept, odd = marshal.loads(msg[1:])
+                if swept != n or next(launches, None) is not None:
+                    raise WorkerError(f"the sweep worker swept {swept} launch calls, the writer read "
+                                      f"{n} and {'more' if swept == n else 'no more'}")
+                for reason, count in odd.items():
+                    oddities[reason] = oddities.get(reason, 0) + count
                 return
             else:
                 raise WorkerError(f"the sweep worker failed:\n{msg[1:].decode(errors='replace')}")

@@ -175,6 +175,6 @@ def test_writer_and_worker_must_read_the_same_launch_calls(change):
         src.launches = lambda: itertools.chain(real(), list(real())[:1])
     try:
         with pytest.raises(WorkerError, match="launch calls"):
-            list(launch_infos_from_worker(src))
+            list(launch_infos_from_worker(src, {}))
     finally:
         src.close()
