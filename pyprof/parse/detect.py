@@ -14,6 +14,7 @@ from pyprof.common import InputError
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 XZ_MAGIC = b"\xfd7zXZ\x00"
+NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # how an nsys 2025.1 .nsys-rep (NVIDIA/Fuser) starts
 
 
 def sniff(head: bytes) -> str:
@@ -22,8 +23,11 @@ def sniff(head: bytes) -> str:
         return "sqlite"
     if head.startswith(GZIP_MAGIC):
         return "gzip"
-    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{"):
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):  # an array: PyTorch 1.8 previews' events
         return "json"
+    if head.startswith(NSYS_REPORT_MAGIC):
+        raise ValueError("an Nsight Systems report (.nsys-rep): export it first with "
+                         "`nsys export --type sqlite -o FILE.sqlite FILE.nsys-rep`")
     raise ValueError("not a profile: neither an SQLite database nor a (gzipped) JSON trace")
 
 

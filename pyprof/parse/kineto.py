@@ -55,7 +55,18 @@ class KinetoSource:
         self._cpu_pids: set = set()  # processes that launched GPU work
 
     def _open(self) -> IO[bytes]:
-        return gzip.open(self.file, "rb") if self.gzipped else open(self.file, "rb")
+        """The trace's bytes, after a UTF-8 byte-order mark if it starts with one (some editors add one)."""
+        f = gzip.open(self.file, "rb") if self.gzipped else open(self.file, "rb")
+        if f.read(3) != b"\xef\xbb\xbf":
+            f.seek(0)
+        return f
+
+    def _events_prefix(self) -> str:
+        """Where the events are: ``traceEvents`` of an object, or the document itself when it is an array of
+        events (PyTorch 1.8 previews wrote one)."""
+        with self._open() as f:
+            head = f.read(4096).lstrip()
+        return "item" if head[:1] == b"[" else "traceEvents.item"
 
     def check(self) -> None:
         """Read the whole trace (two incremental passes); raise InputError if it is not a complete one."""
@@ -65,12 +76,16 @@ class KinetoSource:
             raise InputError(self.path, "reading PyTorch profiler traces needs the ijson package "
                                         "(pip install ijson)") from None
         try:
+            prefix = self._events_prefix()
             with self._open() as f:
                 seen = False
-                for ev in ijson.items(f, "traceEvents.item"):
-                    seen = True
-                    if isinstance(ev, dict) and ev.get("ph") == "X":
-                        self._take(ev)
+                for ev in ijson.items(f, prefix):
+                    if isinstance(ev, dict) and "ph" in ev:
+                        seen = True
+                        if ev["ph"] == "X":
+                            self._take(ev)
+                if not seen and prefix == "item":
+                    raise InputError(self.path, "JSON array without trace events: not a PyTorch profiler trace")
                 if not seen and not self._has_key(ijson, "traceEvents"):
                     raise InputError(self.path, "JSON without 'traceEvents': not a PyTorch profiler trace")
             with self._open() as f:
@@ -136,7 +151,8 @@ class KinetoSource:
             marker = None
             if cat in _OP_CATS and not (cat == "operator" and _legacy_annotation(name, args)):
                 seq = args.get("Sequence number")
-                marker = mk.seq_marker(name, int(seq) if seq is not None else None, args.get("Input Dims"),
+                dims = args.get("Input Dims", args.get("Input dims"))  # "Input dims" in PyTorch 1.8 previews
+                marker = mk.seq_marker(name, int(seq) if seq is not None else None, dims,
                                        args.get("Input type"), args.get("Concrete Inputs"),
                                        args.get("Fwd thread id"))
             self._ranges.append(((pid, tid), start, end, name, None, marker))
@@ -186,7 +202,7 @@ def _legacy_annotation(name: str, args: dict) -> bool:
     (``aten::add``) or is an autograd node, and carries "Input Dims" when shapes are recorded."""
     if "::" in name or mk.is_backward_text(name):
         return False
-    return "#" in name or ("Input Dims" not in args and "Sequence number" not in args)
+    return "#" in name or not ("Input Dims" in args or "Input dims" in args or "Sequence number" in args)
 
 
 def _short(name: str) -> str:

@@ -178,3 +178,14 @@ def test_writer_and_worker_must_read_the_same_launch_calls(change):
             list(launch_infos_from_worker(src, {}))
     finally:
         src.close()
+
+
+def test_an_nsys_report_is_refused_with_the_export_command(tmp_path, capsys):
+    from pyprof.parse import cli
+
+    # The first bytes of a real .nsys-rep (NVIDIA/Fuser's report1.nsys-rep, nsys 2025.1).
+    rep = tmp_path / "run.nsys-rep"
+    rep.write_bytes(b"NVIDIA Tegra Profiler Report 2025@1@1@110-25113545161" + bytes(200))
+    assert cli.main([str(rep)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and str(rep) in err and "nsys export --type sqlite" in err

@@ -179,3 +179,25 @@ def test_worker_request_falls_back_in_process_for_traces(tmp_path):
     path.write_text(json.dumps(trace()))
     out, stats = lines(open_source(str(path)), worker=True)
     assert len(list(out)) == 4 and stats.kernels == 3
+
+
+def test_pytorch_1_8_preview_layout(tmp_path):
+    """PyTorch 1.8 previews wrote the events as a bare JSON array (no traceEvents object), "Input dims" in lower
+    case and thread ids as strings; a byte-order mark may precede any trace."""
+    events = [
+        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#3", "pid": PID, "tid": str(MAIN), "ts": 900, "dur": 900,
+         "args": {"Device": 0, "External id": 1}},
+        {"ph": "X", "cat": "Operator", "name": "aten::mm", "pid": PID, "tid": str(MAIN), "ts": 1000, "dur": 100,
+         "args": {"Input dims": [[2, 4], [4, 8]], "Input type": ["float", "float"]}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": str(MAIN), "ts": 1010,
+         "dur": 5, "args": {"correlation": 3}},
+        {"ph": "X", "cat": "Kernel", "name": "void sgemm<float>(int)", "pid": 0, "tid": "stream 7", "ts": 1100,
+         "dur": 20, "args": {"device": 0, "stream": 7, "correlation": 3}},
+    ]
+    path = tmp_path / "preview.json"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(events).encode())
+    out = io.StringIO()
+    parse_file(str(path), out)
+    (rec,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert rec["op"] == ["mm"] and rec["tid"] == MAIN and rec["ranges"] == ["ProfilerStep#3", "aten::mm"]
+    assert [a["shape"] for a in rec["args"]] == [[2, 4], [4, 8]]
