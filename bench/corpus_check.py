@@ -166,7 +166,7 @@ def check(path: str, hta_entry: dict | None, timeout: float, tmp: str) -> tuple[
     if any(got[k] != want[k] for k in KINDS):
         fails.append(("wrong counts", ", ".join(f"{k} {got[k]} for {want[k]}" for k in KINDS if got[k] != want[k])))
     share = re.search(r"([\d.]+)% of kernels attributed", errs[0])
-    linked = re.search(r"([\d.]+)% linked", errs[0])
+    linked = re.search(r"([\d.]+)% of those linked", errs[0])
     line += f"  op {share.group(1) + '%' if share else '-'}  fwd {linked.group(1) + '%' if linked else '-'}"
     idle = overview_idle(ov_path) if len(codes) > 1 and codes[1] == 0 else None
     ref = hta_idle(hta_entry)
