@@ -1,108 +1,122 @@
-"""Steps of a worker and their GPU time breakdown (the overview's numbers; docs/views.md).
+"""Steps of a worker as a partition of its GPU timeline, and each step's GPU time breakdown (the overview's
+numbers; docs/views.md).
 
-Which activity belongs to which step: the step ranges (``ProfilerStep#N``, else user ranges named like a step or
-iteration, else the whole capture as one step) enclose the launches of the threads that opened them. Kernels
+The worker's profiled span runs from its first GPU activity start to its last GPU activity end.
+
+Which step launched an activity: the step ranges (``ProfilerStep#N``, else user ranges named like a step or
+iteration, else the whole capture as one step) enclose the launches of the threads that opened them. Activities
 launched by other threads (autograd's backward thread) carry no step range: they belong to the step whose launch
 window holds their launch time, the window of step N running from its first launch to the first launch of the
 next step (the last one is open-ended). Activities of a step thread outside every step range belong to no step.
+
+Where a step sits on the GPU: its window starts where the GPU began the step's work (the earliest start among
+the activities it launched, never before the previous window's start), the first window at the span start, and
+each window ends where the next begins, the last at the span end. The windows partition the span. When the CPU
+runs ahead of the GPU (a GPU-bound loop) a step's kernels still run while the next steps are being launched:
+"first launch to last GPU end" would make steps overlap and count the queue's wait as idle time.
+
+Everything the GPU ran inside a window, clipped to it, is the step's: its busy time whoever launched it, its
+kernels (by start), and its share of each kernel's duration and estimates. Overlap is charged once in the order
+kernel > memcpy > memset. The arithmetic is numpy over the worker's flat arrays: one sort of the intervals, no
+Python object per activity.
 """
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass
+
+import numpy as np
 
 from pyprof.report.aggregate import KERNEL, MEMCPY, NO_STEP, WorkerData
 
 
-@dataclass
+@dataclass(frozen=True)
 class Step:
-    """One step's numbers; times in ns, overlap charged once in the order kernel > memcpy > memset."""
+    """One step's GPU window and what ran in it; times in ns, overlap charged once (kernel > memcpy > memset)."""
 
     label: str
-    first_launch_ns: int = 0
-    last_end_ns: int = 0
-    kernels: int = 0
-    kernel_sum_ns: int = 0  # plain sum of kernel durations (overlapping kernels counted twice)
+    start_ns: int  # where the window starts on the GPU's clock
+    end_ns: int  # where the next step's window starts (the span end for the last step)
+    kernels: int = 0  # kernels that started in the window
+    kernel_sum_ns: int = 0  # kernel durations clipped to the window, summed (overlapping kernels counted twice)
     kernel_ns: int = 0  # time at least one kernel ran
     memcpy_ns: int = 0  # time a copy ran and no kernel
     memset_ns: int = 0  # time a memset ran and neither a kernel nor a copy
-    sm_busy_ns: float | None = None  # sum of duration x min(1, blocks / SMs), None when unknown
-    occ_x_ns: float = 0.0
-    occ_known_ns: int = 0
+    sm_busy_ns: float | None = None  # sum of clipped duration x min(1, blocks / SMs); None when unknown
+    occ_x_ns: float = 0.0  # sum of clipped duration x estimated occupancy, over kernels where it is known
+    occ_known_ns: int = 0  # clipped duration of those kernels
 
     @property
     def span_ns(self) -> int:
-        """First launch to last GPU end."""
-        return max(0, self.last_end_ns - self.first_launch_ns)
+        """The window's length."""
+        return self.end_ns - self.start_ns
 
     @property
     def busy_ns(self) -> int:
+        """Time the GPU ran anything in the window."""
         return self.kernel_ns + self.memcpy_ns + self.memset_ns
 
     @property
     def idle_ns(self) -> int:
-        return max(0, self.span_ns - self.busy_ns)
+        """Time the GPU ran nothing in the window."""
+        return self.span_ns - self.busy_ns
+
+
+#: The name aggregate gives the process of activities that have none (no launch call in the export).
+NO_PROCESS = "unknown"
+
+
+def no_process(w: WorkerData) -> bool:
+    """True for the worker that holds an input's activities without a process (named ``unknown``, or
+    ``INPUT:unknown`` with several inputs): the GPU timeline of no real process."""
+    return w.name == NO_PROCESS or w.name.endswith(":" + NO_PROCESS)
 
 
 def step_source(w: WorkerData) -> str:
     """How the worker's steps were found: 'ProfilerStep', 'user ranges' or 'whole capture'."""
-    if any(v != NO_STEP for v in w.profiler_step):
+    if len(w.profiler_step) and (_ints(w.profiler_step) != NO_STEP).any():
         return "ProfilerStep"
-    if any(v != NO_STEP for v in w.user_step):
+    if len(w.user_step) and (_ints(w.user_step) != NO_STEP).any():
         return "user ranges"
     return "whole capture"
 
 
-def assign(w: WorkerData) -> tuple[list[str], list[int], str]:
-    """(step labels in launch order, step index per activity or -1, step source)."""
+def _ints(a) -> np.ndarray:
+    """A zero-copy numpy view of an ``array`` of the worker (released when the caller drops it)."""
+    return np.frombuffer(a, dtype=np.dtype(a.typecode)) if len(a) else np.zeros(0, dtype=np.dtype(a.typecode))
+
+
+def assign(w: WorkerData) -> tuple[list[str], np.ndarray, str]:
+    """(step labels in launch order, step index per activity or -1, step source). Threads are compared by
+    their index in the worker, so a tid of any type (int, string, None) works."""
     source = step_source(w)
     n = len(w.start_ns)
     if source == "whole capture":
-        return ["all"], [0] * n, source
-    labels = w.profiler_step if source == "ProfilerStep" else w.user_step
-    first: dict = {}
-    step_threads = set()
-    launch = w.launch_ns
-    for i in range(n):
-        lab = labels[i]
-        if lab != NO_STEP:
-            step_threads.add(w.thread[i])
-            t = launch[i]
-            if lab not in first or t < first[lab]:
-                first[lab] = t
-    order = sorted(first, key=lambda k: first[k])
-    index = {lab: j for j, lab in enumerate(order)}
-    starts = [first[lab] for lab in order]
-    out = [-1] * n
-    for i in range(n):
-        lab = labels[i]
-        if lab != NO_STEP:
-            out[i] = index[lab]
-        elif w.thread[i] not in step_threads:
-            j = bisect_right(starts, launch[i]) - 1
-            out[i] = j  # -1 when launched before the first step
+        return ["all"], np.zeros(n, dtype=np.int64), source
+    labels = _ints(w.profiler_step if source == "ProfilerStep" else w.user_step).astype(np.int64)
+    launch = _ints(w.launch_ns)
+    thread = _ints(w.thread)
+    marked = labels != NO_STEP
+    # First launch of each step: sort the marked activities by (label, launch); the first of each label.
+    idx = np.flatnonzero(marked)
+    order = idx[np.lexsort((launch[idx], labels[idx]))]
+    firsts = order[np.r_[True, labels[order][1:] != labels[order][:-1]]]
+    by_launch = firsts[np.argsort(launch[firsts], kind="stable")]
+    step_labels = labels[by_launch]
+    starts = launch[by_launch]
+    out = np.full(n, -1, dtype=np.int64)
+    # Each marked activity's step: the position of its label among the steps sorted by label.
+    sorted_labels = np.sort(step_labels)
+    rank_of_sorted = np.argsort(step_labels, kind="stable")
+    out[idx] = rank_of_sorted[np.searchsorted(sorted_labels, labels[idx])]
+    others = ~np.isin(thread, np.unique(thread[idx])) & ~marked
+    out[others] = np.searchsorted(starts, launch[others], side="right") - 1  # -1: launched before step one
     prefix = "ProfilerStep#" if source == "ProfilerStep" else "step "
-    return [f"{prefix}{lab}" for lab in order], out, source
-
-
-def _union_ns(intervals: list) -> int:
-    """Total length covered by (start, end) intervals sorted by start."""
-    total = 0
-    cur_s = cur_e = None
-    for s, e in intervals:
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        elif e > cur_e:
-            cur_e = e
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total
+    return [f"{prefix}{int(lab)}" for lab in step_labels], out, source
 
 
 def steps(w: WorkerData) -> tuple[list[Step], str]:
-    """The worker's steps with their breakdown, and how they were found (computed once per worker)."""
+    """The worker's steps (windows partitioning its profiled span, in order) and how they were found; no steps
+    for a worker without timed activities. Computed once per worker."""
     cached = getattr(w, "_steps", None)
     if cached is not None:
         return cached
@@ -112,36 +126,83 @@ def steps(w: WorkerData) -> tuple[list[Step], str]:
 
 def _compute(w: WorkerData) -> tuple[list[Step], str]:
     labels, which, source = assign(w)
-    out = [Step(lab) for lab in labels]
-    per_step: list[list] = [[] for _ in labels]
-    for i, j in enumerate(which):
-        if j >= 0:
-            per_step[j].append(i)
-    for st, idx in zip(out, per_step):
-        if not idx:
-            continue
-        st.first_launch_ns = min(w.launch_ns[i] for i in idx)
-        st.last_end_ns = max(w.end_ns[i] for i in idx)
-        by_level: list[list] = [[], [], []]  # kernels; kernels + copies; everything
-        sm = 0.0
-        sm_known = False
-        for i in idx:
-            k = w.kind[i]
-            iv = (w.start_ns[i], w.end_ns[i])
-            if k == KERNEL:
-                by_level[0].append(iv)
-                st.kernels += 1
-                st.kernel_sum_ns += iv[1] - iv[0]
-                if w.sm_busy_ns[i] >= 0:
-                    sm += w.sm_busy_ns[i]
-                    sm_known = True
-                if w.occ_x_ns[i] >= 0:
-                    st.occ_x_ns += w.occ_x_ns[i]
-                    st.occ_known_ns += iv[1] - iv[0]
-            if k <= MEMCPY:
-                by_level[1].append(iv)
-            by_level[2].append(iv)
-        u = [_union_ns(sorted(b)) for b in by_level]
-        st.kernel_ns, st.memcpy_ns, st.memset_ns = u[0], u[1] - u[0], u[2] - u[1]
-        st.sm_busy_ns = sm if sm_known else None
+    if not len(w.start_ns):
+        return [], source
+    start, end, kind = _ints(w.start_ns), _ints(w.end_ns), _ints(w.kind)
+    end = np.maximum(end, start)  # an end before its start (a clock glitch) is a zero-length activity
+    span_start, span_end = int(start.min()), int(end.max())
+    # Window starts: the earliest GPU start of each step's own activities, kept monotonic.
+    first_gpu = np.full(len(labels), span_end, dtype=np.int64)
+    mine = which >= 0
+    np.minimum.at(first_gpu, which[mine], start[mine])
+    bounds = np.maximum.accumulate(first_gpu)
+    bounds[0] = span_start
+    edges = np.append(bounds, span_end)  # window j is [edges[j], edges[j + 1])
+
+    by_start = np.argsort(start, kind="stable")
+    s_sorted, e_sorted, k_sorted = start[by_start], end[by_start], kind[by_start]
+    levels = [_covered_by_window(s_sorted[m], e_sorted[m], edges) for m in
+              (k_sorted == KERNEL, k_sorted <= MEMCPY, np.ones(len(s_sorted), dtype=bool))]
+    kernel_ns, upto_copy, upto_set = levels
+
+    is_k = kind == KERNEL
+    ks, ke = start[is_k], end[is_k]
+    sm = _ints(w.sm_busy_ns)[is_k]
+    occ = _ints(w.occ_x_ns)[is_k]
+    m = len(labels)
+    counts = np.bincount(_window(edges, ks), minlength=m)[:m]
+    ksum = _clipped(edges, ks, ke)
+    sm_known = sm >= 0
+    sm_ns = _clipped(edges, ks[sm_known], ke[sm_known], sm[sm_known])
+    occ_known = occ >= 0
+    occ_x = _clipped(edges, ks[occ_known], ke[occ_known], occ[occ_known])
+    occ_ns = _clipped(edges, ks[occ_known], ke[occ_known])
+    any_sm = bool(sm_known.any())
+    out = [Step(labels[j], int(edges[j]), int(edges[j + 1]), int(counts[j]), int(round(ksum[j])),
+                int(kernel_ns[j]), int(upto_copy[j] - kernel_ns[j]), int(upto_set[j] - upto_copy[j]),
+                float(sm_ns[j]) if any_sm else None, float(occ_x[j]), int(round(occ_ns[j])))
+           for j in range(m)]
     return out, source
+
+
+def _window(edges: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The window holding each time (a time on an edge belongs to the window that starts there; the span end
+    to the last window)."""
+    return np.minimum(np.searchsorted(edges, t, side="right") - 1, len(edges) - 2)
+
+
+def _covered_by_window(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Time covered by at least one of the intervals (sorted by start), in each window."""
+    if not len(s):
+        return np.zeros(len(edges) - 1, dtype=np.int64)
+    reach = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > reach[:-1]]  # an interval that starts after everything before it has ended
+    a = s[new]
+    b = np.r_[reach[:-1][new[1:]], reach[-1]]  # each merged run ends at the reach before the next run starts
+    before = np.r_[0, np.cumsum(b - a)]  # covered time before each merged run
+
+    def covered_until(t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(a, t, side="right") - 1
+        inside = np.clip(t - a[np.maximum(i, 0)], 0, (b - a)[np.maximum(i, 0)])
+        return np.where(i >= 0, before[np.maximum(i, 0)] + inside, 0)
+
+    return np.diff(covered_until(edges))
+
+
+def _clipped(edges: np.ndarray, s: np.ndarray, e: np.ndarray, value: np.ndarray | None = None) -> np.ndarray:
+    """Per window, the sum of each interval's value times the share of its duration inside the window; without
+    ``value``, the durations inside the window themselves (whole ns: float64 holds sums below 104 days
+    exactly). A zero-length interval gives its value to the window of its start."""
+    m = len(edges) - 1
+    ws, we = _window(edges, s), _window(edges, np.maximum(e - 1, s))
+    one = ws == we
+    whole = (e - s) if value is None else value
+    out = np.bincount(ws[one], weights=whole[one], minlength=m)[:m].astype(np.float64)
+    # Few cross an edge (those running while the next step's work begins): split them in Python.
+    for i in np.flatnonzero(~one):
+        d = int(e[i] - s[i])
+        for j in range(int(ws[i]), int(we[i]) + 1):
+            part = min(int(e[i]), int(edges[j + 1])) - max(int(s[i]), int(edges[j]))
+            if part > 0:
+                out[j] += part if value is None else float(value[i]) * part / d
+    return out
