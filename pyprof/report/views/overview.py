@@ -61,10 +61,10 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
         table.rows += [head + step_row(st) for st in sts]
         if len(sts) > 1:
             table.rows.append(head + _row("mean", sts))
-    if not n_steps:
-        table.notes.append("No GPU activity with start and end times in the records: no steps to show (pyprof "
-                           "parse writes an empty file for a profile without kernels, copies or memsets).")
-    else:
+    if not sum(w.totals["records"] for w in workers):
+        table.notes.append("No GPU activity in the records: no kernels, copies or memsets (pyprof parse writes "
+                           "an empty file for such a profile), so no steps.")
+    elif n_steps:
         table.notes += [
             f"Steps found from: {', '.join(sorted(sources))}. A step's span is its window on the GPU's timeline: "
             "from where the GPU began the step's work (its earliest activity, the first step from the worker's "
