@@ -91,24 +91,23 @@ def assign(w: WorkerData) -> tuple[list[str], np.ndarray, str]:
     source = step_source(w)
     n = len(w.start_ns)
     if source == "whole capture":
-        return ["all"], np.zeros(n, dtype=np.int64), source
-    labels = _ints(w.profiler_step if source == "ProfilerStep" else w.user_step).astype(np.int64)
+        return ["all"], np.zeros(n, dtype=np.int32), source
+    labels = _ints(w.profiler_step if source == "ProfilerStep" else w.user_step)
     launch = _ints(w.launch_ns)
     thread = _ints(w.thread)
     marked = labels != NO_STEP
-    # First launch of each step: sort the marked activities by (label, launch); the first of each label.
     idx = np.flatnonzero(marked)
+    # First launch of each step: the marked activities sorted by (label, launch), the first of each label.
     order = idx[np.lexsort((launch[idx], labels[idx]))]
     firsts = order[np.r_[True, labels[order][1:] != labels[order][:-1]]]
+    del order
     by_launch = firsts[np.argsort(launch[firsts], kind="stable")]
-    step_labels = labels[by_launch]
-    starts = launch[by_launch]
-    out = np.full(n, -1, dtype=np.int64)
-    # Each marked activity's step: the position of its label among the steps sorted by label.
-    sorted_labels = np.sort(step_labels)
-    rank_of_sorted = np.argsort(step_labels, kind="stable")
-    out[idx] = rank_of_sorted[np.searchsorted(sorted_labels, labels[idx])]
-    others = ~np.isin(thread, np.unique(thread[idx])) & ~marked
+    step_labels, starts = labels[by_launch], launch[by_launch]
+    out = np.full(n, -1, dtype=np.int32)
+    # A marked activity's step: its label's place among the steps sorted by label, mapped to launch order.
+    by_label = np.argsort(step_labels, kind="stable")
+    out[idx] = by_label[np.searchsorted(step_labels[by_label], labels[idx])]
+    others = ~marked & ~np.isin(thread, np.unique(thread[idx]))
     out[others] = np.searchsorted(starts, launch[others], side="right") - 1  # -1: launched before step one
     prefix = "ProfilerStep#" if source == "ProfilerStep" else "step "
     return [f"{prefix}{int(lab)}" for lab in step_labels], out, source
@@ -125,39 +124,32 @@ def steps(w: WorkerData) -> tuple[list[Step], str]:
 
 
 def _compute(w: WorkerData) -> tuple[list[Step], str]:
+    # Memory: every array here is a view of the worker's or a transient of at most a few numbers per
+    # activity, made and freed one after another (about 40 MB at the peak for 1M activities).
     labels, which, source = assign(w)
     if not len(w.start_ns):
         return [], source
     start, end, kind = _ints(w.start_ns), _ints(w.end_ns), _ints(w.kind)
-    end = np.maximum(end, start)  # an end before its start (a clock glitch) is a zero-length activity
+    if (end < start).any():  # an end before its start (a clock glitch) is a zero-length activity
+        end = np.maximum(end, start)
     span_start, span_end = int(start.min()), int(end.max())
     # Window starts: the earliest GPU start of each step's own activities, kept monotonic.
     first_gpu = np.full(len(labels), span_end, dtype=np.int64)
     mine = which >= 0
     np.minimum.at(first_gpu, which[mine], start[mine])
-    bounds = np.maximum.accumulate(first_gpu)
-    bounds[0] = span_start
-    edges = np.append(bounds, span_end)  # window j is [edges[j], edges[j + 1])
-
-    by_start = np.argsort(start, kind="stable")
-    s_sorted, e_sorted, k_sorted = start[by_start], end[by_start], kind[by_start]
-    levels = [_covered_by_window(s_sorted[m], e_sorted[m], edges) for m in
-              (k_sorted == KERNEL, k_sorted <= MEMCPY, np.ones(len(s_sorted), dtype=bool))]
-    kernel_ns, upto_copy, upto_set = levels
-
-    is_k = kind == KERNEL
-    ks, ke = start[is_k], end[is_k]
-    sm = _ints(w.sm_busy_ns)[is_k]
-    occ = _ints(w.occ_x_ns)[is_k]
+    del which, mine
+    edges = np.append(np.maximum.accumulate(first_gpu), span_end)  # window j is [edges[j], edges[j + 1])
+    edges[0] = span_start
     m = len(labels)
-    counts = np.bincount(_window(edges, ks), minlength=m)[:m]
-    ksum = _clipped(edges, ks, ke)
-    sm_known = sm >= 0
-    sm_ns = _clipped(edges, ks[sm_known], ke[sm_known], sm[sm_known])
-    occ_known = occ >= 0
-    occ_x = _clipped(edges, ks[occ_known], ke[occ_known], occ[occ_known])
-    occ_ns = _clipped(edges, ks[occ_known], ke[occ_known])
-    any_sm = bool(sm_known.any())
+
+    counts, ksum, sm_ns, occ_x, occ_ns, any_sm = _kernel_shares(w, edges, start, end, kind == KERNEL)
+    order = np.argsort(start, kind="stable")
+    s_sorted, e_sorted, k_sorted = start[order], end[order], kind[order]
+    del order
+    kernel_ns = _covered_by_window(s_sorted, e_sorted, edges, k_sorted == KERNEL)
+    upto_copy = _covered_by_window(s_sorted, e_sorted, edges, k_sorted <= MEMCPY)
+    del k_sorted
+    upto_set = _covered_by_window(s_sorted, e_sorted, edges, None)
     out = [Step(labels[j], int(edges[j]), int(edges[j + 1]), int(counts[j]), int(round(ksum[j])),
                 int(kernel_ns[j]), int(upto_copy[j] - kernel_ns[j]), int(upto_set[j] - upto_copy[j]),
                 float(sm_ns[j]) if any_sm else None, float(occ_x[j]), int(round(occ_ns[j])))
@@ -168,41 +160,62 @@ def _compute(w: WorkerData) -> tuple[list[Step], str]:
 def _window(edges: np.ndarray, t: np.ndarray) -> np.ndarray:
     """The window holding each time (a time on an edge belongs to the window that starts there; the span end
     to the last window)."""
-    return np.minimum(np.searchsorted(edges, t, side="right") - 1, len(edges) - 2)
+    return np.minimum(np.searchsorted(edges, t, side="right") - 1, len(edges) - 2).astype(np.int32)
 
 
-def _covered_by_window(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
-    """Time covered by at least one of the intervals (sorted by start), in each window."""
+def _kernel_shares(w: WorkerData, edges: np.ndarray, start: np.ndarray, end: np.ndarray, is_k: np.ndarray):
+    """Per window: kernels that started in it, and the kernels' duration, SM time, occupancy x time and the
+    time of kernels with a known occupancy, each kernel's shared between the windows it runs in by the time it
+    spends in each (whole ns: float64 sums are exact below 104 days). A zero-length kernel goes to the window
+    of its start. Returns (counts, duration, sm, occupancy x time, occupancy-known time, any SM figure)."""
+    m = len(edges) - 1
+    ws = _window(edges, start)
+    we = _window(edges, np.maximum(end - 1, start))
+    counts = np.bincount(ws, weights=is_k, minlength=m)
+    inside = is_k & (ws == we)
+    del we
+    dur = (end - start).astype(np.float64)
+    sm, occ = _ints(w.sm_busy_ns), _ints(w.occ_x_ns)
+    sm_known, occ_known = is_k & (sm >= 0), is_k & (occ >= 0)
+
+    def per_window(weights: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        return np.bincount(ws, weights=np.where(inside & keep, weights, 0.0), minlength=m)
+
+    ksum, sm_ns = per_window(dur, is_k), per_window(sm, sm_known)
+    occ_x, occ_ns = per_window(occ, occ_known), per_window(dur, occ_known)
+    # Few kernels cross an edge (those running while the next step's work begins): split them here.
+    for i in np.flatnonzero(is_k & ~inside):
+        s, e = int(start[i]), int(end[i])
+        j = int(ws[i])
+        while j < m and edges[j] < e:
+            part = min(e, int(edges[j + 1])) - max(s, int(edges[j]))
+            if part > 0:
+                share = part / (e - s)
+                ksum[j] += part
+                if sm_known[i]:
+                    sm_ns[j] += sm[i] * share
+                if occ_known[i]:
+                    occ_x[j] += occ[i] * share
+                    occ_ns[j] += part
+            j += 1
+    return counts, ksum, sm_ns, occ_x, occ_ns, bool(sm_known.any())
+
+
+def _covered_by_window(s: np.ndarray, e: np.ndarray, edges: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
+    """Time covered by at least one of the intervals (sorted by start; those ``keep`` selects, or all), in each
+    window. Without ``keep`` it overwrites ``e``."""
+    if keep is not None:
+        s, e = s[keep], e[keep]
     if not len(s):
         return np.zeros(len(edges) - 1, dtype=np.int64)
-    reach = np.maximum.accumulate(e)
-    new = np.r_[True, s[1:] > reach[:-1]]  # an interval that starts after everything before it has ended
+    reach = np.maximum.accumulate(e, out=e)
+    new = np.empty(len(s), dtype=bool)  # an interval that starts after everything before it has ended
+    new[0] = True
+    np.greater(s[1:], reach[:-1], out=new[1:])
     a = s[new]
-    b = np.r_[reach[:-1][new[1:]], reach[-1]]  # each merged run ends at the reach before the next run starts
-    before = np.r_[0, np.cumsum(b - a)]  # covered time before each merged run
-
-    def covered_until(t: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(a, t, side="right") - 1
-        inside = np.clip(t - a[np.maximum(i, 0)], 0, (b - a)[np.maximum(i, 0)])
-        return np.where(i >= 0, before[np.maximum(i, 0)] + inside, 0)
-
-    return np.diff(covered_until(edges))
-
-
-def _clipped(edges: np.ndarray, s: np.ndarray, e: np.ndarray, value: np.ndarray | None = None) -> np.ndarray:
-    """Per window, the sum of each interval's value times the share of its duration inside the window; without
-    ``value``, the durations inside the window themselves (whole ns: float64 holds sums below 104 days
-    exactly). A zero-length interval gives its value to the window of its start."""
-    m = len(edges) - 1
-    ws, we = _window(edges, s), _window(edges, np.maximum(e - 1, s))
-    one = ws == we
-    whole = (e - s) if value is None else value
-    out = np.bincount(ws[one], weights=whole[one], minlength=m)[:m].astype(np.float64)
-    # Few cross an edge (those running while the next step's work begins): split them in Python.
-    for i in np.flatnonzero(~one):
-        d = int(e[i] - s[i])
-        for j in range(int(ws[i]), int(we[i]) + 1):
-            part = min(int(e[i]), int(edges[j + 1])) - max(int(s[i]), int(edges[j]))
-            if part > 0:
-                out[j] += part if value is None else float(value[i]) * part / d
-    return out
+    b = np.append(reach[:-1][new[1:]], reach[-1])  # each merged run ends at the reach before the next starts
+    before = np.append(0, np.cumsum(b - a))  # covered time before each merged run
+    i = np.searchsorted(a, edges, side="right") - 1
+    at = np.maximum(i, 0)
+    covered_until = np.where(i >= 0, before[at] + np.clip(edges - a[at], 0, (b - a)[at]), 0)
+    return np.diff(covered_until)
