@@ -184,6 +184,14 @@ def test_workers_have_their_own_mean_rows_and_the_no_process_worker_is_named():
     assert t.rows[6][c.index("gpu_util_pct")] == round(100 * 6 / 22, 2)
     assert t.rows[6][c.index("span_ms")] == round(0.022 / 3, 4)
     assert any(n.startswith("Worker unknown: activities with no process") for n in t.notes)
+    # The workers view compares processes only: worker 1's mean step (15 us / 2 = 7.5 us) is the slowest,
+    # worker 2's (22 us / 3 = 7.33 us) the fastest; the unknown worker's 1 us "step" is no process's.
+    (wv,) = build(agg, ["workers"])
+    assert any(n.startswith("Slowest worker: 1 (0.0075 ms per step; fastest 2 0.0073 ms)") for n in wv.notes)
+    # gpu_idle over all three timelines: idle (5 + 16 + 0) of (15 + 22 + 1) us; steps named with their worker
+    (rec,) = build(agg, ["recommendations"])
+    (idle,) = [r for r in rec.rows if r[0] == "gpu_idle"]
+    assert idle[-1] == round(100 * 21 / 38, 2) and idle[1].startswith("steps 2 ProfilerStep#")
 
 
 def test_no_gpu_activity_says_so():
