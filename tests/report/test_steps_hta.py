@@ -22,12 +22,15 @@ recount follows whichever set the process holds, checked by count.
 """
 from __future__ import annotations
 
+import ast
 import gzip
 import json
+import subprocess
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from report_helpers import DATA, ParseFailed
+from report_helpers import DATA, ROOT, ParseFailed
 
 from pyprof.report.aggregate import aggregate
 from pyprof.report.steps import no_process
@@ -160,3 +163,28 @@ def test_ns_resolution_steps_are_gpu_bound_as_hta_says(corpus_records, corpus):
     assert all(96.0 <= r[c.index("gpu_util_pct")] <= 100.0 for r in steps)
     # 4350 kernels in the trace (README count), 870 a step, each counted once
     assert [r[c.index("kernels")] for r in steps] == [870] * 5
+
+
+HTA_PYTHON = Path("/work/hta-venv/bin/python")  # the HTA environment of the project's machines
+
+
+def test_hta_reference_imports_nothing_of_pyprof():
+    tree = ast.parse((ROOT / "bench" / "hta_reference.py").read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported and not any(m == "pyprof" or m.startswith("pyprof.") for m in imported)
+
+
+def test_hta_reference_prints_the_figures_written_here():
+    if not HTA_PYTHON.is_file():
+        pytest.skip(f"no HTA environment at {HTA_PYTHON}: the figures above stay as written")
+    rel = "kineto/lenet.pt.trace.json.gz"
+    p = subprocess.run([str(HTA_PYTHON), str(ROOT / "bench" / "hta_reference.py"), str(DATA / rel)],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == f"HTA version: {HTA_VERSION}"
+    got = [float(line.rsplit(" ", 1)[1]) for line in lines[1:]]
+    hta = HTA[rel]
+    # rounding on (default, include-last), then off (default, include-last)
+    assert got == [hta.default, hta.include_last, hta.default_exact, hta.include_last_exact]
