@@ -19,6 +19,9 @@ from pyprof.parse.detect import GZIP_MAGIC, SQLITE_MAGIC, XZ_MAGIC
 PROG = "pyprof report"
 #: Workers beyond this many get no per-worker tables of their own (the page would grow with each).
 MAX_WORKER_TABLES = 16
+#: The page's notice for input without GPU activity (parse writes an empty file for such a profile, exit 0).
+NO_ACTIVITY = ("No GPU activity in the input: no kernels, copies or memsets (a profile of a program that used no "
+               "GPU, or one captured outside its GPU work). The views below are empty.")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,7 +65,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def is_records(path: str) -> bool:
     """True when ``path`` holds JSON Lines records (parse's, or the original PyProf's dict lines), False for a
-    profiler export. Decided from the first line; raises InputError if the file cannot be read."""
+    profiler export. Decided from the first line; an empty file (or blank lines only) is records, none of them:
+    what ``pyprof parse`` writes for a profile without GPU activity. Raises InputError if the file cannot be
+    read."""
     try:
         with open(path, "rb") as f:
             head = f.read(64)
@@ -80,6 +85,8 @@ def is_records(path: str) -> bool:
     if head.startswith((SQLITE_MAGIC, GZIP_MAGIC, XZ_MAGIC)):
         return False
     text = first.strip()
+    if not text:
+        return True  # empty, or blank lines only: parse's output for a profile without GPU activity
     if text.startswith(b"{'"):
         return True  # the original PyProf's Python-dict lines
     try:
@@ -177,6 +184,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
         tl_events = list(trace.events(first)) if share else None
         shown = sum(1 for e in tl_events or () if e["ph"] == "X" and e["pid"] >= trace.GPU_PID_BASE)
         meta = {"title": title or f"pyprof report: {', '.join(s[0] for s in sources)}",
+                "notice": None if n_records else NO_ACTIVITY,
                 "source": ", ".join(s[0] for s in sources), "summary": f"{n_records:,} GPU activities",
                 "generated": f"pyprof {pyprof.__version__}, "
                              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",

@@ -90,7 +90,8 @@ def _row_label(proc: str | None, thread: str | None, pid, tid) -> str:
 def render(tables: list[Table], meta: dict, trace_events: list | None, out: IO[str]) -> None:
     """Write the report page to ``out``.
 
-    meta: ``title``, ``source`` and ``generated`` (shown in the header), and for the trace section
+    meta: ``title``, ``source`` and ``generated`` (shown in the header), ``notice`` (a sentence shown above the
+    views, e.g. that the input has no GPU activity), and for the trace section
     ``trace_shown`` / ``trace_total`` (GPU activities drawn / in the input) and ``trace_file`` (the full trace
     written by ``--trace``, if any). trace_events: Chrome trace events for the timeline, or None for no trace
     section; more than TIMELINE_CAP complete events are cut. Raises nothing of its own.
@@ -105,7 +106,10 @@ def render(tables: list[Table], meta: dict, trace_events: list | None, out: IO[s
               f"<style>\n{_asset('report.css')}</style>\n</head><body>\n"
               f"<header><h1>{esc(title)}</h1><span class=\"meta\">{esc(info)}</span>"
               "<select id=\"worker\" style=\"display:none\" aria-label=\"worker\"></select></header>\n"
-              "<div class=\"layout\"><nav id=\"nav\"></nav><main><div id=\"views\"></div>\n")
+              "<div class=\"layout\"><nav id=\"nav\"></nav><main>\n")
+    if meta.get("notice"):  # in the HTML itself: it must show without the script too
+        out.write(f"<p class=\"notice\" id=\"notice\">{esc(meta['notice'])}</p>\n")
+    out.write("<div id=\"views\"></div>\n")
     if tl is not None:
         out.write(f"<section id=\"trace\"><h2>Trace</h2><p class=\"notes\">{esc(_trace_note(meta, tl))}</p>"
                   "<div id=\"trace-body\"></div></section>\n")

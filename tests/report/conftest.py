@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from report_helpers import DATA, ROOT
+from report_helpers import CORPUS, DATA, ROOT, ParseFailed
+
+
+def _parse(path: Path) -> list[dict]:
+    """parse's records of an export, through ``python -m pyprof.parse``; a failed parse fails with its stderr."""
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(path)], capture_output=True, cwd=ROOT)
+    if p.returncode:
+        raise ParseFailed(f"pyprof.parse {path.name} exited {p.returncode}: {p.stderr.decode()[-600:]}")
+    return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="session")
@@ -22,9 +30,29 @@ def records(tmp_path_factory):
         if rel not in cache:
             path = DATA / rel
             assert path.is_file(), f"missing fixture {path}"
-            p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(path)], capture_output=True, cwd=ROOT,
-                               check=True)
-            cache[rel] = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+            cache[rel] = _parse(path)
+        return cache[rel]
+    return get
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """The shared corpus of other people's exports; its tests skip only when the folder is absent."""
+    if not CORPUS.is_dir():
+        pytest.skip(f"shared corpus not present at {CORPUS}")
+    return CORPUS
+
+
+@pytest.fixture(scope="session")
+def corpus_records(corpus):
+    """``corpus_records("external/x.json.gz")`` -> parse's records of a shared corpus file (cached)."""
+    cache: dict = {}
+
+    def get(rel: str) -> list[dict]:
+        if rel not in cache:
+            path = corpus / rel
+            assert path.is_file(), f"missing corpus file {path}"
+            cache[rel] = _parse(path)
         return cache[rel]
     return get
 

@@ -114,7 +114,8 @@ def test_workers_and_worker_filter(records):
     (k,) = build(agg, ["kernels"], worker="rank1")
     assert sum(_col(k, "calls")) == sum(1 for d in b if d["kind"] == "kernel")
     (o,) = build(agg, ["overview"])
-    assert set(_col(o, "worker")) == {"rank0", "rank1", "all"}
+    # each worker's steps and its own mean row; workers are not averaged together (no "all" row)
+    assert set(_col(o, "worker")) == {"rank0", "rank1"} and _col(o, "step").count("mean") == 2
 
 
 def test_processes_of_one_input_are_workers():

@@ -13,30 +13,51 @@ from pyprof.report.steps import steps
 from pyprof.report.views import build
 
 
-def _sqlite_steps(path) -> list[tuple[str, int, int, int]]:
-    """(name, kernels, summed kernel ns, ns covered by kernels) per ProfilerStep range: every kernel whose launch call (any
-    thread of the process) starts inside the range (it spans the whole iteration on the main thread)."""
+_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+
+def _covered(intervals, lo, hi) -> int:
+    """ns of [lo, hi) covered by at least one (start, end): walk the ends in start order."""
+    covered, reach = 0, lo
+    for s, e in sorted(intervals):
+        s, e = max(s, reach), min(e, hi)
+        if e > s:
+            covered += e - s
+            reach = e
+    return covered
+
+
+def _sqlite_steps(path) -> list[tuple]:
+    """The GPU windows of the ProfilerStep ranges, recounted with sqlite3: (name, span, kernels started in the
+    window, kernel ns clipped to it, ns covered by kernels, ns covered by any activity) per step.
+
+    A step's own activities are those whose launch call (any thread of the process) starts inside its range;
+    its window starts at the earliest GPU start among them (never before the previous window; the first at the
+    first GPU activity) and ends where the next begins (the last at the last GPU end)."""
     c = sqlite3.connect(path)
+    tables = {t for (t,) in c.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    acts = []  # (start, end, is kernel, launch start)
+    for t in _TABLES:
+        if t in tables:
+            acts += c.execute(f"SELECT k.start, k.end, {int(t.endswith('KERNEL'))}, r.start FROM {t} k JOIN "
+                              "CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId AND "
+                              "(r.globalTid >> 24) = (k.globalPid >> 24)").fetchall()
     rng = c.execute("SELECT n.start, n.end, coalesce(n.text, s.value) FROM NVTX_EVENTS n LEFT JOIN StringIds s "
                     "ON n.textId = s.id WHERE coalesce(n.text, s.value) LIKE 'ProfilerStep#%' ORDER BY n.start")
+    rng = rng.fetchall()
+    c.close()
+    lo, hi = min(a[0] for a in acts), max(a[1] for a in acts)
+    edges = []
+    for r_start, r_end, _name in rng:
+        own = min(a[0] for a in acts if r_start <= a[3] <= r_end)
+        edges.append(lo if not edges else max(own, edges[-1]))
+    edges.append(hi)
     out = []
-    for start, end, name in rng.fetchall():
-        q = ("SELECT count(*), coalesce(sum(k.end - k.start), 0) FROM {t} k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
-             "ON r.correlationId = k.correlationId AND (r.globalTid >> 24) = (k.globalPid >> 24) "
-             "WHERE r.start >= ? AND r.start <= ?")
-        n_k, ns = c.execute(q.format(t="CUPTI_ACTIVITY_KIND_KERNEL"), (start, end)).fetchone()
-        iv = c.execute(q.replace("count(*), coalesce(sum(k.end - k.start), 0)", "k.start, k.end")
-                       .format(t="CUPTI_ACTIVITY_KIND_KERNEL"), (start, end)).fetchall()
-        # time covered by at least one kernel: walk the ends in start order
-        covered, reach = 0, None
-        for s, e in sorted(iv):
-            if reach is None or s >= reach:
-                covered += e - s
-                reach = e
-            elif e > reach:
-                covered += e - reach
-                reach = e
-        out.append((name, n_k, ns, covered))
+    for (_s, _e, name), w0, w1 in zip(rng, edges, edges[1:]):
+        kernels = [(a[0], a[1]) for a in acts if a[2]]
+        out.append((name, w1 - w0, sum(1 for s, _ in kernels if w0 <= s < w1 or (s == hi and w1 == hi)),
+                    sum(max(0, min(e, w1) - max(s, w0)) for s, e in kernels), _covered(kernels, w0, w1),
+                    _covered([(a[0], a[1]) for a in acts], w0, w1)))
     return out
 
 
@@ -47,7 +68,9 @@ def test_steps_match_sqlite(example, records, sqlite_path):
     (w,) = agg.workers.values()
     got, source = steps(w)
     assert source == "ProfilerStep"
-    assert [(s.label, s.kernels, s.kernel_sum_ns, s.kernel_ns) for s in got] == expected
+    assert [(s.label, s.span_ns, s.kernels, s.kernel_sum_ns, s.kernel_ns, s.busy_ns) for s in got] == expected
+    for a, b in zip(got, got[1:]):
+        assert a.end_ns == b.start_ns  # the windows tile the span
     for s in got:
         assert s.busy_ns + s.idle_ns == s.span_ns
         assert 0 < s.busy_ns <= s.span_ns
@@ -62,16 +85,23 @@ def test_overview_table_rows(records):
         assert parts == pytest.approx(r[c.index("span_ms")], abs=1e-3)
         assert 0 < r[c.index("sm_efficiency_pct")] <= 100
         assert 0 < r[c.index("occupancy_pct")] <= 100
+    # The mean row's GPU util is over the whole span: the steps' busy over their spans, not a mean of percents.
+    busy = sum(r[c.index("span_ms")] - r[c.index("idle_ms")] for r in t.rows[:2])
+    span = sum(r[c.index("span_ms")] for r in t.rows[:2])
+    assert t.rows[2][c.index("gpu_util_pct")] == pytest.approx(100 * busy / span, abs=0.01)
     assert t.chart["type"] == "stacked"
     assert any("CPU events" in n for n in t.notes)
 
 
 def test_kineto_without_step_ranges_is_one_step(records):
-    agg = aggregate([("k", records("kineto/transformer.pt.trace.json.gz"))])
+    recs = records("kineto/transformer.pt.trace.json.gz")
+    agg = aggregate([("k", recs)])
     (w,) = agg.workers.values()
     got, source = steps(w)
     assert source == "whole capture" and [s.label for s in got] == ["all"]
-    assert got[0].kernels == sum(1 for d in records("kineto/transformer.pt.trace.json.gz") if d["kind"] == "kernel")
+    assert got[0].kernels == sum(1 for d in recs if d["kind"] == "kernel")
+    # The one window is the capture's GPU span: first GPU start to last GPU end.
+    assert (got[0].start_ns, got[0].end_ns) == (min(d["start_ns"] for d in recs), max(d["end_ns"] for d in recs))
     (t,) = build(agg, ["overview"])
     assert t.rows[0][t.columns.index("occupancy_pct")] is None  # Kineto gives no static/dynamic shared memory
 
@@ -83,27 +113,90 @@ def test_overlap_charged_once_kernel_then_memcpy_then_memset():
             kernel(1300, 100)]  # gap 1200..1300 idle
     (w,) = aggregate([("x", recs)]).workers.values()
     (s,), _ = steps(w)
-    # span: first launch (1000 - 1000 = 0) to last end 1400
-    assert (s.span_ns, s.kernel_ns, s.memcpy_ns, s.memset_ns) == (1400, 200, 50, 50)
-    assert s.idle_ns == 1400 - 300
+    # span: first GPU start 1000 to last end 1400 (the launches, 1 us earlier, are not GPU time)
+    assert (s.span_ns, s.kernel_ns, s.memcpy_ns, s.memset_ns) == (400, 200, 50, 50)
+    assert s.idle_ns == 400 - 300
+
+
+def test_cpu_ahead_of_the_gpu_steps_partition_the_span():
+    # A GPU-bound loop: each step launches two 10 us kernels within 1 us, the GPU runs them back to back, so
+    # step N's kernels run long after step N+1 was launched (launch at 1_000 + N * 1_000, run at 100_000 + N *
+    # 20_000). "First launch to last end" would make the three steps overlap (spans 99, 118, 137 us, 354 us in
+    # all) over a 60 us GPU span.
+    recs = []
+    for n in range(3):
+        for k in range(2):
+            start = 100_000 + n * 20_000 + k * 10_000
+            recs.append(kernel(start, 10_000, ranges=[f"ProfilerStep#{n}"], api_start_ns=1_000 + n * 1_000 + k,
+                               api_end_ns=1_000 + n * 1_000 + k + 1))
+    (w,) = aggregate([("x", recs)]).workers.values()
+    got, _ = steps(w)
+    assert [(s.start_ns, s.end_ns) for s in got] == [(100_000, 120_000), (120_000, 140_000), (140_000, 160_000)]
+    assert sum(s.span_ns for s in got) == 160_000 - 100_000
+    assert [(s.idle_ns, s.kernels) for s in got] == [(0, 2)] * 3
 
 
 def test_backward_thread_kernels_join_the_step_of_their_launch_window():
+    # Step 5's first launch is at 19_000 (its main-thread kernel runs at 20_000). A backward-thread kernel
+    # launched at 19_500 is step 5's by its launch window and runs first, at 19_800: step 5's window starts
+    # there. One launched at 18_000 is step 4's: it does not move the edge, though it runs at 19_900, inside
+    # step 5's window, and counts there.
     recs = [kernel(10_000, 10, ranges=["ProfilerStep#4"]),
-            kernel(12_000, 10, tid=2),  # launched at 11_000: step 4
-            kernel(20_000, 10, ranges=["ProfilerStep#5"]),
-            kernel(25_000, 10, tid=2),  # launched at 24_000: step 5 (the last window is open-ended)
-            kernel(26_000, 10)]  # main thread, outside any step range: no step
+            kernel(19_900, 10, tid=2, api_start_ns=18_000),
+            kernel(20_000, 10, ranges=["ProfilerStep#5"], api_start_ns=19_000),
+            kernel(19_800, 10, tid=2, api_start_ns=19_500),
+            kernel(26_000, 10)]  # main thread, outside any step range: launched in no step, run in step 5's window
     (w,) = aggregate([("x", recs)]).workers.values()
     got, _ = steps(w)
-    assert [(s.label, s.kernels) for s in got] == [("ProfilerStep#4", 2), ("ProfilerStep#5", 2)]
+    assert [(s.label, s.start_ns, s.end_ns, s.kernels) for s in got] == [
+        ("ProfilerStep#4", 10_000, 19_800, 1), ("ProfilerStep#5", 19_800, 26_010, 4)]
 
 
-def test_user_step_ranges_when_no_profiler_step():
-    recs = [kernel(10_000, 10, ranges=["layer:train_step 1"]), kernel(20_000, 10, ranges=["iteration#2", "x"])]
+def test_a_kernel_across_an_edge_is_split_between_the_windows():
+    # Step 0's kernel runs 0..1000 on one stream; step 1's first activity starts at 600 on another, so the
+    # edge is at 600: 600 ns of the long kernel are step 0's, 400 ns step 1's (its duration and its SM time:
+    # 66 blocks on 132 SMs count half, 300 + 200 ns). The kernel counts once, in the window it started in.
+    props = {"smCount": 132}
+    recs = [kernel(1_000_000, 1000, ranges=["ProfilerStep#0"], grid=[66, 1, 1], gpu="G", gpu_props=props),
+            kernel(1_000_600, 200, ranges=["ProfilerStep#1"], stream=8, grid=[132, 1, 1], gpu="G",
+                   gpu_props=props)]
     (w,) = aggregate([("x", recs)]).workers.values()
-    got, source = steps(w)
-    assert source == "user ranges" and [s.label for s in got] == ["step 1", "step 2"]
+    a, b = steps(w)[0]
+    assert (a.span_ns, a.kernels, a.kernel_sum_ns, a.sm_busy_ns) == (600, 1, 600, 300.0)
+    # step 1: 400 ns of the long kernel + the 200 ns kernel (all 132 SMs), covering 600..1000
+    assert (b.span_ns, b.kernels, b.kernel_sum_ns, b.kernel_ns, b.sm_busy_ns) == (400, 1, 600, 400, 400.0)
+
+
+def test_workers_have_their_own_mean_rows_and_the_no_process_worker_is_named():
+    recs = [kernel(10_000 + i * 10_000, 5_000, ranges=[f"ProfilerStep#{i}"]) for i in range(2)]
+    recs += [kernel(10_000 + i * 10_000, 2_000, ranges=[f"ProfilerStep#{i}"], pid=2) for i in range(3)]
+    recs += [kernel(5_000, 1_000, pid=None, tid=None, api_start_ns=None)]  # no launch row, no process
+    agg = aggregate([("x", recs)])
+    (t,) = build(agg, ["overview"])
+    c = t.columns
+    assert [(r[0], r[1]) for r in t.rows] == [
+        ("1", "ProfilerStep#0"), ("1", "ProfilerStep#1"), ("1", "mean"),
+        ("2", "ProfilerStep#0"), ("2", "ProfilerStep#1"), ("2", "ProfilerStep#2"), ("2", "mean"),
+        ("unknown", "all")]
+    # worker 1: 5 us kernels at 10 and 20 us, span 10..25 us -> busy 10 of 15 us
+    assert t.rows[2][c.index("gpu_util_pct")] == round(100 * 10 / 15, 2)
+    # worker 2: 2 us kernels at 10, 20, 30 us, span 10..32 us -> busy 6 of 22 us; mean span 22 / 3 us
+    assert t.rows[6][c.index("gpu_util_pct")] == round(100 * 6 / 22, 2)
+    assert t.rows[6][c.index("span_ms")] == round(0.022 / 3, 4)
+    assert any(n.startswith("Worker unknown: activities with no process") for n in t.notes)
+    # The workers view compares processes only: worker 1's mean step (15 us / 2 = 7.5 us) is the slowest,
+    # worker 2's (22 us / 3 = 7.33 us) the fastest; the unknown worker's 1 us "step" is no process's.
+    (wv,) = build(agg, ["workers"])
+    assert any(n.startswith("Slowest worker: 1 (0.0075 ms per step; fastest 2 0.0073 ms)") for n in wv.notes)
+    # gpu_idle over all three timelines: idle (5 + 16 + 0) of (15 + 22 + 1) us; steps named with their worker
+    (rec,) = build(agg, ["recommendations"])
+    (idle,) = [r for r in rec.rows if r[0] == "gpu_idle"]
+    assert idle[-1] == round(100 * 21 / 38, 2) and idle[1].startswith("steps 2 ProfilerStep#")
+
+
+def test_no_gpu_activity_says_so():
+    (t,) = build(aggregate([("empty", [])]), ["overview"])
+    assert t.rows == [] and any(n.startswith("No GPU activity") for n in t.notes)
 
 
 H200 = {"smCount": 132, "maxWarpsPerSm": 64, "maxRegistersPerSm": 65536, "maxShmemPerSm": 233472,

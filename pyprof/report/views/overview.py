@@ -1,11 +1,12 @@
 """The overview: per step, where the GPU's wall time went (kernel, memcpy, memset, idle; overlapping time
 charged once in that order, as the PyTorch profiler's TensorBoard plugin did), GPU utilisation, estimated SM
-efficiency and estimated achieved occupancy."""
+efficiency and estimated achieved occupancy. Steps are windows that partition each worker's GPU timeline
+(pyprof.report.steps)."""
 from __future__ import annotations
 
 from pyprof.report.aggregate import Aggregate
 from pyprof.report.model import Table
-from pyprof.report.steps import Step, steps
+from pyprof.report.steps import Step, no_process, steps
 from pyprof.report.views import view
 from pyprof.report.views.common import ms, pct
 
@@ -17,17 +18,31 @@ COLUMNS = [("step", "Step"), ("span_ms", "Span (ms)"), ("kernel_ms", "Kernel (ms
 
 def step_row(st: Step) -> list:
     """One step's values in COLUMNS order (without the worker column)."""
-    span = st.span_ns
-    sm_eff = None if st.sm_busy_ns is None or not span else round(min(100.0, 100.0 * st.sm_busy_ns / span), 2)
-    occ = round(100.0 * st.occ_x_ns / st.occ_known_ns, 2) if st.occ_known_ns else None
-    return [st.label, ms(span), ms(st.kernel_ns), ms(st.memcpy_ns), ms(st.memset_ns), ms(st.idle_ns),
-            pct(st.busy_ns, span), sm_eff, occ, st.kernels, ms(st.kernel_sum_ns)]
+    return _row(st.label, [st])
+
+
+def _row(label: str, sts: list[Step]) -> list:
+    """The row of one step, or the mean row of a worker's steps. Means of times and counts over the steps;
+    the percentages are ratios of the sums (over a worker's steps: its whole profiled span, since the windows
+    partition it), never means of the steps' percentages."""
+    n = len(sts)
+    span = sum(s.span_ns for s in sts)
+    busy = sum(s.busy_ns for s in sts)
+    sm = None if any(s.sm_busy_ns is None for s in sts) else sum(s.sm_busy_ns for s in sts)
+    occ_known = sum(s.occ_known_ns for s in sts)
+    sm_eff = None if sm is None or not span else round(min(100.0, 100.0 * sm / span), 2)
+    occ = round(100.0 * sum(s.occ_x_ns for s in sts) / occ_known, 2) if occ_known else None
+    kernels = sum(s.kernels for s in sts)
+    return [label, ms(span / n), ms(sum(s.kernel_ns for s in sts) / n), ms(sum(s.memcpy_ns for s in sts) / n),
+            ms(sum(s.memset_ns for s in sts) / n), ms(sum(s.idle_ns for s in sts) / n), pct(busy, span), sm_eff,
+            occ, kernels if n == 1 else round(kernels / n, 4), ms(sum(s.kernel_sum_ns for s in sts) / n)]
 
 
 @view("overview")
 def overview(agg: Aggregate, worker: str | None = None) -> Table:
     """Per step (and per worker when there are several): span, kernel/memcpy/memset/idle time, GPU
-    utilisation, estimated SM efficiency and occupancy; a mean row when there are several steps."""
+    utilisation, estimated SM efficiency and occupancy; after each worker's steps, its mean row when it has
+    several steps."""
     workers = agg.select(worker)
     many = len(workers) > 1
     cols = ([("worker", "Worker")] if many else []) + COLUMNS
@@ -35,40 +50,51 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
                      chart={"type": "stacked", "label": "step", "values": ["kernel_ms", "memcpy_ms", "memset_ms",
                                                                            "idle_ms"]})
     sources = set()
-    all_steps: list[Step] = []
+    n_steps = 0
     for w in workers:
         sts, source = steps(w)
+        if not sts:
+            continue
         sources.add(source)
-        for st in sts:
-            all_steps.append(st)
-            table.rows.append(([w.name] if many else []) + step_row(st))
-    if len(all_steps) > 1:
-        first = 2 if many else 1
-        mean = [None] * len(cols)
-        for i in range(first, len(cols)):
-            vals = [r[i] for r in table.rows if r[i] is not None]
-            mean[i] = sum(vals) / len(vals) if vals else None
-        mean[1 if many else 0] = "mean"
-        if many:
-            mean[0] = "all"
-        table.rows.append([round(v, 4) if isinstance(v, float) else v for v in mean])
-    table.notes += [
-        f"Steps found from: {', '.join(sorted(sources)) or 'none'}. A step runs from its first launch to the end "
-        "of its last GPU activity; kernels launched on other threads (backward) belong to the step whose launch "
-        "window holds their launch time.",
-        "Overlapping GPU time is charged once, in the order kernel > memcpy > memset; idle = span - busy; "
-        "GPU util % = busy / span.",
-        "Est. SM eff. % = sum over kernels of duration x min(1, blocks / SM count) / span (capped at 100). "
-        "Est. occupancy % = duration-weighted mean over kernels of min(blocks an SM can hold, blocks per SM) x "
-        "warps per block / max warps per SM, from grid, block, registers, shared memory and the GPU's limits; "
-        "na where the export lacks them.",
-        "CUDA runtime, data loading and CPU execution time (the TensorBoard plugin's other categories) need CPU "
-        "events that the records do not carry: not shown.",
-    ]
+        n_steps += len(sts)
+        head = [w.name] if many else []
+        table.rows += [head + step_row(st) for st in sts]
+        if len(sts) > 1:
+            table.rows.append(head + _row("mean", sts))
+    if not sum(w.totals["records"] for w in workers):
+        table.notes.append("No GPU activity in the records: no kernels, copies or memsets (pyprof parse writes "
+                           "an empty file for such a profile), so no steps.")
+    elif n_steps:
+        table.notes += [
+            f"Steps found from: {', '.join(sorted(sources))}. A step's span is its window on the GPU's timeline: "
+            "from where the GPU began the step's work (its earliest activity, the first step from the worker's "
+            "first GPU activity) to where the next step's began (the last step to the worker's last GPU end). "
+            "The windows partition the profiled span, so the spans add up to it even when the CPU runs ahead "
+            "of the GPU.",
+            "Everything the GPU ran inside a window, clipped to it, is the step's, whoever launched it. "
+            "Overlapping GPU time is charged once, in the order kernel > memcpy > memset; idle = span - busy; "
+            "GPU util % = busy / span. Kernels: those that started in the window; Kernel sum: their durations "
+            "clipped to the window.",
+            "Est. SM eff. % = sum over kernels of clipped duration x min(1, blocks / SM count) / span (capped "
+            "at 100). Est. occupancy % = clipped-duration-weighted mean over kernels of min(blocks an SM can "
+            "hold, blocks per SM) x warps per block / max warps per SM, from grid, block, registers, shared "
+            "memory and the GPU's limits; na where the export lacks them.",
+            "CUDA runtime, data loading and CPU execution time (the TensorBoard plugin's other categories) need "
+            "CPU events that the records do not carry: not shown.",
+        ]
+    if any(len(steps(w)[0]) > 1 for w in workers):
+        table.notes.append("A mean row follows each worker's steps: times and counts are the mean per step, the "
+                           "percentages are over the worker's whole profiled span (ratios of the sums). Workers "
+                           "are never averaged together: each has its own GPU timeline (compare them in the "
+                           "workers view).")
+    lost = [w.name for w in workers if no_process(w) and steps(w)[0]]
+    if lost:
+        table.notes.append(f"Worker {', '.join(lost)}: activities with no process, because the export has no "
+                           "launch call for them (launched before the capture began, as when the CPU runs ahead "
+                           "of the GPU, or by a thread the profiler did not trace). Their GPU time is not on "
+                           "the timeline of the process that launched them.")
     untimed = sum(w.untimed for w in workers)
     if untimed:
         table.notes.append(f"{untimed} activities have no start/end times (original PyProf dict lines): they are "
                            "in the other views but not in the steps.")
-    if len(all_steps) > 1:
-        table.notes.append("The mean row averages the step rows (na left out).")
     return table

@@ -14,7 +14,7 @@ from pyprof.report.views.common import merged, ms, pct, short_lines, total
 HOTSPOT_SHARE = 5.0  # % of GPU time for a line/kernel to count as a hotspot
 NEAR_ROOFLINE = 60.0  # roofline % at or above which a hotspot is near what the GPU can do
 FAR_ROOFLINE = 20.0  # roofline % below which a hotspot has room
-IDLE_SHARE = 20.0  # % of step span with the GPU idle
+IDLE_SHARE = 20.0  # % of the profiled span (all steps' windows) with the GPU idle
 TINY_SHARE = 50.0  # % of kernels shorter than TINY_NS
 LOW_OCCUPANCY = 25.0  # estimated occupancy %
 LOW_OCC_SHARE = 10.0  # % of kernel time in low-occupancy kernels
@@ -86,16 +86,16 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
                      f"{pct(ideal, ns)}% of its roofline", "Room to improve: check its launch configuration, "
                      "dtype and shapes (kernels view: occupancy, TC)", ms(ns), pct(ns, gpu_ns)])
 
-    # 3. GPU idle within steps
-    sts = [s for w in ws for s in steps(w)[0] if s.span_ns]
-    span = sum(s.span_ns for s in sts)
-    idle = sum(s.idle_ns for s in sts)
+    # 3. GPU idle within the profiled span (the steps' windows partition each worker's span)
+    named = [(f"{w.name} {s.label}" if len(ws) > 1 else s.label, s) for w in ws for s in steps(w)[0]]
+    span = sum(s.span_ns for _, s in named)
+    idle = sum(s.idle_ns for _, s in named)
     if span and 100.0 * idle / span >= IDLE_SHARE:
-        worst = sorted(sts, key=lambda s: -s.idle_ns / s.span_ns)
-        rows.append(["gpu_idle", f"steps {_top([s.label for s in worst])}",
-                     f"the GPU is idle {pct(idle, span)}% of the step time",
-                     "The GPU waits for the CPU: look at the host side (launch overhead, synchronisations, data "
-                     "loading) with a CPU profiler; CUDA graphs or torch.compile cut launch gaps",
+        worst = sorted((x for x in named if x[1].span_ns), key=lambda x: -x[1].idle_ns / x[1].span_ns)
+        rows.append(["gpu_idle", f"steps {_top([label for label, _ in worst])}",
+                     f"the GPU is idle {pct(idle, span)}% of the profiled time (first GPU activity to last GPU "
+                     "end)", "The GPU waits for the CPU: look at the host side (launch overhead, synchronisations, "
+                     "data loading) with a CPU profiler; CUDA graphs or torch.compile cut launch gaps",
                      ms(idle), pct(idle, span)])
 
     # 4. many tiny kernels

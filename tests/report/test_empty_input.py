@@ -1,0 +1,84 @@
+"""A profile without GPU activity: ``pyprof parse`` writes an empty records file and exits 0, and ``pyprof
+report`` and ``pyprof prof --view`` take that file (or the export itself) and say there is no GPU activity,
+exit 0. On two real Nsight Systems exports of the shared corpus whose SQLite has no CUPTI activity table (the
+corpus README lists 0 kernels for both; sqlite3 recounts it here)."""
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+from report_helpers import ROOT
+
+from pyprof.report.cli import is_records, main
+
+EXPORTS = ["nsys/nsys2026.1_jacc_report1.sqlite", "nsys/nsys2024.6_no_cuda.sqlite"]
+_ACTIVITY = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+
+def _activities(path) -> int:
+    """GPU activities in the export, by sqlite3: rows of the CUPTI kernel/memcpy/memset tables present."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        return sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in _ACTIVITY if t in tables)
+    finally:
+        con.close()
+
+
+def _embedded(page: str) -> dict:
+    m = re.search(r'<script type="application/json" id="pyprof-data">(.*?)</script>', page, re.S)
+    return json.loads(m.group(1))
+
+
+@pytest.fixture(params=EXPORTS)
+def empty_records(request, corpus, tmp_path):
+    """(export path, the records file parse wrote for it)."""
+    export = corpus / request.param
+    assert _activities(export) == 0
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(export)], capture_output=True, cwd=ROOT)
+    assert p.returncode == 0 and p.stdout == b"" and "no GPU kernels" in p.stderr.decode()
+    out = tmp_path / "empty.dict"
+    out.write_bytes(p.stdout)
+    return export, out
+
+
+def test_report_takes_the_empty_records_and_says_so(empty_records, tmp_path):
+    export, recs = empty_records
+    for src in (recs, export):  # the records parse wrote, and the export parsed on the way
+        page_path = tmp_path / "r.html"
+        assert main([str(src), "-o", str(page_path)]) == 0
+        page = page_path.read_text()
+        assert '<p class="notice" id="notice">No GPU activity in the input' in page  # shown without scripts too
+        data = _embedded(page)
+        assert data["meta"]["trace_total"] == 0 and data["timeline"] is None
+        (overview,) = [t for t in data["tables"] if t["name"] == "overview"]
+        assert overview["rows"] == [] and overview["notes"][0].startswith("No GPU activity in the records")
+
+
+def test_prof_view_takes_the_empty_records_and_says_so(empty_records):
+    _export, recs = empty_records
+    p = subprocess.run([sys.executable, "-m", "pyprof.prof", "--view", "overview", str(recs)], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[1:] == []  # the header alone
+    assert "pyprof.prof: overview: No GPU activity in the records" in p.stderr
+
+
+def test_an_empty_or_blank_file_is_records(tmp_path):
+    empty, blank = tmp_path / "e.dict", tmp_path / "b.dict"
+    empty.write_bytes(b"")
+    blank.write_bytes(b"\n  \n")
+    assert is_records(str(empty)) and is_records(str(blank))
+
+
+def test_a_page_with_activity_has_no_notice(records, tmp_path):
+    recs = tmp_path / "l.dict"
+    recs.write_text("".join(json.dumps(d) + "\n" for d in records("nsys/pyprof/lenet.sqlite.xz")))
+    out = tmp_path / "r.html"
+    assert main([str(recs), "-o", str(out)]) == 0
+    page = out.read_text()
+    assert 'class="notice"' not in page and _embedded(page)["meta"]["notice"] is None
