@@ -67,10 +67,7 @@ HTA = {
 #: Where HTA's default rounding alone moves its figure by more than 3 points (11.76 with it, 8.54 without, on
 #: the MI300X trace), its default figure is held to 3 points plus that shift (both are HTA's own figures).
 _ROUNDING_OVER_3 = {"external/tracelens_mi300_Qwen1.5-0.5B-Chat.json.gz"}
-_PARSE_BUG = pytest.mark.xfail(raises=ParseFailed, strict=False,
-                               reason="pyprof.parse recurses without end on the torch::autograd::CppNode backward "
-                                      "nodes of this trace (RecursionError; the parse fix lands on main)")
-TRACES = [pytest.param(rel, marks=_PARSE_BUG) if "sampled" in rel else rel for rel in HTA]
+TRACES = list(HTA)
 
 _GPU = {"kernel", "gpu_memcpy", "gpu_memset", "memcpy", "memset"}  # PyTorch 2.x and 1.8/1.9 spellings
 _LAUNCH = {"cuda_runtime", "cuda_driver", "runtime"}
