@@ -15,13 +15,31 @@ string = json.encoder.encode_basestring_ascii  # what the encoder itself uses fo
 # JSONEncoder.encode builds a C encoder on every call, which costs more than the small values encoded
 # here; build the same one once (as JSONEncoder.iterencode does, without the circular-reference check).
 if json.encoder.c_make_encoder is not None:
-    _c_encoder = json.encoder.c_make_encoder(None, _ENCODER.default, string, None, ":", ",", False, False, True)
+    # allow_nan off: a NaN or an infinity raises instead of becoming a token that is not JSON.
+    _c_encoder = json.encoder.c_make_encoder(None, _ENCODER.default, string, None, ":", ",", False, False, False)
 
     def value(v) -> str:
-        """JSON of any JSON-able value."""
-        return "".join(_c_encoder(v, 0))
+        """Strict JSON of any JSON-able value: a float that is not finite is written as docs/markers.md says
+        (the strings "nan", "inf", "-inf")."""
+        try:
+            return "".join(_c_encoder(v, 0))
+        except ValueError:
+            return "".join(_c_encoder(_finite(v), 0))
 else:  # pragma: no cover - CPython always has the C accelerator
-    value = _ENCODER.encode
+    def value(v) -> str:
+        """Strict JSON of any JSON-able value (see above)."""
+        return json.dumps(_finite(v), separators=(",", ":"), allow_nan=False)
+
+
+def _finite(v):
+    """``v`` with every float that is not finite replaced by its string (containers rebuilt, others as they are)."""
+    if isinstance(v, float):
+        return v if v - v == 0 else ("nan" if v != v else "inf" if v > 0 else "-inf")
+    if isinstance(v, dict):
+        return {k: _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
 
 
 def integer(v) -> str:

@@ -28,15 +28,74 @@ _OP_CATS = {"cpu_op", "operator"}
 _COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP")
 
 
+#: Times past this many ns from the epoch (year 2262) are no times (a 1e999 microsecond stamp).
+MAX_TIME_NS = 2 ** 63 - 1
+#: JSON nested deeper than this is not a trace (events nest 4-6 levels: traceEvents, event, args, Input Dims).
+MAX_DEPTH = 64
+BAD_EVENT = "events with a missing or malformed time, left out"
+
+
+class BadEvent(ValueError):
+    """An event whose times cannot be read: left out and counted."""
+
+
 def _ns(us) -> int:
-    """Kineto microseconds (Decimal from ijson, exact) -> integer nanoseconds."""
-    if isinstance(us, Decimal):
-        return int(us * 1000)
-    return int(round(us * 1000))
+    """Kineto microseconds (Decimal from ijson, exact) -> integer nanoseconds. Raises BadEvent."""
+    if type(us) is Decimal:
+        if not us.is_finite():
+            raise BadEvent(us)
+        ns = int(us * 1000)
+    elif type(us) is int:
+        ns = us * 1000
+    elif type(us) is float and us - us == 0:
+        ns = int(round(us * 1000))
+    else:
+        raise BadEvent(us)  # a string, a bool, null, a list...
+    if not -MAX_TIME_NS <= ns <= MAX_TIME_NS:
+        raise BadEvent(us)
+    return ns
 
 
 def _num(v):
-    return float(v) if isinstance(v, Decimal) else v
+    """A number of a device's properties, as JSON can hold it (a non-finite one is no number)."""
+    if type(v) is Decimal:
+        return float(v) if v.is_finite() and abs(v) < Decimal("1e300") else None
+    return v
+
+
+def _int(v) -> int | None:
+    """An id or a count: an integer, else None (the event is kept, the value is not)."""
+    return v if type(v) is int else None
+
+
+def _ints(v) -> tuple:
+    """A launch configuration: a list of integers, else empty."""
+    return tuple(v) if type(v) is list and len(v) <= 3 and all(type(x) is int for x in v) else ()
+
+
+class _Guarded:
+    """The bytes of a trace as ijson reads them, watched for JSON nested deeper than MAX_DEPTH (whose objects
+    would grow without bound in memory), counting brackets as they pass (brackets inside strings too: they are
+    balanced in real names, and only inflate the count)."""
+
+    def __init__(self, f: IO[bytes], path: str) -> None:
+        self.f = f
+        self.path = path
+        self.depth = 0
+
+    def read(self, n: int = -1) -> bytes:
+        import numpy as np
+
+        data = self.f.read(n)
+        if data:
+            b = np.frombuffer(data, np.uint8)
+            step = (b == 91).astype(np.int32) + (b == 123) - (b == 93) - (b == 125)  # [ { ] }
+            levels = np.cumsum(step, dtype=np.int64)
+            if self.depth + int(levels.max()) > MAX_DEPTH:
+                raise InputError(self.path, f"JSON nested deeper than {MAX_DEPTH} levels: not a PyTorch profiler "
+                                            "trace")
+            self.depth += int(levels[-1])
+        return data
 
 
 class KinetoSource:
@@ -53,6 +112,7 @@ class KinetoSource:
         self._acts: list = []
         self._gpus: dict[int, GpuInfo] = {}
         self._cpu_pids: set = set()  # processes that launched GPU work
+        self.oddities: dict = {}  # events left out (the summary reports them)
 
     def _open(self) -> IO[bytes]:
         """The trace's bytes, after a UTF-8 byte-order mark if it starts with one (some editors add one)."""
@@ -79,7 +139,7 @@ class KinetoSource:
             prefix = self._events_prefix()
             with self._open() as f:
                 seen = False
-                for ev in ijson.items(f, prefix):
+                for ev in ijson.items(_Guarded(f, self.path), prefix):
                     if isinstance(ev, dict) and "ph" in ev:
                         seen = True
                         if ev["ph"] == "X":
@@ -89,17 +149,19 @@ class KinetoSource:
                 if not seen and not self._has_key(ijson, "traceEvents"):
                     raise InputError(self.path, "JSON without 'traceEvents': not a PyTorch profiler trace")
             with self._open() as f:
-                for dev in ijson.items(f, "deviceProperties.item"):
-                    if isinstance(dev, dict) and "id" in dev:
-                        props = {k: _num(v) for k, v in dev.items() if k not in ("id", "name")}
-                        self._gpus[int(dev["id"])] = GpuInfo(dev.get("name"), props)
+                devices = ijson.items(_Guarded(f, self.path), "deviceProperties.item") if prefix != "item" else ()
+                for dev in devices:
+                    if isinstance(dev, dict) and type(dev.get("id")) is int:
+                        props = {k: _num(v) for k, v in dev.items() if k not in ("id", "name")
+                                 and (type(v) in (int, Decimal, str, bool) or v is None)}
+                        name = dev.get("name")
+                        self._gpus[dev["id"]] = GpuInfo(name if type(name) is str else None, props)
         except ijson.JSONError as e:
-            raise InputError(self.path, f"malformed or truncated JSON trace ({e})") from None
+            raise InputError(self.path, f"malformed or truncated JSON trace ({_first_line(e)})") from None
+        except UnicodeDecodeError as e:
+            raise InputError(self.path, f"JSON trace that is not UTF-8 (byte {e.start})") from None
         except (OSError, EOFError, zlib.error) as e:
-            raise InputError(self.path, f"unreadable or truncated trace ({e})") from None
-        except (KeyError, TypeError, ValueError, ArithmeticError) as e:
-            raise InputError(self.path, f"event with missing or malformed fields ({type(e).__name__}: {e})") \
-                from None
+            raise InputError(self.path, f"unreadable or truncated trace ({_first_line(e)})") from None
         self._ranges.sort(key=lambda r: (r[1], -r[2]))
         self._launches.sort(key=lambda x: x.start_ns)
         self._acts.sort(key=lambda a: a.start_ns)
@@ -116,45 +178,54 @@ class KinetoSource:
                        for prefix, event, value in ijson.parse(f))
 
     def _take(self, ev: dict) -> None:
+        try:
+            start = _ns(ev.get("ts"))
+            end = start + (_ns(ev["dur"]) if "dur" in ev else 0)
+        except BadEvent:
+            self.oddities[BAD_EVENT] = self.oddities.get(BAD_EVENT, 0) + 1
+            return
+        if end < start or end > MAX_TIME_NS:
+            self.oddities[BAD_EVENT] = self.oddities.get(BAD_EVENT, 0) + 1
+            return
         cat = str(ev.get("cat", "")).lower()
-        args = ev.get("args") or {}
-        start = _ns(ev["ts"])
-        end = start + _ns(ev.get("dur", 0))
+        args = ev.get("args")
+        if type(args) is not dict:
+            args = {}
+        name = ev.get("name")
+        name = name if type(name) is str else "" if name is None else str(name)
         if cat in _KERNEL_CATS:
-            corr = args.get("correlation")
-            grid = tuple(args.get("grid") or ())
-            block = tuple(args.get("block") or ())
-            name = str(ev.get("name", ""))
+            corr = _int(args.get("correlation"))
             occupancy = args.get("est. achieved occupancy %")
-            self._acts.append(Activity("kernel", start, end, args.get("device"), args.get("stream"), None, corr,
-                                       corr, name, _short(name), grid, block, args.get("registers per thread"),
-                                       smem_bytes=args.get("shared memory"),
-                                       est_occupancy_pct=_num(occupancy) if isinstance(occupancy, (int, Decimal))
+            self._acts.append(Activity("kernel", start, end, _int(args.get("device")), _int(args.get("stream")),
+                                       None, corr, corr, name, _short(name), _ints(args.get("grid")),
+                                       _ints(args.get("block")), _int(args.get("registers per thread")),
+                                       smem_bytes=_int(args.get("shared memory")),
+                                       est_occupancy_pct=_num(occupancy) if type(occupancy) in (int, Decimal)
                                        else None))
         elif cat in _COPY_CATS:
             kind = _COPY_CATS[cat]
-            corr = args.get("correlation")
-            name = str(ev.get("name", ""))
+            corr = _int(args.get("correlation"))
             ck = next((k for k in _COPY_KINDS if k in name), None) if kind == "memcpy" else None
-            self._acts.append(Activity(kind, start, end, args.get("device"), args.get("stream"), None, corr, corr,
-                                       name, name, bytes=args.get("bytes"), copy_kind=ck))
+            self._acts.append(Activity(kind, start, end, _int(args.get("device")), _int(args.get("stream")), None,
+                                       corr, corr, name, name, bytes=_int(args.get("bytes")), copy_kind=ck))
         elif cat in _LAUNCH_CATS:
-            corr = args.get("correlation")
+            corr = _int(args.get("correlation"))
             if corr is not None:
                 pid, tid = _ident(ev.get("pid")), _ident(ev.get("tid"))
                 self._cpu_pids.add(pid)
-                self._launches.append(Launch((pid, tid), start, end, str(ev.get("name", "")), corr,
+                self._launches.append(Launch((pid, tid), start, end, name, corr,
                                              pid if type(pid) is int else None, tid if type(tid) is int else None))
         elif cat in _RANGE_CATS:
             pid, tid = _ident(ev.get("pid")), _ident(ev.get("tid"))
-            name = str(ev.get("name", ""))
             marker = None
             if cat in _OP_CATS and not (cat == "operator" and _legacy_annotation(name, args)):
-                seq = args.get("Sequence number")
+                seq = _int(args.get("Sequence number"))
                 dims = args.get("Input Dims", args.get("Input dims"))  # "Input dims" in PyTorch 1.8 previews
-                marker = mk.seq_marker(name, int(seq) if seq is not None else None, dims,
-                                       args.get("Input type"), args.get("Concrete Inputs"),
-                                       args.get("Fwd thread id"))
+                types, concrete = args.get("Input type"), args.get("Concrete Inputs")
+                marker = mk.seq_marker(name, seq, dims if type(dims) is list else None,
+                                       types if type(types) is list else None,
+                                       concrete if type(concrete) is list else None,
+                                       _int(args.get("Fwd thread id")))
             self._ranges.append(((pid, tid), start, end, name, None, marker))
 
     def gpus(self) -> dict[int, GpuInfo]:
@@ -187,13 +258,19 @@ class KinetoSource:
 
 def _ident(v):
     """A process or thread id: PyTorch 1.8-1.9 wrote them as strings ("25772"); other strings ("stream 7", a
-    thread's name) are kept as they are, so that they still tell threads apart."""
+    thread's name) are kept as they are, so that they still tell threads apart; anything else by its text."""
+    if type(v) is int:
+        return v
     if type(v) is str:
         try:
-            return int(v)
+            return int(v) if len(v) < 30 else v
         except ValueError:
             return v
-    return v
+    return None if v is None else str(v)
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
 
 
 def _legacy_annotation(name: str, args: dict) -> bool:

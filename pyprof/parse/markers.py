@@ -132,16 +132,36 @@ def decode(text: str | None) -> Marker | None:
     return None
 
 
+#: Marker texts nest a few levels (an op's arguments, a tensor list's items); deeper ones are not markers.
+MAX_MARKER_DEPTH = 16
+#: Longer texts are not decoded: a marker of the longest foreach call (every parameter of a model) is far shorter.
+MAX_MARKER_CHARS = 4 << 20
+
+
+def _non_finite(name: str) -> str:
+    """NaN, Infinity and -Infinity, which JSON has no numbers for, as docs/markers.md writes them: strings."""
+    return {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[name]
+
+
+def _finite_float(text: str):
+    v = float(text)
+    return v if v - v == 0 else ("nan" if v != v else "inf" if v > 0 else "-inf")  # 1e999 is inf
+
+
 def _decode_dict(text: str) -> Marker | None:
+    if len(text) > MAX_MARKER_CHARS:
+        return None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_non_finite, parse_float=_finite_float)
+    except RecursionError:
+        return None
     except ValueError:
         try:
             # Legacy PyProf wrote Python reprs (single quotes, tuples): literal_eval parses them safely.
             data = ast.literal_eval(text)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return None
-    if not isinstance(data, dict):
+    if not isinstance(data, dict) or _deeper_than(data, MAX_MARKER_DEPTH):
         return None
     if "pyprof" in data:
         if "module" in data:
@@ -175,6 +195,19 @@ def _decode_dict(text: str) -> Marker | None:
         m.data = _jsonable(data)
         return m
     return None
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """True when ``value`` nests lists, tuples, dicts or sets more than ``limit`` deep (walked level by level, not
+    recursively: the input decides the depth)."""
+    level, depth = [value], 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        level = [x for v in level for x in (v.values() if isinstance(v, dict) else v)
+                 if isinstance(x, (list, tuple, dict, set, frozenset))]
+    return False
 
 
 def _legacy_arg(a: Any) -> dict:
@@ -365,6 +398,10 @@ _KINETO_DTYPES = {
 }
 
 
+def _is_shape(v: Any) -> bool:
+    return type(v) is list and all(type(d) is int for d in v)
+
+
 def _args_from_sizes(raw_sizes: Any, dtypes: list | None, concrete: list | None) -> list:
     if raw_sizes is None:
         return []
@@ -372,19 +409,24 @@ def _args_from_sizes(raw_sizes: Any, dtypes: list | None, concrete: list | None)
     if isinstance(raw_sizes, str):
         try:
             sizes = json.loads(raw_sizes)
-        except ValueError:
+        except (ValueError, RecursionError):
             return []
     if not isinstance(sizes, list):
         return []
     args = []
     for i, shape in enumerate(sizes):
         dtype = dtypes[i] if dtypes is not None and i < len(dtypes) else None
+        dtype = dtype if type(dtype) is str else None
         value = concrete[i] if concrete is not None and i < len(concrete) else ""
-        if isinstance(shape, list) and (shape or (dtype in _KINETO_DTYPES)):
+        if _is_shape(shape) and (shape or (dtype in _KINETO_DTYPES)):
             args.append({"type": "tensor", "shape": shape, "dtype": _KINETO_DTYPES.get(dtype, dtype)})
+        elif type(shape) is list and shape and all(_is_shape(x) for x in shape):
+            # A list of shapes is a list of tensors (a foreach op's arguments); their dtype is not recorded.
+            args.append({"type": "tensorlist", "items": [{"type": "tensor", "shape": x, "dtype": None}
+                                                          for x in shape]})
         elif dtype == "TensorList" and isinstance(shape, list):
             args.append({"type": "tensorlist", "items": []})
-        elif value not in ("", None):
+        elif value not in ("", None) and type(value) in (str, int, float, bool):
             args.append(_scalar_entry(dtype, value))
         elif dtype:
             args.append({"type": "none" if dtype == "" else str(dtype)})
@@ -394,11 +436,20 @@ def _args_from_sizes(raw_sizes: Any, dtypes: list | None, concrete: list | None)
     return args
 
 
-def _scalar_entry(dtype: str | None, value: str) -> dict:
-    try:
-        v = ast.literal_eval(value)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+#: A scalar argument's text longer than this is kept as text, cut (a real one is a number or a short tuple).
+MAX_SCALAR_CHARS = 1024
+
+
+def _scalar_entry(dtype: str | None, value) -> dict:
+    if type(value) is not str:
         v = value
+    elif len(value) > MAX_SCALAR_CHARS:
+        return {"type": "str", "value": value[:MAX_SCALAR_CHARS] + "..."}
+    else:
+        try:
+            v = ast.literal_eval(value)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            v = value
     if isinstance(v, bool):
         return {"type": "bool", "value": v}
     if isinstance(v, int):

@@ -106,6 +106,7 @@ class Source(Protocol):
 
     path: str
     format: str
+    oddities: dict  # what of the input was left out or read leniently -> how often (reported, --strict refuses)
 
     def gpus(self) -> dict[int, GpuInfo]: ...
 

@@ -11,6 +11,7 @@ from typing import Iterator
 
 from pyprof.common import InputError
 from pyprof.parse.model import Activity, GpuInfo, Launch
+from pyprof.parse.sqlrows import Rows, connect, integer
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -18,6 +19,13 @@ MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX = "NVTX_EVENTS"
 NVTX_PUSH_POP = 59
+
+# What a row needs to be read at all (SQLite does not enforce column types): integer times in order, and the ids
+# that place it. Other rows are left out and counted (check()).
+_VALID_ACTIVITY = "typeof(start) = 'integer' AND typeof(end) = 'integer' AND end >= start"
+_VALID_LAUNCH = (f"{_VALID_ACTIVITY} AND typeof(globalTid) = 'integer' AND typeof(correlationId) = 'integer'")
+_VALID_RANGE = ("typeof(e.start) = 'integer' AND typeof(e.end) = 'integer' AND e.end >= e.start "
+                "AND typeof(e.globalTid) = 'integer'")
 
 _CHECK_ROWS = 1 << 16  # rows per query when checking the stored order (a text of under 1 MB)
 _TID_MASK = 0xFFFFFF
@@ -45,18 +53,15 @@ class NsysSource:
     def __init__(self, path: str, display: str | None = None):
         self.file = path
         self.path = display or path
-        try:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            self.db.execute("PRAGMA query_only = 1")
-            self.cols = {t: self._columns(t) for (t,) in
-                         self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.DatabaseError as e:
-            raise InputError(self.path, f"not a readable SQLite database ({e})") from None
+        self.oddities: dict = {}  # rows left out, texts read leniently (the summary reports them)
+        self.db = connect(path, self.path)
+        self.rows = Rows(self.db, path, self.path, self.oddities)
+        self.cols = {t: self._columns(t) for (t,) in self.rows.all("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if "StringIds" not in self.cols:
             raise InputError(self.path, "SQLite database without a StringIds table: not an Nsight Systems export")
         for table, needed in ((KERNEL, ("start", "end", "correlationId")),
                               (RUNTIME, ("start", "end", "globalTid", "correlationId")),
-                              (NVTX, ("start", "end", "eventType", "globalTid"))):
+                              (NVTX, ("start", "end", "eventType", "globalTid")), ("StringIds", ("id", "value"))):
             have = self.cols.get(table)
             if have is not None and not all(c in have for c in needed):
                 raise InputError(self.path, f"table {table} lacks columns {[c for c in needed if c not in have]}")
@@ -65,33 +70,49 @@ class NsysSource:
         self.version = self._meta("EXPORT_PRODUCT_VERSION")
 
     def _columns(self, table: str) -> set[str]:
-        return {row[1] for row in self.db.execute(f"PRAGMA table_info('{table}')")}
+        return {row[1] for row in self.rows.all(f"PRAGMA table_info('{table}')")}
 
     def _meta(self, key: str) -> str | None:
         for table in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
-            if table in self.cols:
-                row = self.db.execute(f"SELECT value FROM {table} WHERE name = ?", (key,)).fetchone()
-                return row[0] if row else None
+            if {"name", "value"} <= self.cols.get(table, set()):
+                rows = self.rows.all(f"SELECT value FROM {table} WHERE name = ?", (key,))
+                return str(rows[0][0]) if rows else None
         return None
 
     def _col(self, table: str, col: str, default: str = "NULL") -> str:
-        return col if col in self.cols[table] else default
+        """A describing integer column: itself when it holds an integer, else NULL (and NULL when absent)."""
+        return integer(col) if col in self.cols[table] else default
 
     @property
     def strings(self) -> dict[int, str]:
         """StringIds as a dict (names of kernels, API calls and registered NVTX strings)."""
         if self._strings is None:
-            self._strings = dict(self.db.execute("SELECT id, value FROM StringIds"))
+            self._strings = {i: str(v) for i, v in self.rows.stream("SELECT id, value FROM StringIds")
+                             if v is not None}
         return self._strings
 
     def check(self) -> None:
-        """Read one row of each table used, so that a truncated file fails before any output."""
-        try:
-            for table in (KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds"):
-                if table in self.cols:
-                    self.db.execute(f"SELECT * FROM {table} ORDER BY rowid DESC LIMIT 1").fetchall()
-        except sqlite3.DatabaseError as e:
-            raise InputError(self.path, f"corrupted or truncated SQLite database ({e})") from None
+        """Read the last rows of each table used, so that a truncated file fails before any output, and count
+        the rows whose times or ids are unusable (they are left out of the reading)."""
+        for table in (KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds"):
+            if table in self.cols:
+                # The last rows sit on the last pages: reading them finds a truncated file. A WITHOUT ROWID
+                # table (no nsys version writes one) is read whole instead.
+                order = "" if self._without_rowid(table) else "ORDER BY rowid DESC"
+                self.rows.all(f"SELECT * FROM {table} {order} LIMIT 1")
+        # Ranges without an end (never closed, marks) were always left out: only broken rows are counted.
+        for table, where, what in ((KERNEL, _VALID_ACTIVITY, "kernel"), (MEMCPY, _VALID_ACTIVITY, "memcpy"),
+                                   (MEMSET, _VALID_ACTIVITY, "memset"), (RUNTIME, _VALID_LAUNCH, "launch call"),
+                                   (NVTX, f"e.eventType IS NOT {NVTX_PUSH_POP} OR e.end IS NULL OR {_VALID_RANGE}",
+                                    "NVTX range")):
+            if table in self.cols:
+                self.rows.skip(f"{what} rows with a start, end or id that is not an integer (or ends before it "
+                               "starts), left out",
+                               self.rows.count(f"SELECT count(*) FROM {table} e WHERE NOT ({where})"))
+
+    def _without_rowid(self, table: str) -> bool:
+        sql = self.rows.all("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+        return bool(sql) and "WITHOUT ROWID" in str(sql[0][0] or "").upper()
 
     def has_gpu_work(self) -> bool:
         """True when the export holds at least one kernel, memcpy or memset row."""
@@ -104,8 +125,9 @@ class NsysSource:
             return {}
         props = [c for c in _GPU_PROPS if c in self.cols["TARGET_INFO_GPU"]]
         out = {}
-        for row in self.db.execute(f"SELECT id, name{''.join(', ' + c for c in props)} FROM TARGET_INFO_GPU"):
-            out[row[0]] = GpuInfo(row[1], dict(zip(props, row[2:])))
+        cols = "".join(f", {integer(c)}" for c in props)
+        for row in self.rows.all(f"SELECT id, name{cols} FROM TARGET_INFO_GPU WHERE typeof(id) = 'integer'"):
+            out[row[0]] = GpuInfo(None if row[1] is None else str(row[1]), dict(zip(props, row[2:])))
         return out
 
     def ranges(self) -> Iterator[tuple]:
@@ -115,14 +137,17 @@ class NsysSource:
         if NVTX not in self.cols:
             return iter(())
         has = self.cols[NVTX]
-        text = "COALESCE(e.text, s.value)" if "textId" in has else "e.text"
+        # A text that is not text (a number stored by a broken writer) is no range name.
+        text = ("CASE WHEN typeof(e.text) = 'text' THEN e.text WHEN typeof(s.value) = 'text' THEN s.value END"
+                if "textId" in has else "CASE WHEN typeof(e.text) = 'text' THEN e.text END")
         join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in has else ""
         # pyprof's call id: the nvtx package sends a Python int as an INT64 payload (int64Value); a
         # uint64 one is taken too.
-        payload = ("COALESCE(e.int64Value, e.uint64Value)" if {"int64Value", "uint64Value"} <= has
-                   else "e.int64Value" if "int64Value" in has else "NULL")
-        where = f"e.eventType = {NVTX_PUSH_POP} AND e.end IS NOT NULL"
-        return self.db.execute(
+        payload = (f"COALESCE({integer('e.int64Value')}, {integer('e.uint64Value')})"
+                   if {"int64Value", "uint64Value"} <= has else integer("e.int64Value") if "int64Value" in has
+                   else "NULL")
+        where = f"e.eventType = {NVTX_PUSH_POP} AND {_VALID_RANGE}"
+        return self.rows.stream(
             f"SELECT e.globalTid, e.start, e.end, {text}, {payload} "
             f"FROM {NVTX} e {join} WHERE {where} {self._order_by(NVTX, where, 'e.')}")
 
@@ -178,13 +203,13 @@ class NsysSource:
             return None
         # The IN filter ignores the process (a superset); the exact (process, id) join is the dict lookup.
         # rowid breaks ties of start: a sweep worker and the writer must see the launches in one order.
-        return (f"SELECT {columns} FROM {RUNTIME} WHERE correlationId IN ({' UNION '.join(work)}) "
-                f"{self._order_by(RUNTIME)}")
+        return (f"SELECT {columns} FROM {RUNTIME} WHERE {_VALID_LAUNCH} AND correlationId IN ({' UNION '.join(work)}) "
+                f"{self._order_by(RUNTIME, _VALID_LAUNCH)}")
 
     def launch_times(self) -> Iterator[tuple]:
         """(thread, start_ns, end_ns) of every launch, in the order of :meth:`launches`: all the sweep needs."""
         sql = self._launch_sql("globalTid, start, end")
-        return iter(()) if sql is None else self.db.execute(sql)
+        return iter(()) if sql is None else self.rows.stream(sql)
 
     def launches(self) -> Iterator[Launch]:
         """Runtime and driver API calls that started a kernel, memcpy or memset, in start order."""
@@ -195,7 +220,7 @@ class NsysSource:
             return
         strings = self.strings
         names: dict = {}
-        for start, end, gtid, corr, nid in self.db.execute(sql):
+        for start, end, gtid, corr, nid in self.rows.stream(sql):
             api = names.get(nid)
             if api is None:
                 api = names[nid] = _api_name(strings.get(nid, ""))
@@ -217,13 +242,14 @@ class NsysSource:
 
     def _kernels(self) -> Iterator[Activity]:
         c = lambda col: self._col(KERNEL, col)  # noqa: E731
-        sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, correlationId, {c('globalPid')}, "
+        sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, {c('correlationId')}, {c('globalPid')}, "
                f"{c('demangledName')}, {c('shortName')}, {c('gridX')}, {c('gridY')}, {c('gridZ')}, "
                f"{c('blockX')}, {c('blockY')}, {c('blockZ')}, {c('registersPerThread')}, "
-               f"{c('staticSharedMemory')}, {c('dynamicSharedMemory')} FROM {KERNEL} {self._order_by(KERNEL)}")
+               f"{c('staticSharedMemory')}, {c('dynamicSharedMemory')} FROM {KERNEL} WHERE {_VALID_ACTIVITY} "
+               f"{self._order_by(KERNEL, _VALID_ACTIVITY)}")
         strings = self.strings
         for (start, end, dev, stream, corr, gpid, long_id, short_id, gx, gy, gz, bx, by, bz, regs, ssm,
-             dsm) in self.db.execute(sql):
+             dsm) in self.rows.stream(sql):
             long_name = strings.get(long_id, "")
             yield Activity("kernel", start, end, dev, stream, os_pid(gpid), corr, (gpid, corr),
                            long_name, strings.get(short_id, long_name), (gx, gy, gz), (bx, by, bz), regs, ssm,
@@ -233,10 +259,11 @@ class NsysSource:
         c = lambda col: self._col(table, col)  # noqa: E731
         kind = "memcpy" if table == MEMCPY else "memset"
         sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, {c('correlationId')}, {c('globalPid')}, "
-               f"{c('bytes')}, {c('copyKind')} FROM {table} {self._order_by(table)}")
+               f"{c('bytes')}, {c('copyKind')} FROM {table} WHERE {_VALID_ACTIVITY} "
+               f"{self._order_by(table, _VALID_ACTIVITY)}")
         kinds = self._memcpy_kinds() if table == MEMCPY else {}
-        for start, end, dev, stream, corr, gpid, nbytes, ckind in self.db.execute(sql):
-            ck = kinds.get(ckind, str(ckind)) if table == MEMCPY else None
+        for start, end, dev, stream, corr, gpid, nbytes, ckind in self.rows.stream(sql):
+            ck = kinds.get(ckind, str(ckind)) if table == MEMCPY and ckind is not None else None
             name = f"[CUDA {kind} {ck}]" if ck else f"[CUDA {kind}]"
             yield Activity(kind, start, end, dev, stream, os_pid(gpid), corr, (gpid, corr), name, name,
                            bytes=nbytes, copy_kind=ck)
@@ -250,6 +277,7 @@ class NsysSource:
 
     def close(self) -> None:
         """Close the database."""
+        self.rows.close()
         self.db.close()
 
 

@@ -8,7 +8,6 @@ join to kernels on the correlation id alone.
 from __future__ import annotations
 
 import heapq
-import sqlite3
 import struct
 from typing import Iterator
 
@@ -16,6 +15,7 @@ from pyprof.common import InputError
 from pyprof.parse.demangle import demangle, short_name
 from pyprof.parse.model import Activity, GpuInfo, Launch
 from pyprof.parse.nsys import MEMCPY_KINDS
+from pyprof.parse.sqlrows import Rows, connect, integer
 
 KERNEL_TABLES = ("CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_KERNEL")
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -47,14 +47,13 @@ class NvprofSource:
     def __init__(self, path: str, display: str | None = None):
         self.file = path
         self.path = display or path
-        try:
-            self.db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-            self.cols = {t: {r[1] for r in self.db.execute(f"PRAGMA table_info('{t}')")}
-                         for (t,) in self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.DatabaseError as e:
-            raise InputError(self.path, f"not a readable SQLite database ({e})") from None
+        self.oddities: dict = {}  # rows left out, texts read leniently (the summary reports them)
+        self.db = connect(path, self.path)
+        self.rows = Rows(self.db, path, self.path, self.oddities)
+        self.cols = {t: {r[1] for r in self.rows.all(f"PRAGMA table_info('{t}')")}
+                     for (t,) in self.rows.all("SELECT name FROM sqlite_master WHERE type = 'table'")}
         self.kernel_table = next((t for t in KERNEL_TABLES if t in self.cols
-                                  and self.db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()),
+                                  and self.rows.all(f"SELECT 1 FROM {t} LIMIT 1")),
                                  next((t for t in KERNEL_TABLES if t in self.cols), None))
         self._strings: dict[int, str] | None = None
 
@@ -62,19 +61,29 @@ class NvprofSource:
     def strings(self) -> dict[int, str]:
         """StringTable as a dict."""
         if self._strings is None:
-            self._strings = dict(self.db.execute("SELECT _id_, value FROM StringTable"))
+            if not {"_id_", "value"} <= self.cols.get("StringTable", set()):
+                raise InputError(self.path, "table StringTable lacks its _id_/value columns")
+            self._strings = {i: str(v) for i, v in self.rows.stream("SELECT _id_, value FROM StringTable")
+                             if v is not None}
         return self._strings
 
     def check(self) -> None:
-        """Read the last row of each table used, so that a truncated file fails before any output."""
-        try:
-            for t in (*KERNEL_TABLES, MEMCPY, MEMSET, RUNTIME, DRIVER, MARKER, "StringTable"):
-                if t in self.cols:
-                    self.db.execute(f"SELECT * FROM {t} ORDER BY rowid DESC LIMIT 1").fetchall()
-        except sqlite3.DatabaseError as e:
-            raise InputError(self.path, f"corrupted or truncated SQLite database ({e})") from None
+        """Read the last row of each table used, so that a truncated file fails before any output, and count the
+        rows whose times or ids are unusable (they are left out)."""
+        for t in (*KERNEL_TABLES, MEMCPY, MEMSET, RUNTIME, DRIVER, MARKER, "StringTable"):
+            if t in self.cols:
+                self.rows.all(f"SELECT * FROM {t} ORDER BY rowid DESC LIMIT 1")
         if self.kernel_table and not {"start", "end", "correlationId", "name"} <= self.cols[self.kernel_table]:
             raise InputError(self.path, f"table {self.kernel_table} lacks the start/end/correlationId/name columns")
+        self.strings  # a StringTable without its columns is refused here, before any output
+        for t, needed in ((self.kernel_table, ("start", "end")), (MEMCPY, ("start", "end")),
+                          (MEMSET, ("start", "end")), (RUNTIME, ("start", "end", "correlationId")),
+                          (DRIVER, ("start", "end", "correlationId"))):
+            if t and t in self.cols:
+                if not set(needed) <= self.cols[t]:
+                    raise InputError(self.path, f"table {t} lacks columns {[c for c in needed if c not in self.cols[t]]}")
+                self.rows.skip(f"rows of {t} with a start, end or id that is not an integer, left out",
+                               self.rows.count(f"SELECT count(*) FROM {t} WHERE NOT ({_valid(needed)})"))
 
     def gpus(self) -> dict[int, GpuInfo]:
         """GPU name and a few properties by device id."""
@@ -84,20 +93,24 @@ class NvprofSource:
         props = [c for c in ("numMultiprocessors", "globalMemorySize", "globalMemoryBandwidth", "coreClockRate",
                              "computeCapabilityMajor", "computeCapabilityMinor", "l2CacheSize") if c in self.cols[t]]
         out = {}
-        for row in self.db.execute(f"SELECT id, name{''.join(', ' + c for c in props)} FROM {t}"):
-            name = self.strings.get(row[1]) if isinstance(row[1], int) else row[1]
-            out[row[0]] = GpuInfo(name, dict(zip(props, row[2:])))
+        cols = "".join(f", {integer(c)}" for c in props)
+        for row in self.rows.all(f"SELECT id, name{cols} FROM {t} WHERE typeof(id) = 'integer'"):
+            name = self.strings.get(row[1]) if type(row[1]) is int else row[1]
+            out[row[0]] = GpuInfo(None if name is None else str(name), dict(zip(props, row[2:])))
         return out
 
     def ranges(self) -> Iterator[tuple]:
         """NVTX ranges from start/end marker pairs (flags 2 and 4 with equal id), in start order."""
         if MARKER not in self.cols:
             return
+        if not {"timestamp", "id", "flags", "objectId", "name"} <= self.cols[MARKER]:
+            return
         sql = (f"SELECT s.timestamp, e.timestamp, s.objectId, s.name FROM {MARKER} s JOIN {MARKER} e "
                f"ON e.id = s.id AND e.flags = {MARKER_END} WHERE s.flags = {MARKER_START} "
-               f"ORDER BY s.timestamp, e.timestamp DESC")
+               f"AND typeof(s.timestamp) = 'integer' AND typeof(e.timestamp) = 'integer' "
+               f"AND e.timestamp >= s.timestamp ORDER BY s.timestamp, e.timestamp DESC")
         strings = self.strings
-        for start, end, obj, name_id in self.db.execute(sql):
+        for start, end, obj, name_id in self.rows.stream(sql):
             pid, tid = _object_thread(obj)
             yield ((pid, tid), start, end, strings.get(name_id), None)
 
@@ -115,14 +128,17 @@ class NvprofSource:
         streams = []
         for table, names in ((RUNTIME, RUNTIME_API), (DRIVER, DRIVER_API)):
             if table in self.cols:
-                sql = (f"SELECT start, end, processId, threadId, correlationId, cbid FROM {table} "
-                       f"WHERE correlationId IN ({' UNION '.join(work)}) ORDER BY start, rowid")
+                c = lambda col, t=table: integer(col) if col in self.cols[t] else "NULL"  # noqa: E731
+                sql = (f"SELECT start, end, {c('processId')}, {c('threadId')}, correlationId, {c('cbid')} "
+                       f"FROM {table} WHERE {_valid(('start', 'end', 'correlationId'))} "
+                       f"AND correlationId IN ({' UNION '.join(work)}) ORDER BY start, rowid")
                 streams.append(self._launch_rows(sql, names, table == DRIVER))
         yield from heapq.merge(*streams, key=lambda launch: launch.start_ns)
 
     def _launch_rows(self, sql: str, names: dict, driver: bool) -> Iterator[Launch]:
-        for start, end, pid, tid, corr, cbid in self.db.execute(sql):
-            tid &= 0xFFFFFFFF  # stored signed
+        for start, end, pid, tid, corr, cbid in self.rows.stream(sql):
+            if tid is not None:
+                tid &= 0xFFFFFFFF  # stored signed
             api = names.get(cbid) or (f"driver_cbid_{cbid}" if driver else f"runtime_cbid_{cbid}")
             # Kernels launched through the driver API alone (cuLaunchKernel) join a driver row; CUPTI gives
             # the driver calls made inside a runtime call ids of their own, so the keys do not collide.
@@ -140,13 +156,14 @@ class NvprofSource:
 
     def _kernels(self) -> Iterator[Activity]:
         t = self.kernel_table
-        c = lambda col: col if col in self.cols[t] else "NULL"  # noqa: E731
-        sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, correlationId, name, {c('gridX')}, "
+        c = lambda col: integer(col) if col in self.cols[t] else "NULL"  # noqa: E731
+        sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, {c('correlationId')}, name, {c('gridX')}, "
                f"{c('gridY')}, {c('gridZ')}, {c('blockX')}, {c('blockY')}, {c('blockZ')}, {c('registersPerThread')}, "
-               f"{c('staticSharedMemory')}, {c('dynamicSharedMemory')} FROM {t} ORDER BY start")
+               f"{c('staticSharedMemory')}, {c('dynamicSharedMemory')} FROM {t} WHERE {_valid(('start', 'end'))} "
+               f"ORDER BY start")
         strings = self.strings
         names: dict = {}
-        for start, end, dev, stream, corr, nid, gx, gy, gz, bx, by, bz, regs, ssm, dsm in self.db.execute(sql):
+        for start, end, dev, stream, corr, nid, gx, gy, gz, bx, by, bz, regs, ssm, dsm in self.rows.stream(sql):
             nm = names.get(nid)
             if nm is None:
                 long_name = demangle(strings.get(nid, ""))
@@ -156,11 +173,11 @@ class NvprofSource:
 
     def _copies(self, table: str) -> Iterator[Activity]:
         kind = "memcpy" if table == MEMCPY else "memset"
-        has_kind = "copyKind" in self.cols[table]
-        sql = (f"SELECT start, end, deviceId, streamId, correlationId, bytes, "
-               f"{'copyKind' if has_kind else 'NULL'} FROM {table} ORDER BY start")
-        for start, end, dev, stream, corr, nbytes, ckind in self.db.execute(sql):
-            ck = MEMCPY_KINDS.get(ckind, str(ckind)) if kind == "memcpy" else None
+        c = lambda col: integer(col) if col in self.cols[table] else "NULL"  # noqa: E731
+        sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, {c('correlationId')}, {c('bytes')}, "
+               f"{c('copyKind')} FROM {table} WHERE {_valid(('start', 'end'))} ORDER BY start")
+        for start, end, dev, stream, corr, nbytes, ckind in self.rows.stream(sql):
+            ck = MEMCPY_KINDS.get(ckind, str(ckind)) if kind == "memcpy" and ckind is not None else None
             name = f"[CUDA {kind} {ck}]" if ck else f"[CUDA {kind}]"
             yield Activity(kind, start, end, dev, stream, None, corr, corr, name, name, bytes=nbytes, copy_kind=ck)
 
@@ -170,7 +187,13 @@ class NvprofSource:
 
     def close(self) -> None:
         """Close the database."""
+        self.rows.close()
         self.db.close()
+
+
+def _valid(cols: tuple) -> str:
+    """SQL: the row's ``cols`` hold integers and its end is not before its start."""
+    return " AND ".join(f"typeof({c}) = 'integer'" for c in cols) + " AND end >= start"
 
 
 def _object_thread(obj: bytes | None) -> tuple[int | None, int | None]:

@@ -40,10 +40,10 @@ def lines(source: Source, worker: bool | None = None) -> tuple[Iterator[str], St
     if worker and getattr(source, "reopen_args", None) is not None:  # Kineto traces are read in memory
         from pyprof.parse.pipeline import launch_infos_from_worker
 
-        stats = Stats()
+        stats = Stats(oddities=source.oddities)
         infos = launch_infos_from_worker(source, stats.oddities)
     else:
-        stats = Stats()
+        stats = Stats(oddities=source.oddities)
         infos = Correlator(source, stats.oddities).launch_infos()
     return _merge(source, infos, stats), stats
 

@@ -18,6 +18,7 @@ import threading
 import traceback
 from typing import Iterator
 
+from pyprof.common import InputError
 from pyprof.parse.correlate import Correlator
 from pyprof.parse.model import Window
 
@@ -75,7 +76,7 @@ def _worker(reopen_args: tuple, conn) -> None:
         sent = Window()  # what the writer holds (output._merge_lines adds the same numbers in the same order)
         times = getattr(src, "launch_times", None)
         n = 0
-        correlator = Correlator(src)
+        correlator = Correlator(src, src.oddities)
         for info in correlator.sweep(times() if times is not None else src.launches()):
             att = info[0]
             if att is not None:
@@ -93,6 +94,14 @@ def _worker(reopen_args: tuple, conn) -> None:
         sender.close()
     except BrokenPipeError:
         pass  # the parent stopped reading (its own error, or `| head`)
+    except InputError as e:  # the export turned out unreadable part way (a corrupt page): the parent says so
+        try:
+            if sender is not None:
+                sender.queue.put(None)
+                sender.thread.join()
+            conn.send_bytes(_REFUSED + marshal.dumps((e.path, e.problem)))
+        except OSError:
+            pass
     except BaseException:
         try:
             if sender is not None:
@@ -109,7 +118,7 @@ def _worker(reopen_args: tuple, conn) -> None:
 # LAUNCH_INFO tuples hold only ints, strings, None and lists, tuples and dicts of those: marshal writes and
 # reads them about twice as fast as pickle, which matters on the worker's side (the critical path of a parse).
 # pickle stays as the fallback for anything marshal refuses.
-_MARSHAL, _PICKLE, _END, _FAILED = b"M", b"P", b"E", b"X"
+_MARSHAL, _PICKLE, _END, _FAILED, _REFUSED = b"M", b"P", b"E", b"X", b"R"
 
 
 def _pack(batch: list) -> bytes:
@@ -148,6 +157,8 @@ def launch_infos_from_worker(source, oddities: dict) -> Iterator[tuple]:
                 for reason, count in odd.items():
                     oddities[reason] = oddities.get(reason, 0) + count
                 return
+            elif tag == _REFUSED:
+                raise InputError(*marshal.loads(msg[1:]))
             else:
                 raise WorkerError(f"the sweep worker failed:\n{msg[1:].decode(errors='replace')}")
             # batch first: zip stops at its end without taking a launch from the next batch's share
