@@ -4,12 +4,14 @@ Stages talk through files of records (one JSON object per line); nothing here im
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import sys
+import tempfile
 from dataclasses import dataclass, field, fields
-from typing import IO, Callable
+from typing import IO, Callable, Iterator
 
 #: Version of the record layout written by ``pyprof.parse``. Bump when a key changes meaning.
 RECORD_SCHEMA = 1
@@ -37,6 +39,15 @@ class InputError(PyprofError):
 
 class UsageError(PyprofError):
     """The command line or an API call asked for something impossible (exit code 2)."""
+
+
+class OutputError(PyprofError):
+    """An output cannot be written: a missing or read-only folder, a full disk (exit code 1)."""
+
+    def __init__(self, path: str, problem: str):
+        super().__init__(f"{path}: {problem}")
+        self.path = path
+        self.problem = problem
 
 
 @dataclass(slots=True)
@@ -132,6 +143,59 @@ def text_stdout() -> IO[str]:
     wrapper closes stdout itself."""
     return io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", write_through=False, line_buffering=False) \
         if hasattr(sys.stdout, "buffer") else sys.stdout
+
+
+@contextlib.contextmanager
+def output_stream(path: str) -> Iterator[IO[str]]:
+    """A text stream to ``path`` ('-' is stdout), for a command's output.
+
+    A regular file is written to a temporary file beside it and renamed into place when the body finishes, so
+    a failure (of the body or of the disk) leaves no file and no temporary; a device or a pipe (``-o
+    /dev/null``) is written in place, since renaming over it would replace the device node. Raises OutputError
+    naming the path for what the system refuses (a missing or read-only folder, a folder, a full disk); a reader
+    of stdout that went away stays a BrokenPipeError."""
+    display = "<stdout>" if path == "-" else path
+    special = path != "-" and os.path.exists(path) and not os.path.isfile(path)
+    tmp = None
+    try:
+        if path == "-":
+            out = text_stdout()
+        elif os.path.isdir(path):
+            raise OutputError(display, "is a folder, not a file")
+        elif special:
+            out = open(path, "w", encoding="utf-8", buffering=1 << 20)
+        else:
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".pyprof-")
+            out = os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 20)
+    except OSError as e:
+        raise OutputError(display, f"cannot write here ({e.strerror or e})") from None
+    try:
+        yield out
+        out.flush()
+        if tmp is not None:
+            out.close()
+            os.replace(tmp, path)
+            tmp = None
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise OutputError(display, f"cannot write ({e.strerror or e})") from None
+    finally:
+        if path == "-":
+            if out is not sys.stdout:
+                # text_stdout() wraps sys.stdout.buffer: detach, or collecting the wrapper closes stdout.
+                try:
+                    out.flush()
+                except OSError:
+                    pass  # the error, if any, is being raised already
+                out.detach()
+        else:
+            try:
+                out.close()
+            except OSError:
+                pass
+            if tmp is not None:
+                os.unlink(tmp)
 
 
 def run_command(prog: str, body: Callable[[], int]) -> int:

@@ -16,7 +16,7 @@ from pyprof.parse.correlate import Stats
 from pyprof.parse.detect import open_source
 from pyprof.parse.output import lines, records
 
-__all__ = ["parse_file", "iter_records", "open_source", "Stats"]
+__all__ = ["parse_file", "iter_records", "open_source", "close_source", "Stats"]
 
 
 def iter_records(path: str) -> tuple[Iterator[Record], Stats]:
@@ -32,12 +32,14 @@ def iter_records(path: str) -> tuple[Iterator[Record], Stats]:
         try:
             yield from recs
         finally:
-            _close(src)
+            close_source(src)
 
     return gen(), stats
 
 
-def _close(src) -> None:
+def close_source(src) -> None:
+    """Close a source from open_source and delete the temporary file it was read from (a decompressed export, or
+    stdin spooled to disk), if any."""
     src.close()
     temp = getattr(src, "temp_path", None)
     if temp and os.path.exists(temp):
@@ -54,5 +56,5 @@ def parse_file(path: str, out: IO[str]) -> Stats:
             write(line)
             write("\n")
     finally:
-        _close(src)
+        close_source(src)
     return stats

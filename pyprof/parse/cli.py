@@ -8,7 +8,7 @@ import sys
 import tempfile
 from typing import IO
 
-from pyprof.common import UsageError, run_command, text_stdout
+from pyprof.common import UsageError, output_stream, run_command
 from pyprof.parse.correlate import Stats
 
 PROG = "python -m pyprof.parse"
@@ -46,47 +46,22 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pyprof.parse import open_source
+    from pyprof.parse import close_source, open_source
 
     # Open and check every input before writing a byte, so that bad input leaves no partial output.
-    sources = [open_source(p) for p in args.inputs]
-    to_stdout = args.output == "-"
-    # A device or a pipe (-o /dev/null, a FIFO) is written in place: renaming a finished temporary file
-    # over it, as done for regular files, would replace the device node itself.
-    special = not to_stdout and os.path.exists(args.output) and not os.path.isfile(args.output)
-    if to_stdout:
-        out: IO[str] = text_stdout()
-        tmp_path = None
-    elif special:
-        out = open(args.output, "w", encoding="utf-8", buffering=1 << 20)
-        tmp_path = None
-    else:
-        fd, tmp_path = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.output)) or ".",
-                                        prefix=".pyprof-parse-")
-        out = os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 20)
+    sources: list = []
     try:
-        if args.jobs > 1 and len(sources) > 1:
-            all_stats = _run_parallel(sources, out, args.jobs)
-        else:
-            worker = {"auto": None, "on": True, "off": False}[args.worker]
-            all_stats = [_write(src, out, progress=_want_progress(args), worker=worker) for src in sources]
-        out.flush()
-        if tmp_path:
-            out.close()
-            os.replace(tmp_path, args.output)
-            tmp_path = None
+        for path in args.inputs:
+            sources.append(open_source(path))
+        with output_stream(args.output) as out:
+            if args.jobs > 1 and len(sources) > 1:
+                all_stats = _run_parallel(sources, out, args.jobs)
+            else:
+                worker = {"auto": None, "on": True, "off": False}[args.worker]
+                all_stats = [_write(src, out, progress=_want_progress(args), worker=worker) for src in sources]
     finally:
-        if tmp_path:
-            out.close()
-            os.unlink(tmp_path)
-        elif special:
-            out.close()
-        elif to_stdout and out is not sys.stdout:
-            # text_stdout() wraps sys.stdout.buffer: detach, or collecting the wrapper closes stdout.
-            out.flush()
-            out.detach()
         for src in sources:
-            _cleanup(src)
+            close_source(src)
     if not args.quiet:
         for src, st in zip(sources, all_stats):
             print(_summary(src.path, st), file=sys.stderr)
@@ -149,12 +124,6 @@ def _run_parallel(sources: list, out: IO[str], jobs: int) -> list[Stats]:
         return stats
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-
-
-def _cleanup(src) -> None:
-    temp = getattr(src, "temp_path", None)
-    if temp and os.path.exists(temp):
-        os.unlink(temp)
 
 
 def _summary(path: str, st: Stats) -> str:

@@ -141,7 +141,7 @@ def test_worker_refers_to_attributions_it_sent_by_number(monkeypatch):
     """Through the worker, an attribution crosses the pipe once and later launches refer to it by
     number; both sides forget the oldest alike. With a window of 3 and batches of 5 on a real pyprof capture
     (thousands of reuses and evictions), the lines are those of the in-process sweep."""
-    from pyprof.parse import model, open_source, pipeline
+    from pyprof.parse import close_source, model, open_source, pipeline
     from pyprof.parse.output import lines
 
     export = Path(__file__).resolve().parents[1] / "data" / "nsys" / "pyprof" / "transformer.sqlite.xz"
@@ -152,7 +152,7 @@ def test_worker_refers_to_attributions_it_sent_by_number(monkeypatch):
         src = open_source(str(export))
         recs, _stats = lines(src, worker)
         out.append(list(recs))
-        src.close()
+        close_source(src)
     assert len(out[0]) > 500 and out[0] == out[1]
     assert sum('"fwd":{' in line for line in out[0]) > 50  # backward records with their forward op's JSON
 
@@ -163,7 +163,7 @@ def test_writer_and_worker_must_read_the_same_launch_calls(change):
     count that differs is a bug, raised, never a silently shifted join."""
     import itertools
 
-    from pyprof.parse import open_source
+    from pyprof.parse import close_source, open_source
     from pyprof.parse.pipeline import WorkerError, launch_infos_from_worker
 
     export = Path(__file__).resolve().parents[1] / "data" / "nsys" / "pyprof" / "lenet.sqlite.xz"
@@ -177,7 +177,7 @@ def test_writer_and_worker_must_read_the_same_launch_calls(change):
         with pytest.raises(WorkerError, match="launch calls"):
             list(launch_infos_from_worker(src, {}))
     finally:
-        src.close()
+        close_source(src)
 
 
 def test_an_nsys_report_is_refused_with_the_export_command(tmp_path, capsys):
