@@ -8,7 +8,7 @@ import sys
 import tempfile
 from typing import IO
 
-from pyprof.common import UsageError, output_stream, run_command
+from pyprof.common import InputError, UsageError, output_stream, run_command
 from pyprof.parse.correlate import Stats
 
 PROG = "python -m pyprof.parse"
@@ -24,6 +24,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
     p.add_argument("--worker", choices=("auto", "on", "off"), default="auto",
                    help="sweep ranges in a second process (auto: for large files when a core is free)")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse an input with rows left out as unreadable (by default they are counted on stderr)")
     return p
 
 
@@ -53,12 +55,17 @@ def _run(args: argparse.Namespace) -> int:
     try:
         for path in args.inputs:
             sources.append(open_source(path))
+            if args.strict:
+                _refuse_oddities(sources[-1].path, sources[-1].oddities)
         with output_stream(args.output) as out:
             if args.jobs > 1 and len(sources) > 1:
                 all_stats = _run_parallel(sources, out, args.jobs)
             else:
                 worker = {"auto": None, "on": True, "off": False}[args.worker]
                 all_stats = [_write(src, out, progress=_want_progress(args), worker=worker) for src in sources]
+            if args.strict:
+                for src, st in zip(sources, all_stats):
+                    _refuse_oddities(src.path, st.oddities)
     finally:
         for src in sources:
             close_source(src)
@@ -66,6 +73,13 @@ def _run(args: argparse.Namespace) -> int:
         for src, st in zip(sources, all_stats):
             print(_summary(src.path, st), file=sys.stderr)
     return 0
+
+
+def _refuse_oddities(path: str, oddities: dict) -> None:
+    """--strict: what would be counted and left out is an error (raised before the output is kept)."""
+    if oddities:
+        reason, count = next(iter(sorted(oddities.items())))
+        raise InputError(path, f"--strict: {count} {reason}")
 
 
 def _want_progress(args: argparse.Namespace) -> bool:
