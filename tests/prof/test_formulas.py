@@ -80,6 +80,9 @@ CASES: dict[str, list] = {
         ("torch.nn.functional.conv1d", [T([2, 4, 10]), T([6, 4, 3]), S("same", "padding")], "fprop",
          2880,  # 'same': out 10: 2·2·6·4·3·10
          1088),  # (80 + 72 + 120)·4
+        ("torch.nn.functional.conv2d", [T([1, 4, 8, 8]), T([8, 4, 1, 1]), S(None), S(2, "stride")], "fprop",
+         1024,  # out 4×4: 2·1·8·4·1·16
+         896),  # a 1×1 window every 2nd row and column reads 4 of 8 in each: (x 4·4·4 + w 32 + y 8·16)·4
     ],
     "conv_transpose_nd": [("torch.nn.functional.conv_transpose2d",
                            [T([1, 4, 5, 5]), T([4, 2, 3, 3]), S(None), S(2, "stride"), S(1, "padding"),
