@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from pyprof.prof.tensorcores import dtype_from_kernel_name
+from pyprof.prof.tensorcores import TENSILE_GEMM, TENSILE_HELPER, dtype_from_kernel_name
 
 # Names that are always helpers:
 HELPER_KERNEL = re.compile(
@@ -21,14 +21,11 @@ HELPER_KERNEL = re.compile(
     # at::cuda::philox::unpack_cudnn: a one-thread kernel that reads the RNG seed and offset for cuDNN's
     # attention (PyTorch's ATen/cuda/PhiloxUtils); it multiplies nothing.
     r"unpack_cudnn", re.IGNORECASE)
-# Tensile/hipBLASLt helpers (case matters: the names are generated): the beta-only pass before a global-split-U
-# GEMM is named by the output's indices and type alone (``Cijk_S``, ``Cijk_H_GA``), the reduction after it
-# ``..._PostGSU``, stream-K's set-up ``WSFlags`` (Tensile's KernelWriterBetaOnly, KernelWriterConversion and
-# KernelWriterStreamKInit).
-_TENSILE_HELPER = re.compile(r"^C[a-z]+_[A-Z0-9][A-Za-z0-9]*(?:_GB)?(?:_GA)?$|_PostGSU|^WSFlags")
-# Tensile's GEMM kernels: ``Cijk_Ailk_Bljk_<types>_..._MT<tile>_MI<instruction>_...`` (C's, A's and B's index
-# letters first), ``Custom_Cijk_...`` for hand-written ones.
-TENSILE_GEMM = re.compile(r"(?:^|[^A-Za-z])C[a-z]+_A[a-z]+_B[a-z]+_")
+# Tensile/hipBLASLt (tensorcores.TENSILE_*): a GEMM is ``Cijk_Ailk_Bljk_<types>_..._MT<tile>_MI<instruction>_...``
+# (``Custom_Cijk_...`` for hand-written ones) and carries ``_Bias_`` when its epilogue adds one; the beta-only
+# pass before a global-split-U GEMM (``Cijk_S``, ``Cijk_H_GA``), the ``_PostGSU`` reduction after it and
+# stream-K's ``WSFlags`` set-up are helpers (Tensile's KernelWriterBetaOnly, KernelWriterConversion and
+# KernelWriterStreamKInit name them).
 # Names that are helpers unless they also say they multiply matrices (a GEMM with a fused bias epilogue is
 # the main kernel, not a helper):
 _WEAK_HELPER = re.compile(r"transpose|elementwise_kernel|fill_kernel|memset|copy_kernel|im2col|col2im|cast_kernel|"
@@ -47,7 +44,7 @@ def is_helper(name: str) -> bool:
     if v is None:
         if len(_helper_cache) > 65536:
             _helper_cache.clear()
-        v = bool(HELPER_KERNEL.search(name) or _TENSILE_HELPER.search(name) or
+        v = bool(HELPER_KERNEL.search(name) or TENSILE_HELPER.search(name) or
                  (_WEAK_HELPER.search(name) and not (_MATMUL.search(name) or TENSILE_GEMM.search(name))))
         _helper_cache[name] = v
     return v

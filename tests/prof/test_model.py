@@ -144,12 +144,17 @@ def test_helper_kernel_names():
                  "void splitKreduce_kernel<32, 16, int, float, __nv_bfloat16>(cublasSplitKParams<float>)",
                  "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(at::native::ReduceOp<float>)",
                  "void pytorch_flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64>>(Flash_bwd_params)",
-                 "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"]:
+                 "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)",
+                 # the one-thread kernel that reads the RNG state for cuDNN attention (ATen's PhiloxUtils)
+                 "void at::cuda::philox::unpack_cudnn(at::PhiloxCudaState, long*, long*)"]:
         assert is_helper(name), name
     for name in ["cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8_bias_",
                  "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_kernel__5x_cublas",
                  "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<64>>()",
-                 "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "volta_sgemm_128x64_nn"]:
+                 "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "volta_sgemm_128x64_nn",
+                 # Tensile GEMMs with a bias epilogue (MI300X trace): main kernels, whatever "_Bias_" says
+                 "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1_AFC1",
+                 "void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<>>(ck::Argument)"]:
         assert not is_helper(name), name
 
 
