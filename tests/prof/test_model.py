@@ -182,3 +182,27 @@ def test_first_layer_backward_is_weight_gradient_only():
     assert _gradient_present([dict(x, grad=True), dict(w, grad=False)], "wgrad") == "dgrad"  # frozen weight
     assert _gradient_present([{k: v for k, v in x.items() if k != "grad"}, w], "dgrad") == "dgrad"  # unknown
     assert _gradient_present([x, w], "fprop") == "fprop"
+
+
+def test_the_no_arguments_reason_names_the_tool_that_recorded_the_record():
+    """A GEMM op without arguments: the reason says why for each source, from the record itself (pyprof op
+    markers in ``marker``; emit_nvtx ranges in ``seqMarker``, with ``, seq = `` / ``op_id = ``; a PyTorch
+    profiler trace has neither), whether the record is decoded whole or lean."""
+    import io
+    import json
+
+    from pyprof.prof.report import run_stream
+
+    base = dict(op="mm", mod="aten", args=[])
+    recs = [rec("k", seq=(1,), marker=[{"pyprof": 1, "mod": "torch", "op": "mm", "call": 3}], seqMarker=[], **base),
+            rec("k", seq=(2,), marker=[], seqMarker=["aten::mm, seq = 2, op_id = 7"], **base),
+            rec("k", seq=(3,), marker=[], seqMarker=["aten::mm"], **base)]
+    want = ["the pyprof marker of mm recorded no arguments",
+            "no arguments recorded for mm: its range is PyTorch's emit_nvtx",
+            "the PyTorch profiler recorded no input shapes for mm"]
+    # a Modeller per record: the reason is worked out once per op, kernel and arguments
+    assert [Modeller().model(r).reason.startswith(w) for r, w in zip(recs, want)] == [True] * 3
+    for r, w in zip(recs, want):
+        out = io.StringIO()
+        run_stream(io.BytesIO(json.dumps(r).encode() + b"\n"), "in", out, ["note"], "jsonl")
+        assert json.loads(out.getvalue())["note"].startswith(w)
