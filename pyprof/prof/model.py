@@ -24,15 +24,15 @@ report.RowStream) makes the Modeller with ``share=True`` and passes each record'
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
-
 from pyprof.prof import registry
 from pyprof.prof.args import Args
 from pyprof.prof.kernels import autocast, fill_dtypes, is_helper, named_role
 from pyprof.prof.reader import Raw, raw_value
 from pyprof.prof.registry import COUNTED_FAMILIES, TC_FAMILIES, Estimate, Formula, NotModelled
+from pyprof.prof.lookup import candidates
+from pyprof.prof.results import Result, Static, as_list, copy_result, first_dtype, no_arguments
 from pyprof.prof.share import WINDOW, Fix, shares
-from pyprof.prof.tensorcores import tc_column, tc_used
+from pyprof.prof.tensorcores import tc_column
 
 try:  # orjson is optional: a faster cache key (and faster reading, see reader.py)
     from orjson import dumps as _key  # obj -> bytes; bound directly: called once per row
@@ -68,54 +68,6 @@ def _gradient_present(args: list, role: str) -> str:
     if role == "wgrad" and need_weight is False and need_data is not False:
         return "dgrad"
     return role
-
-
-_DUNDER = {"radd": "add", "iadd": "add", "rsub": "rsub", "isub": "sub", "rmul": "mul", "imul": "mul",
-           "truediv": "div", "rtruediv": "div", "itruediv": "div", "div": "div", "rdiv": "div", "idiv": "div",
-           "floordiv": "floor_divide", "rfloordiv": "floor_divide", "ifloordiv": "floor_divide",
-           "mod": "remainder", "rmod": "remainder", "imod": "remainder", "pow": "pow", "rpow": "pow",
-           "ipow": "pow", "and": "bitwise_and", "iand": "bitwise_and", "rand": "bitwise_and",
-           "or": "bitwise_or", "ior": "bitwise_or", "ror": "bitwise_or", "xor": "bitwise_xor",
-           "ixor": "bitwise_xor", "rxor": "bitwise_xor", "invert": "bitwise_not", "neg": "neg", "abs": "abs",
-           "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift", "imatmul": "matmul"}
-
-
-class Result(NamedTuple):
-    """The modelled numbers of one kernel row."""
-
-    flops: int | None
-    bytes: int | None
-    params: str
-    tc: str
-    reason: str | None  # why flops/bytes are na (None when both are modelled)
-    family: str  # formula family, '' when no formula
-    dtype: str | None  # the op's input dtype (None when unknown)
-    role: str
-
-
-def candidates(mod: str, op: str) -> list[str]:
-    """Registry keys tried, in order, for a marker's module and op name (in-place, dunder, overload and
-    method spellings reduced to the function's name)."""
-    out = []
-    if "::" in op:
-        ns, name = op.split("::", 1)
-        name = name.split(".", 1)[0]  # aten::add.Tensor -> add
-        out += [op, f"{ns}::{name}"]
-        base = name
-    else:
-        if mod:
-            out.append(f"{mod}.{op}")
-        base = op
-    if base.startswith("__") and base.endswith("__") and len(base) > 4:
-        inner = base[2:-2]
-        base = _DUNDER.get(inner, inner)
-    elif base.endswith("_") and not base.endswith("__"):
-        base = base[:-1]
-    for m in ([mod] if mod and "::" not in op else []) + ["torch", "torch.nn.functional", "torch.Tensor"]:
-        out.append(f"{m}.{base}")
-    out.append(f"aten::{base}")
-    seen = set()
-    return [c for c in out if not (c in seen or seen.add(c))]
 
 
 # The op call in progress on a thread is a list (one is made per op call, on the hot path, where a slotted
@@ -218,7 +170,7 @@ class Modeller:
             if hit is None:
                 if len(self._copies) > 10_000:
                     self._copies.clear()
-                hit = self._copies[k] = _copy_result(kind, n, ck)
+                hit = self._copies[k] = copy_result(kind, n, ck)
             return hit
         ops, mods = d.get("op"), d.get("mod")
         op = (ops if type(ops) is str else ops[0]) if ops else ""
@@ -292,7 +244,7 @@ class Modeller:
             _add(st, (idx, d, given, st[_FIRST][3], s.tc))
         return given
 
-    def _gradient(self, st: list, s: "_Static", d: dict, idx: int, sub, op: str) -> Result:
+    def _gradient(self, st: list, s: "Static", d: dict, idx: int, sub, op: str) -> Result:
         """A main kernel of a backward GEMM/conv call: the gradient it computes, and its result (the first
         kernel of each gradient gets that gradient's numbers; later ones are counted on it)."""
         roles = st[_ROLES]
@@ -324,7 +276,7 @@ class Modeller:
             _add(st, (idx, d, given, res, s.tc))
         return given
 
-    def _join(self, d: dict, s: "_Static", line: int, idx: int) -> Result:
+    def _join(self, d: dict, s: "Static", line: int, idx: int) -> Result:
         """A kernel of a backward node without arguments whose forward link is that of the call in progress
         on its thread (another node of the same forward op): it shares that call's numbers, or, in a GEMM,
         convolution or attention call, is one of its helpers."""
@@ -367,7 +319,7 @@ class Modeller:
         not closed; call ``settle`` first), or None."""
         return min((st[_FIRST][0] for st in self._calls.values() if st[_FIRST] is not None), default=None)
 
-    def _result(self, s: "_Static", role: str, op: str) -> Result:
+    def _result(self, s: "Static", role: str, op: str) -> Result:
         res = s.results.get(role)
         if res is None:
             est = self.estimate(s.formula, s.args, role)
@@ -378,13 +330,13 @@ class Modeller:
         return res
 
     def _static_info(self, long_name: str, mod: str, op: str, direction: str, args, fwd, fkey, d: dict,
-                     raw) -> "_Static":
+                     raw) -> "Static":
         formula = self.resolve(mod, op) if op else None
         role = "fprop"
         borrowed = False
         if direction == "bprop":
             f = fwd or {}
-            f_ops, f_mods = _as_list(f.get("op")), _as_list(f.get("mod"))
+            f_ops, f_mods = as_list(f.get("op")), as_list(f.get("mod"))
             ff = self.resolve(f_mods[0] if f_mods else "", f_ops[0]) if f_ops else None
             if ff is not None and not (formula is not None and args):
                 if formula is not None and formula.family != ff.family:
@@ -392,17 +344,17 @@ class Modeller:
                     # the op's own forward (another autograd node of the same forward call, e.g. the
                     # LogSoftmaxBackward0 of a cross_entropy). Its shapes are not borrowed; the kernel joins
                     # the call of the node that carries the forward op's backward, when one is in progress.
-                    s = _Static.fixed(Result(
+                    s = Static.fixed(Result(
                         None, None, "", tc_column(long_name, False, None),
                         f"no arguments recorded for {op}, and its forward link ({f_ops[0]}) is a different kind "
                         "of op", "", None, "bprop"))
                     s.joins = fkey or None
                     s.name, s.family, s.role, s.matrix = long_name, ff.family, "bprop", ff.family in TC_FAMILIES
-                    s.dtype = _first_dtype(f.get("args") or [])
+                    s.dtype = first_dtype(f.get("args") or [])
                     s.tc = tc_column(long_name, False, s.dtype)
                     return s
                 formula, args, role, borrowed = ff, f.get("args") or [], "bprop", True
-        s = _Static()
+        s = Static()
         s.name = long_name
         if formula is None:
             reason = ("no op (kernel outside any op range)" if not op
@@ -416,9 +368,9 @@ class Modeller:
             args, s.guessed = autocast(args, long_name, s.guessed)
         s.formula, s.args, s.role, s.family = formula, args, role, formula.family
         s.fkey = fkey if borrowed else None
-        s.no_args = None if args else _no_arguments(op, d, raw)
+        s.no_args = None if args else no_arguments(op, d, raw)
         s.matrix = matrix = s.family in TC_FAMILIES
-        s.dtype = _first_dtype(args)
+        s.dtype = first_dtype(args)
         s.grads = (role == "bprop" or formula.backward) and s.family in ("gemm", "conv")
         s.named_role = named_role(long_name) if s.grads else None
         s.one_per_kernel = direction == "bprop" and role == "fprop" and not formula.backward and \
@@ -436,108 +388,6 @@ def _add(st: list, entry: tuple) -> None:
         st[_MORE] = [entry]
     else:
         more.append(entry)
-
-
-class _Static:
-    """What a kernel name, op and arguments decide once: formula, role, family, dtype, tc, results by role."""
-
-    __slots__ = ("formula", "args", "role", "family", "dtype", "grads", "tc", "helper", "result", "results",
-                 "_counted", "guessed", "one_per_kernel", "name", "fkey", "joins", "matrix", "no_args",
-                 "named_role", "effective", "_helpers")
-
-    def __init__(self) -> None:
-        self.helper = self.result = self.fkey = self.joins = self.named_role = None
-        self.family, self.role, self.name, self.dtype, self.matrix = "", "fprop", "", None, False
-        self.results: dict = {}
-        self.effective: dict = {}
-        self._counted: dict = {}
-        self._helpers: dict = {}
-
-    @classmethod
-    def fixed(cls, result: Result) -> "_Static":
-        """Every kernel with this key gets ``result`` (no formula, or nothing it could use)."""
-        s = cls()
-        s.result = result
-        return s
-
-    def counted(self, sub, op: str) -> Result:
-        """The result given to a further kernel of a call, before the call is closed."""
-        k = (sub, op)
-        r = self._counted.get(k)
-        if r is None:
-            # Not the call's main kernel: Tensor Cores '0' only if its own name says it multiplies matrices.
-            r = self._counted[k] = Result(None, None, "", tc_column(self.name, False, self.dtype),
-                                          f"counted on sub {sub} of the same {op} call", self.family, self.dtype,
-                                          self.role)
-        return r
-
-    def late(self, op: str) -> Result:
-        """A kernel more than WINDOW input lines after the start of its call: it shares nothing (the call's
-        kernels before it carry the numbers)."""
-        return self.counted(None, op)._replace(
-            reason=f"counted on the first kernels of the same {op} call (this one comes more than {WINDOW} "
-                   "input lines after its start)")
-
-    def helper_of(self, op: str) -> Result:
-        """The result of a helper kernel of an ``op`` call."""
-        r = self._helpers.get(op)
-        if r is None:
-            r = self._helpers[op] = Result(None, None, "", "1" if tc_used(self.name) else "-",
-                                           f"helper kernel of {op} (its FLOPs are on the call's main kernels)",
-                                           self.family, self.dtype, self.role)
-        return r
-
-
-def _no_arguments(op: str, d: dict, raw) -> str:
-    """Why a record of ``op`` has no arguments, worded for the tool that recorded it: pyprof op markers are in
-    ``marker``, PyTorch's emit_nvtx ranges in ``seqMarker`` (``, seq = ``/``op_id = ``); a PyTorch-profiler
-    trace's records have neither. Lean decoding skips those fields: then the line's bytes tell."""
-    mk, sm = d.get("marker"), d.get("seqMarker")
-    if mk is None and sm is None and raw is not None:
-        source = ("pyprof" if b'"pyprof":' in raw else
-                  "emit_nvtx" if b", seq = " in raw or b"op_id = " in raw else "kineto")
-    elif mk and any(type(m) is str or (type(m) is dict and "pyprof" in m) for m in mk):
-        source = "pyprof"
-    elif any(type(x) is str and (", seq = " in x or "op_id = " in x) for x in sm or ()):
-        source = "emit_nvtx"
-    else:
-        source = "kineto"
-    if source == "pyprof":
-        return f"the pyprof marker of {op} recorded no arguments"
-    if source == "emit_nvtx":
-        return (f"no arguments recorded for {op}: its range is PyTorch's emit_nvtx (as pyprof.init() runs it "
-                "for aten ops, or by hand) without record_shapes=True, which records names only")
-    return f"the PyTorch profiler recorded no input shapes for {op} (torch.profiler.profile(record_shapes=True) " \
-           "records them)"
-
-
-def _copy_result(kind: str, n, ck) -> Result:
-    """The row of a memcpy or memset of ``n`` bytes."""
-    p = f"{ck or kind},{n}B"
-    # A copy to or from the host (or another GPU) is bound by PCIe/NVLink, not by this GPU's memory:
-    # family "transfer" keeps it out of the roofline.
-    fam = "memory" if kind == "memset" or ck in ("DtoD", "DeviceToDevice") else "transfer"
-    if n is None:
-        return Result(0, None, p, "-", f"{kind} without a size", fam, None, "")
-    return Result(0, int(n), p, "-", None, fam, None, "")
-
-
-def _as_list(v) -> list:
-    """A marker list field that a writer may also give as a single string (the forward link's mod/op)."""
-    if not v:
-        return []
-    return [v] if isinstance(v, str) else list(v)
-
-
-def _first_dtype(args: list) -> str | None:
-    for e in args:
-        if isinstance(e, dict):
-            if "shape" in e:
-                return e.get("dtype")
-            items = e.get("items")
-            if items and isinstance(items[0], dict):
-                return items[0].get("dtype")
-    return None
 
 
 def counted_by_flop_counter(family: str) -> bool:
