@@ -77,7 +77,7 @@ _START = 1  # input line of its first record
 _LAST = 2  # input line of its latest record
 _MAINS = 3  # kernels seen that are not helpers
 _SUB = 4  # subSeqId of its first main kernel
-_ROLES = 5  # backward GEMM/conv: gradient -> (its result, subSeqId of its first kernel)
+_ROLES = 5  # backward GEMM/conv: (roles given, {gradient's numbers: (its result, subSeqId of its first kernel)})
 _FIRST = 6  # share mode: its first main kernel (idx, record, result given, call's result, tc), until settled
 _MORE = 7  # share mode: its further sharing kernels, as _FIRST (None while there is one)
 _FKEY = 8  # a backward op's borrowed forward link (bytes): kernels of the same forward op's other nodes join
@@ -244,23 +244,26 @@ class Modeller:
             _add(st, (idx, d, given, st[_FIRST][3], s.tc))
         return given
 
-    def _gradient(self, st: list, s: "Static", d: dict, idx: int, sub, op: str) -> Result:
+    def _gradient(self, st: list, s: Static, d: dict, idx: int, sub, op: str) -> Result:
         """A main kernel of a backward GEMM/conv call: the gradient it computes, and its result (the first
         kernel of each gradient gets that gradient's numbers; later ones are counted on it)."""
         roles = st[_ROLES]
         if roles is None:
-            roles = st[_ROLES] = {}
+            roles = st[_ROLES] = ({}, {})  # nominal roles given; (FLOPs, bytes, params) -> (result, its sub)
+        given, groups = roles
         role = s.named_role
         if role is None:  # the order decides; a third kernel continues the gradient before it (split-K)
-            role = "dgrad" if "dgrad" not in roles else "wgrad" if "wgrad" not in roles else st[_ROLE]
+            role = "dgrad" if "dgrad" not in given else "wgrad" if "wgrad" not in given else st[_ROLE]
+        given[role] = True
         st[_ROLE] = role
-        effective = s.effective.get(role)
-        if effective is None:
-            effective = s.effective[role] = _gradient_present(s.args, role)
-        group = roles.get(effective)
+        res = self._result(s, role, op)
+        # The gradient really computed: a formula gives the role it was asked for the numbers of the one that
+        # exists (the first layer's weight gradient only, convolution_backward's output_mask), params saying
+        # which; kernels with the same numbers compute the same gradient and share it.
+        key = (res.flops, res.bytes, res.params)
+        group = groups.get(key)
         if group is None:
-            res = self._result(s, role, op)
-            roles[effective] = (res, sub)
+            groups[key] = (res, sub)
             if st[_SUB] is None:
                 st[_SUB] = sub
             if self._share:
@@ -270,11 +273,11 @@ class Modeller:
                 else:
                     _add(st, entry)
             return res
-        res, first_sub = group
-        given = s.counted(first_sub, op)
+        whole, first_sub = group
+        given_now = s.counted(first_sub, op)
         if self._share:
-            _add(st, (idx, d, given, res, s.tc))
-        return given
+            _add(st, (idx, d, given_now, whole, s.tc))
+        return given_now
 
     def _join(self, d: dict, s: "Static", line: int, idx: int) -> Result:
         """A kernel of a backward node without arguments whose forward link is that of the call in progress

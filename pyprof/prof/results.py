@@ -26,13 +26,12 @@ class Static:
 
     __slots__ = ("formula", "args", "role", "family", "dtype", "grads", "tc", "helper", "result", "results",
                  "_counted", "guessed", "one_per_kernel", "name", "fkey", "joins", "matrix", "no_args",
-                 "named_role", "effective", "_helpers")
+                 "named_role", "_helpers")
 
     def __init__(self) -> None:
         self.helper = self.result = self.fkey = self.joins = self.named_role = None
         self.family, self.role, self.name, self.dtype, self.matrix = "", "fprop", "", None, False
         self.results: dict = {}
-        self.effective: dict = {}
         self._counted: dict = {}
         self._helpers: dict = {}
 

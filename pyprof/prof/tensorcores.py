@@ -14,7 +14,7 @@ from functools import lru_cache
 # Checked first: kernels that belong to matrix libraries but multiply nothing (layout changes, workspace set-up,
 # split-K reductions): not applicable, whatever their template arguments mention.
 _NOT_MATRIX = re.compile(r"init_device_workspace|AddPaddingKernel|RemovePaddingKernel|nchwToNhwc|nhwcToNchw|"
-                         r"splitKreduce|split_k_reduce|compute_dot_do_o|convert_dq|dot_do_o|scal_kernel|"
+                         r"splitKreduce|split_k_reduce|reduction::kernel::ReduceSplitK|compute_dot_do_o|convert_dq|dot_do_o|scal_kernel|"
                          r"scalePackedTensor|epilogue::impl|xmma\w*_execute_split_k_kernel|unpack_cudnn",
                          re.IGNORECASE)
 # Tensile/hipBLASLt (case matters: generated names). A GEMM kernel is named C's, A's and B's index letters first

@@ -105,6 +105,11 @@ CASES: dict[str, list] = {
                                         S(False), S([0, 0]), S(1), S([False, True, True])], "dgrad",
          27648,  # the first layer: only wgrad is computed, so the kernel given dgrad by order is the wgrad
          4016),  # x 384 + dY 512 read, dW 108 written; ·4
+        ("aten::convolution_backward", [T([1, 8, 4, 4]), T([1, 4, 8, 8]), T([8, 4, 1, 1]), S([8]), S([2, 2]),
+                                        S([0, 0]), S([1, 1]), S(False), S([0, 0]), S(1), S([True, True, False])],
+         "wgrad",
+         1024,  # 1×1 stride 2: out 4×4: 2·1·8·4·1·16
+         896),  # the covered x 4·(4·4) + dY 8·16 read, dW 32 written; ·4
     ],
     "cudnn_convolution": [("aten::cudnn_convolution", [CONV_X, CONV_W, S([1, 1]), S([1, 1]), S([1, 1]), S(1)], "fprop",
                            27648, 4016)],  # as conv2d above

@@ -146,7 +146,10 @@ def test_helper_kernel_names():
                  "void pytorch_flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64>>(Flash_bwd_params)",
                  "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)",
                  # the one-thread kernel that reads the RNG state for cuDNN attention (ATen's PhiloxUtils)
-                 "void at::cuda::philox::unpack_cudnn(at::PhiloxCudaState, long*, long*)"]:
+                 "void at::cuda::philox::unpack_cudnn(at::PhiloxCudaState, long*, long*)",
+                 # cuDNN's CUTLASS split-K reduction after a wgrad (H100 checkpoint capture, short name "Kernel")
+                 "void cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::reduction::kernel::ReduceSplitK<cutlass__5x_cudnn::"
+                 "MatrixShape<4, 256>, cutlass__5x_cudnn::epilogue::thread::LinearCombination<>>>()"]:
         assert is_helper(name), name
     for name in ["cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8_bias_",
                  "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_kernel__5x_cublas",

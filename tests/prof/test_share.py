@@ -14,7 +14,7 @@ from pyprof.prof.roofline import Peaks
 from pyprof.prof.share import WINDOW, apportion
 from pyprof.prof.summary import _op_key
 
-from .helpers import T, captures, parsed, rec
+from .helpers import S, T, captures, parsed, rec
 
 
 def test_apportion_adds_up_exactly():
@@ -57,6 +57,18 @@ def test_helpers_keep_their_result_and_backward_gemms_share_per_gradient():
     assert res[2].role == res[3].role == "wgrad"
 
 
+def test_kernels_of_the_one_gradient_that_exists_share_it():
+    """convolution_backward of a first layer (output_mask asks for the weight gradient only) run as two main
+    kernels: whatever roles their order gives them, both compute the one wgrad, 2·2·4·3·9·64 = 27648 FLOPs,
+    which they share (20 and 60 ns: 6912 and 20736), rather than each counting it."""
+    args = [T([2, 4, 8, 8]), T([2, 3, 8, 8]), T([4, 3, 3, 3]), S([4]), S([1, 1]), S([1, 1]), S([1, 1]), S(False),
+            S([0, 0]), S(1), S([False, True, False])]
+    kw = dict(op="aten::convolution_backward", mod="aten", dir="bprop", args=args, seq=(5,))
+    gemm = "sm80_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize64x64x32_stage3_warpsize2x2x1_tensor16x8x8_kernel"
+    out = _rows([rec(gemm, 20, sub=0, **kw), rec(gemm, 60, sub=1, **kw)])
+    assert [m.flops for _i, _d, m, _r in out] == [6912, 20736]
+
+
 def test_a_kernel_far_after_its_call_start_shares_nothing():
     """A call whose kernels are spread over more than WINDOW lines (another thread's kernels between them):
     its numbers stay on its kernels within WINDOW lines of its first one, so its total is unchanged; the later
@@ -80,10 +92,17 @@ def test_a_kernel_far_after_its_call_start_shares_nothing():
 def test_no_kernel_row_above_150_percent_of_the_roofline(rel):
     """The issue's acceptance: on every committed H200 capture, no row claims more than 1.5x what the GPU can
     do. (Rows between 100% and 115% remain: element-wise ops whose operands the previous kernel left in the
-    H200's 60 MB L2 cache, which the DRAM roofline does not know; docs/roofline.md.)"""
+    H200's 60 MB L2 cache, which the DRAM roofline does not know; docs/roofline.md.) Captures made on another
+    GPU (tests/data/README.md) are held to 200%: a smaller L2 at a lower DRAM bandwidth lets an L2-resident
+    element-wise kernel read further above the DRAM's rate."""
+    data = parsed(rel)
+    h200 = b'"gpu":"NVIDIA H200"' in data
     out = io.StringIO()
-    run_stream(io.BytesIO(parsed(rel)), rel, out, ["roofline", "op", "kernel"], "jsonl")
+    run_stream(io.BytesIO(data), rel, out, ["roofline", "op", "kernel"], "jsonl")
     rows_ = [json.loads(x) for x in out.getvalue().splitlines()]
+    if not h200:
+        assert not [r for r in rows_ if r["roofline"] is not None and r["roofline"] > 200]
+        return
     over = [r for r in rows_ if r["roofline"] is not None and r["roofline"] > 150]
     assert sum(r["roofline"] is not None for r in rows_) >= 5
     assert not over, over[:5]

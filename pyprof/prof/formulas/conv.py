@@ -43,8 +43,9 @@ def conv(x: tuple, w: tuple, dtype: str | None, *, stride: tuple, padding: tuple
     if any(o <= 0 for o in out):
         raise NotModelled(f"empty output {out}")
     xn, wn, on = prod(x), prod(w), n * cout * prod(out)
-    # The input a forward or wgrad kernel must read: only the positions some window covers.
-    xr = xn if transposed else n * cin * prod(
+    # The input a forward or wgrad kernel must read: only the positions some window covers (all of it when the
+    # output size comes from a gradient's shape: the stride and padding were not recorded).
+    xr = xn if transposed or out_spatial is not None else n * cin * prod(
         _covered(i, o, k, s, p, dl) for i, o, k, s, p, dl in zip(spatial, out, kernel, stride, padding, dilation))
     params = ("N={},C={},K={},".format(n, cin, cout) + "in=" + "x".join(map(str, spatial))
               + ",k=" + "x".join(map(str, kernel)) + ",out=" + "x".join(map(str, out))
