@@ -235,7 +235,7 @@ class Modeller:
             return self._result(s, s.role, op)
         if st[_MAINS] == 1:
             st[_SUB] = sub
-            res = self._result(s, s.role, op)
+            res = s.results.get(s.role) or self._result(s, s.role, op)
             if self._share:
                 st[_FIRST] = (idx, d, res, res, s.tc)
             return res
@@ -321,6 +321,10 @@ class Modeller:
         """The index of the earliest record whose result may still change (a sharing kernel of a call that is
         not closed; call ``settle`` first), or None."""
         return min((st[_FIRST][0] for st in self._calls.values() if st[_FIRST] is not None), default=None)
+
+    def open_threads(self, before: int) -> set:
+        """The threads whose call in progress holds a sharing kernel of index below ``before``."""
+        return {tid for tid, st in self._calls.items() if st[_FIRST] is not None and st[_FIRST][0] < before}
 
     def _result(self, s: "Static", role: str, op: str) -> Result:
         res = s.results.get(role)

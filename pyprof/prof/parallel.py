@@ -9,7 +9,8 @@ kernels, before and after it, so a worker also reads lines around its chunk, wit
   before those (its thread's first record there is not numbered 0), the last ``LOOKBACK`` = 2·WINDOW lines,
   which always suffice (a call's kernels share only within WINDOW lines of its start, and a kernel more than
   WINDOW lines after its thread's previous one starts a new call);
-- after it, until no call with a kernel in the chunk is open (at most WINDOW lines).
+- after it, until no call with a kernel in the chunk is open (at most WINDOW lines), decoding only the records
+  of those calls' threads.
 
 So the output equals the serial run's byte for byte (tests/prof/test_parallel.py). At most ``2 × jobs``
 chunks are in flight, so memory stays bounded. Needs the ``fork`` start method (workers inherit formulas
@@ -18,6 +19,7 @@ loaded by ``--plugin``); elsewhere the caller runs serially.
 from __future__ import annotations
 
 import io
+import json
 import multiprocessing
 import os
 import re
@@ -144,7 +146,7 @@ def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str,
     stream.hi = idx + n_records
     at = lineno + n_lines
     rows = stream.ready(at)
-    k = 0
+    k = n_after = 0  # lines read after the chunk and fed (or skipped), records among them
     while True:
         oldest = modeller.oldest_open()
         if oldest is None or oldest >= stream.hi:
@@ -154,13 +156,21 @@ def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str,
             if not more:
                 break
             taken += more
-        step = taken[k:k + AHEAD_STEP]
+        # Only the records of threads whose open call holds a row of the chunk can change it: the others are
+        # skipped undecoded (a record whose thread a byte search cannot tell is decoded).
+        wanted = {json.dumps(t).encode() for t in modeller.open_threads(stream.hi)}
         try:
-            _n, n_rec = stream.feed(step, path, at, stream.hi + _records_after(taken, k), count=False)
+            for line in taken[k:k + AHEAD_STEP]:
+                k += 1
+                is_record = line not in _EMPTY_LINES
+                if is_record and _other_thread(line, wanted):
+                    stream.skip()
+                else:
+                    stream.feed((line,), path, at, stream.hi + n_after, count=False)
+                at += 1
+                n_after += is_record
         except InputError:
             break  # the chunk that owns the line reports it; here it ends the input
-        k += len(step)
-        at += len(step)
         rows += stream.ready(at)
     rows += stream.ready(None)
     buf = io.StringIO()
@@ -168,9 +178,19 @@ def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str,
     return buf.getvalue()
 
 
-def _records_after(taken: list, k: int) -> int:
-    """Records among the first ``k`` lines read after the chunk (empty lines take no index)."""
-    return sum(1 for x in taken[:k] if x not in _EMPTY_LINES)
+def _other_thread(line: bytes, wanted: set) -> bool:
+    """True when a JSON line names one thread id (``"tid": N``) that is not among ``wanted`` (their JSON
+    bytes); False when it names one of them, or when a byte search cannot tell."""
+    at = line.find(b'"tid":')
+    if at < 1 or line[at - 1:at] == b"\\" or line.find(b'"tid":', at + 6) >= 0:  # none, inside a string, or two
+        return False
+    end = len(line)
+    for stop in (b",", b"}"):
+        e = line.find(stop, at + 6)
+        if 0 <= e < end:
+            end = e
+    value = line[at + 6:end].strip()
+    return bool(value) and value not in wanted
 
 
 def empty_lines(chunk, start: int = 0, end: int | None = None) -> int:

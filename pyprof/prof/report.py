@@ -12,6 +12,7 @@ from typing import IO, Iterable, Sequence
 from pyprof.common import InputError
 from pyprof.prof.columns import COLUMNS, ROOFLINE_COLUMNS, compile_row, record_keys
 from pyprof.prof.model import Modeller, Result
+from pyprof.prof.results import Pending
 from pyprof.prof.output import FORMATS
 from pyprof.prof.reader import _DECODE_ERRORS, LEAN_ERRORS, _legacy, _loads, lean_loads
 from pyprof.prof.registry import COUNTED_FAMILIES
@@ -57,6 +58,11 @@ class Coverage:
             elif m.family:
                 r = f"{r} ({m.family})"
             self.reasons[r] = self.reasons.get(r, 0) + dur
+
+    def swap(self, dur: int, given: Result, final: Result) -> None:
+        """A kernel counted with ``given`` that has its share ``final`` now (the same kernel, the same time)."""
+        self.add(-dur, given, -1)
+        self.add(dur, final)
 
     def merge(self, other: "Coverage") -> None:
         """Add another coverage (a worker's) into this one."""
@@ -183,6 +189,11 @@ class RowStream:
             try:  # _measure, inlined: this loop runs once per kernel of the input
                 m = model(d, lineno, idx, line)
                 dur = d.get("kDuration") or 0
+                if type(m) is Pending:  # its share replaces it when its call closes: its row is made then
+                    dur + 0  # a duration of the wrong type is reported here, with its line
+                    append(None)
+                    idx += 1
+                    continue
                 t = tally.get(id(m))
                 if t is None:
                     tally[id(m)] = [m, 1, dur]
@@ -201,6 +212,11 @@ class RowStream:
             _add_tally(self.coverage, tally)
         return len(lines), idx - n0
 
+    def skip(self) -> None:
+        """A record that is read but not modelled (a --jobs worker's read-ahead: another thread's): no row."""
+        self.held.append(None)
+        self.spaces = True
+
     def ready(self, line: int | None) -> list:
         """Settle the op calls (those more than WINDOW lines before ``line``, or all at the end of the input:
         None), remake their rows, and return the rows that can no longer change, in input order."""
@@ -212,8 +228,10 @@ class RowStream:
                 if self.need_roofline and m.family != "transfer" else _NO_ROOF
             held[fix.idx - first] = self.row(fix.idx, d, m, r)
             if fix.idx >= self.lo and (self.hi is None or fix.idx < self.hi):
-                cov.add(-dur, fix.given, -1)
-                cov.add(dur, m)
+                if type(fix.given) is Pending:  # never counted
+                    cov.add(dur, m)
+                else:
+                    cov.swap(dur, fix.given, m)
         oldest = None if line is None else self.modeller.oldest_open()
         upto = len(held) if oldest is None else oldest - first
         lo = max(0, self.lo - first)

@@ -21,6 +21,13 @@ class Result(NamedTuple):
     role: str
 
 
+class Pending(Result):
+    """The result given to a further kernel of an op call (``counted on sub N``) before the call is closed: in
+    share mode its share always replaces it, so the pipeline makes its row only then."""
+
+    __slots__ = ()
+
+
 class Static:
     """What a kernel name, op and arguments decide once: formula, role, family, dtype, tc, results by role."""
 
@@ -48,17 +55,22 @@ class Static:
         r = self._counted.get(k)
         if r is None:
             # Not the call's main kernel: Tensor Cores '0' only if its own name says it multiplies matrices.
-            r = self._counted[k] = Result(None, None, "", tc_column(self.name, False, self.dtype),
-                                          f"counted on sub {sub} of the same {op} call", self.family, self.dtype,
-                                          self.role)
+            r = self._counted[k] = Pending(None, None, "", tc_column(self.name, False, self.dtype),
+                                           f"counted on sub {sub} of the same {op} call", self.family, self.dtype,
+                                           self.role)
         return r
 
     def late(self, op: str) -> Result:
         """A kernel more than WINDOW input lines after the start of its call: it shares nothing (the call's
         kernels before it carry the numbers)."""
-        return self.counted(None, op)._replace(
-            reason=f"counted on the first kernels of the same {op} call (this one comes more than {WINDOW} "
-                   "input lines after its start)")
+        k = ("late", op)
+        r = self._counted.get(k)
+        if r is None:
+            r = self._counted[k] = Result(
+                None, None, "", tc_column(self.name, False, self.dtype),
+                f"counted on the first kernels of the same {op} call (this one comes more than {WINDOW} input lines "
+                "after its start)", self.family, self.dtype, self.role)
+        return r
 
     def helper_of(self, op: str) -> Result:
         """The result of a helper kernel of an ``op`` call."""

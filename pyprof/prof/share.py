@@ -39,8 +39,9 @@ def apportion(total: int | None, weights: list) -> list:
     parts = [total * w // whole for w in weights]
     left = total - sum(parts)
     if left:
-        by_remainder = sorted(range(n), key=lambda i: (-(total * weights[i] % whole), i))
-        for i in by_remainder[:left]:
+        remainders = [total * w % whole for w in weights]
+        # a stable sort, largest first: on a tie the earlier part comes first
+        for i in sorted(range(n), key=remainders.__getitem__, reverse=True)[:left]:
             parts[i] += 1
     return parts
 
@@ -49,11 +50,16 @@ def shares(entries: list) -> list[Fix]:
     """The fixes for one closed call: ``entries`` are its sharing kernels as (idx, record, result given,
     the call's result, tc); kernels with the same call's result (one gradient of a backward GEMM, or the
     whole call) share it. A group of one keeps what it was given."""
-    groups: dict = {}
-    for e in entries:
-        groups.setdefault(id(e[3]), []).append(e)
+    whole = entries[0][3]
+    if all(e[3] is whole for e in entries):  # one group: the common case
+        groups: list = [entries]
+    else:
+        by_result: dict = {}
+        for e in entries:
+            by_result.setdefault(id(e[3]), []).append(e)
+        groups = list(by_result.values())
     fixes = []
-    for group in groups.values():
+    for group in groups:
         if len(group) < 2:
             continue
         whole = group[0][3]
@@ -62,7 +68,8 @@ def shares(entries: list) -> list[Fix]:
         else:
             durations = [e[1].get("kDuration") or 0 for e in group]
             flops, nbytes = apportion(whole.flops, durations), apportion(whole.bytes, durations)
-            finals = [whole._replace(flops=f, bytes=b, tc=e[4]) for e, f, b in zip(group, flops, nbytes)]
+            make, (params, reason, family, dtype, role) = type(whole), whole[2:3] + whole[4:]
+            finals = [make(f, b, params, e[4], reason, family, dtype, role) for e, f, b in zip(group, flops, nbytes)]
         for (idx, d, given, _whole, _tc), final in zip(group, finals):
             if final is not given:
                 fixes.append(Fix(idx, d, given, final))
