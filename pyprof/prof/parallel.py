@@ -159,18 +159,16 @@ def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str,
         # Only the records of threads whose open call holds a row of the chunk can change it: the others are
         # skipped undecoded (a record whose thread a byte search cannot tell is decoded).
         wanted = {json.dumps(t).encode() for t in modeller.open_threads(stream.hi)}
+        step = taken[k:k + AHEAD_STEP]
+        # Another thread's record becomes a line of spaces: it keeps its index and gets no row.
+        lines = [b" " if x not in _EMPTY_LINES and _other_thread(x, wanted) else x for x in step]
         try:
-            for line in taken[k:k + AHEAD_STEP]:
-                k += 1
-                is_record = line not in _EMPTY_LINES
-                if is_record and _other_thread(line, wanted):
-                    stream.skip()
-                else:
-                    stream.feed((line,), path, at, stream.hi + n_after, count=False)
-                at += 1
-                n_after += is_record
+            stream.feed(lines, path, at, stream.hi + n_after, count=False)
         except InputError:
             break  # the chunk that owns the line reports it; here it ends the input
+        k += len(step)
+        at += len(step)
+        n_after += sum(1 for x in step if x not in _EMPTY_LINES)
         rows += stream.ready(at)
     rows += stream.ready(None)
     buf = io.StringIO()

@@ -212,11 +212,6 @@ class RowStream:
             _add_tally(self.coverage, tally)
         return len(lines), idx - n0
 
-    def skip(self) -> None:
-        """A record that is read but not modelled (a --jobs worker's read-ahead: another thread's): no row."""
-        self.held.append(None)
-        self.spaces = True
-
     def ready(self, line: int | None) -> list:
         """Settle the op calls (those more than WINDOW lines before ``line``, or all at the end of the input:
         None), remake their rows, and return the rows that can no longer change, in input order."""
