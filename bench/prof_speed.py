@@ -7,7 +7,10 @@ convolutions, attention, norms, pointwise, backward kernels with forward links, 
 - prof: ``pyprof.prof.run`` with the default columns in CSV (what ``python -m pyprof.prof --csv`` does).
 Prints one line per figure: rows/s of each and prof's ratio to the baseline. Target: >= 300k rows/s.
 
-    python bench/prof_speed.py [--rows 1000000] [--keep FILE]
+    python bench/prof_speed.py [--rows 1000000] [--keep FILE] [--from RECORDS] [--against CHECKOUT]
+
+``--against CHECKOUT`` also times another checkout's prof (e.g. main before a change) on the same input,
+alternating with this one, in CPU seconds of one process: the ratio of the two is the change's cost.
 """
 from __future__ import annotations
 
@@ -139,6 +142,28 @@ def prof(path: str, jobs: int = 1) -> float:
 
 _cpu: dict = {}  # CPU seconds of this process per measurement: robust to other load on the machine
 
+_CHILD = """
+import io, sys, time
+from pyprof.prof.report import run_stream
+from pyprof.prof.columns import DEFAULT
+class Sink(io.StringIO):
+    def write(self, s):
+        return len(s)
+c = time.process_time()
+with open(sys.argv[1], "rb") as f:
+    run_stream(f, sys.argv[1], Sink(), DEFAULT, "csv", jobs=1)
+print(time.process_time() - c)
+"""
+
+
+def cpu_seconds(checkout: str, path: str) -> float:
+    """CPU seconds of one process running ``checkout``'s prof (default columns, CSV, --jobs 1) on ``path``."""
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": checkout, "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", _CHILD, path], env=env, capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -146,6 +171,8 @@ def main() -> int:
     ap.add_argument("--keep", default=None, help="write the generated input here and keep it")
     ap.add_argument("--from", dest="src", default=None,
                     help="replicate this records file (parse's output for a real capture) instead of the templates")
+    ap.add_argument("--against", default=None, metavar="CHECKOUT",
+                    help="also time this checkout's prof on the same input (its CPU seconds against this one's)")
     a = ap.parse_args()
     path = a.keep or tempfile.mktemp(suffix=".jsonl", prefix="prof_speed_")
     try:
@@ -170,6 +197,14 @@ def main() -> int:
         print(f"one process, per CPU-second (insensitive to other load): baseline {a.rows / _cpu['baseline']:,.0f} "
               f"rows/s, prof {a.rows / _cpu['prof1']:,.0f} rows/s, ratio {_cpu['baseline'] / _cpu['prof1']:.2f}")
         print(f"load average during the run: {os.getloadavg()[0]:.2f} on {jobs} CPU(s)")
+        if a.against:
+            here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+            this, other = [], []
+            for _ in range(3):  # alternated: the machine's load changes along the run
+                other.append(cpu_seconds(a.against, path))
+                this.append(cpu_seconds(here, path))
+            print(f"this checkout, CPU seconds (best of 3): {min(this):.3f}; {a.against}: {min(other):.3f}; "
+                  f"ratio {min(this) / min(other):.2f}")
         best = max(a.rows / t1, a.rows / tj)
         print(f"target 300k rows/s: {'met' if best >= 300_000 else 'NOT met'} (best {best:,.0f} rows/s)")
     finally:

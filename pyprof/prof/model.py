@@ -1,29 +1,38 @@
-"""From a record to its numbers: which formula, in which role, given to which kernel of the op call.
+"""From a record to its numbers: which formula, in which role, for which kernels of the op call.
 
-Rule for an op call that launches several kernels (docs/formulas.md, "Which kernel carries the FLOPs"):
-the call's FLOPs and bytes go to its *main* kernel; the other kernels of the call show ``na`` with the
-reason "counted on sub N". For GEMM, convolution and attention ops the main kernel is the first kernel that
-is not a recognised helper (layout transposes, split-K reductions, element-wise bias or cast kernels, flash
-attention's pre/post-processing); for every other op it is the first kernel of the call. In a backward
-GEMM/convolution call, the first two main kernels are dgrad and wgrad: a name that says ``dgrad``/``wgrad``
-decides, otherwise the order does (autograd computes the input's gradient before the weight's). So every
-op call's FLOPs are counted once, and per-step totals can be compared with torch.utils.flop_counter.
+An op call often launches several kernels. Its FLOPs and bytes are shared among the kernels that do its work,
+in proportion to their durations, so that every one of them runs at the call's own rate and a group's totals
+are the calls' totals (docs/formulas.md, "Which kernels carry the numbers"). Recognised helper kernels of
+GEMM, convolution and attention calls (layout transposes, split-K reductions, casts: kernels.py) carry none.
+In a backward GEMM/convolution call the kernels share per gradient: a name that says ``dgrad``/``wgrad``
+decides, otherwise the order does (autograd computes the input's gradient before the weight's), and a further
+kernel continues the gradient of the one before it (a split-K pass).
 
 A call is the run of kernels on one thread with the same direction, op, sequence ids, call site and
 arguments; a kernel with ``subSeqId`` 0 starts a new one (parse numbers the kernels of a whole backward node,
-so the arguments tell its aten ops apart).
+so the arguments tell its aten ops apart), and so does one more than ``WINDOW`` input lines after the call's
+previous kernel. The backward of a Python-level op often runs as several autograd nodes (cross_entropy:
+NllLossBackward0 then LogSoftmaxBackward0); when pyprof markers give their aten ops no arguments, the node
+whose op is of the forward op's kind carries the forward op's backward numbers, and the kernels of the
+other nodes with the same forward link that follow it join its call.
+
+``Modeller.model(d)`` answers record by record: the call's whole numbers on its first main kernel and
+``counted on sub N`` on the others, as far as the records before it tell. The pipeline (report.rows,
+report.RowStream) makes the Modeller with ``share=True`` and passes each record's line and index: then
+``settle`` gives, once a call is closed, each kernel whose share differs from that first answer.
 """
 from __future__ import annotations
 
 import json
-import re
-from typing import NamedTuple
-
 from pyprof.prof import registry
 from pyprof.prof.args import Args
+from pyprof.prof.kernels import autocast, fill_dtypes, is_helper, named_role
 from pyprof.prof.reader import Raw, raw_value
 from pyprof.prof.registry import COUNTED_FAMILIES, TC_FAMILIES, Estimate, Formula, NotModelled
-from pyprof.prof.tensorcores import dtype_from_kernel_name, tc_column, tc_used
+from pyprof.prof.lookup import candidates
+from pyprof.prof.results import Result, Static, as_list, copy_result, first_dtype, no_arguments
+from pyprof.prof.share import WINDOW, Fix, shares
+from pyprof.prof.tensorcores import tc_column
 
 try:  # orjson is optional: a faster cache key (and faster reading, see reader.py)
     from orjson import dumps as _key  # obj -> bytes; bound directly: called once per row
@@ -31,20 +40,7 @@ except ImportError:  # pragma: no cover - exercised where orjson is absent
     def _key(obj) -> bytes:  # bytes, as orjson's: keys join raw JSON bytes (lean decoding)
         return json.dumps(obj, separators=(",", ":")).encode()
 
-# Kernels that only help a GEMM/conv/attention call. Names that are always helpers:
-HELPER_KERNEL = re.compile(
-    r"nchwToNhwc|nhwcToNchw|AddPaddingKernel|RemovePaddingKernel|init_device_workspace|splitKreduce|"
-    r"split_k_reduce|reduce_1Block|reduce_wgrad|CatArrayBatchedCopy|computeOffsets|scal_kernel|scalePackedTensor|"
-    r"epilogue::impl|xmma\w*_execute_split_k_kernel|"
-    r"dot_do_o|convert_dq|clear_dq|at::native::.*reduce_kernel|cunn_SoftMax|softmax_warp", re.IGNORECASE)
-# Names that are helpers unless they also say they multiply matrices (a GEMM with a fused bias epilogue is
-# the main kernel, not a helper):
-_WEAK_HELPER = re.compile(r"transpose|elementwise_kernel|fill_kernel|memset|copy_kernel|im2col|col2im|cast_kernel|"
-                          r"convert_kernel|_bias_|bias_kernel|scale_kernel|reduce_kernel|epilogue_kernel",
-                          re.IGNORECASE)
-_MATMUL = re.compile(r"gemm|xmma|nvjet|tensorop|implicit|fprop|dgrad|wgrad|flash_fwd|flash_bwd_dq|fmha|sdpa",
-                     re.IGNORECASE)
-_helper_cache: dict[str, bool] = {}
+__all__ = ["Modeller", "Result", "candidates", "is_helper", "WINDOW"]
 
 
 def _fwd_key(fwd: dict) -> bytes:
@@ -74,85 +70,54 @@ def _gradient_present(args: list, role: str) -> str:
     return role
 
 
-def is_helper(name: str) -> bool:
-    """True for kernels that only help a GEMM/conv/attention call (transposes, split-K reductions, casts ...)."""
-    v = _helper_cache.get(name)
-    if v is None:
-        if len(_helper_cache) > 65536:
-            _helper_cache.clear()
-        v = bool(HELPER_KERNEL.search(name) or (_WEAK_HELPER.search(name) and not _MATMUL.search(name)))
-        _helper_cache[name] = v
-    return v
-
-
-_DGRAD = re.compile(r"dgrad", re.IGNORECASE)
-_WGRAD = re.compile(r"wgrad", re.IGNORECASE)
-_DUNDER = {"radd": "add", "iadd": "add", "rsub": "rsub", "isub": "sub", "rmul": "mul", "imul": "mul",
-           "truediv": "div", "rtruediv": "div", "itruediv": "div", "div": "div", "rdiv": "div", "idiv": "div",
-           "floordiv": "floor_divide", "rfloordiv": "floor_divide", "ifloordiv": "floor_divide",
-           "mod": "remainder", "rmod": "remainder", "imod": "remainder", "pow": "pow", "rpow": "pow",
-           "ipow": "pow", "and": "bitwise_and", "iand": "bitwise_and", "rand": "bitwise_and",
-           "or": "bitwise_or", "ior": "bitwise_or", "ror": "bitwise_or", "xor": "bitwise_xor",
-           "ixor": "bitwise_xor", "rxor": "bitwise_xor", "invert": "bitwise_not", "neg": "neg", "abs": "abs",
-           "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift", "imatmul": "matmul"}
-
-
-class Result(NamedTuple):
-    """The modelled numbers of one kernel row."""
-
-    flops: int | None
-    bytes: int | None
-    params: str
-    tc: str
-    reason: str | None  # why flops/bytes are na (None when both are modelled)
-    family: str  # formula family, '' when no formula
-    dtype: str | None  # the op's input dtype (None when unknown)
-    role: str
-
-
-def candidates(mod: str, op: str) -> list[str]:
-    """Registry keys tried, in order, for a marker's module and op name (in-place, dunder, overload and
-    method spellings reduced to the function's name)."""
-    out = []
-    if "::" in op:
-        ns, name = op.split("::", 1)
-        name = name.split(".", 1)[0]  # aten::add.Tensor -> add
-        out += [op, f"{ns}::{name}"]
-        base = name
-    else:
-        if mod:
-            out.append(f"{mod}.{op}")
-        base = op
-    if base.startswith("__") and base.endswith("__") and len(base) > 4:
-        inner = base[2:-2]
-        base = _DUNDER.get(inner, inner)
-    elif base.endswith("_") and not base.endswith("__"):
-        base = base[:-1]
-    for m in ([mod] if mod and "::" not in op else []) + ["torch", "torch.nn.functional", "torch.Tensor"]:
-        out.append(f"{m}.{base}")
-    out.append(f"aten::{base}")
-    seen = set()
-    return [c for c in out if not (c in seen or seen.add(c))]
+# The op call in progress on a thread is a list (one is made per op call, on the hot path, where a slotted
+# object costs seven times as much to make); its fields:
+_KEY = 0  # (direction, op, first sequence id, call site, argument bytes)
+_START = 1  # input line of its first record
+_LAST = 2  # input line of its latest record
+_MAINS = 3  # kernels seen that are not helpers
+_SUB = 4  # subSeqId of its first main kernel
+_ROLES = 5  # backward GEMM/conv: (roles given, {gradient's numbers: (its result, subSeqId of its first kernel)})
+_FIRST = 6  # share mode: its first main kernel (idx, record, result given, call's result, tc), until settled
+_MORE = 7  # share mode: its further sharing kernels, as _FIRST (None while there is one)
+_FKEY = 8  # a backward op's borrowed forward link (bytes): kernels of the same forward op's other nodes join
+_ROLE = 9  # backward GEMM/conv: the gradient of its latest main kernel
+_BLIND = 10  # a worker's replay started after a record of the thread that may belong to it (reset_calls)
 
 
 class Modeller:
-    """Stateful across rows only for the kernel-of-a-call bookkeeping; formulas stay pure."""
+    """Models records one at a time; stateful across records only for the op calls in progress.
+
+    With ``share=True`` (the pipeline), ``model`` is given each record's input line and index, and the kernels
+    of a call are remembered until ``settle`` gives their shares; see the module's docstring."""
 
     # Every record key ``model`` reads (lean decoding reads only these and the output's columns; a test
-    # checks the rows equal those of the full decode on real captures).
+    # checks the rows equal those of the full decode on real captures). kDuration: the shares and the roofline.
     RECORD_KEYS = ("kind", "bytes", "copy_kind", "op", "mod", "dir", "fwd", "args", "kLongName", "kShortName",
-                   "subSeqId", "seqId", "callsite", "tid")
+                   "subSeqId", "seqId", "callsite", "tid", "kDuration")
 
-    def __init__(self) -> None:
+    def __init__(self, share: bool = False) -> None:
         self._resolved: dict[tuple[str, str], Formula | None] = {}
         self._estimates: dict = {}
-        self._calls: dict = {}  # tid -> [call key, main kernels seen, first main sub, roles given]
+        self._calls: dict = {}  # tid -> the call in progress (see _KEY ... _ROLE)
         self._static: dict = {}  # (kernel, mod, op, dir, args, fwd) -> _Static
         self._copies: dict = {}  # (kind, bytes, copy kind) -> Result
+        self._share = share
+        self._closed: list = []  # the sharing kernels of each call closed since the last settle
+        self.blind_until = self.watch_from = -1
+        self.uncertain = False
 
-    def reset_calls(self) -> None:
-        """Forget the op calls in progress (a worker starting a new chunk)."""
+    def reset_calls(self, blind_until: int = -1, watch_from: int = -1) -> None:
+        """Forget the op calls in progress (a --jobs worker starting on a new chunk).
+
+        The worker replays some lines before its chunk; a record before line ``blind_until`` that is not
+        numbered 0 and finds no call on its thread may continue a call that started before them. When a
+        record from line ``watch_from`` on (the chunk's) is such a record, or continues such a call,
+        ``uncertain`` is set: the worker then replays more lines (parallel.py)."""
         self._calls.clear()
+        self._closed.clear()
+        self.blind_until, self.watch_from = blind_until, watch_from
+        self.uncertain = False
 
     def resolve(self, mod: str, op: str) -> Formula | None:
         """The formula for a marker's module/op, or None (cached)."""
@@ -193,8 +158,9 @@ class Modeller:
             self._estimates[ck] = est
         return est
 
-    def model(self, d: dict) -> Result:
-        """Model one record (a dict with Record's keys)."""
+    def model(self, d: dict, line: int = 0, idx: int = 0, raw: bytes | None = None) -> Result:
+        """Model one record (a dict with Record's keys). ``line``/``idx``: its input line and record index
+        (share mode); ``raw``: the line's bytes when ``d`` was decoded lean (read only to word a reason)."""
         kind = d.get("kind")
         if kind == "memcpy" or kind == "memset":
             n = d.get("bytes")
@@ -204,7 +170,7 @@ class Modeller:
             if hit is None:
                 if len(self._copies) > 10_000:
                     self._copies.clear()
-                hit = self._copies[k] = _copy_result(kind, n, ck)
+                hit = self._copies[k] = copy_result(kind, n, ck)
             return hit
         ops, mods = d.get("op"), d.get("mod")
         op = (ops if type(ops) is str else ops[0]) if ops else ""
@@ -219,21 +185,21 @@ class Modeller:
             fkey = _fwd_key(fwd) if fwd else b""
             skey = (long_name, mod, op, direction, akey, fkey)
         except TypeError:
-            skey = akey = None
-        st_info = self._static.get(skey) if skey is not None else None
-        if st_info is None:
+            skey = akey = fkey = None
+        s = self._static.get(skey) if skey is not None else None
+        if s is None:
             if type(args) is Raw:
                 args = raw_value(args) or ()
             if fwd and type(fwd.get("args")) is Raw:
                 fwd = {**fwd, "args": raw_value(fwd["args"])}
-            st_info = self._static_info(long_name, mod, op, direction, args, fwd)
+            s = self._static_info(long_name, mod, op, direction, args, fwd, fkey, d, raw)
             if skey is not None:
                 if len(self._static) > 100_000:
                     self._static.clear()
-                self._static[skey] = st_info
-        if st_info.result is not None:  # no formula: the same answer for every kernel
-            return st_info.result
-        # Which kernel of the call carries the numbers.
+                self._static[skey] = s
+        if s.result is not None:  # no formula: the same answer for every kernel
+            return s.result if s.joins is None else self._join(d, s, line, idx)
+        # Which kernels of the call carry the numbers.
         sub = d.get("subSeqId")
         seq = d.get("seqId")
         # parse numbers the kernels of a backward node, not of each aten op inside it: the op's arguments
@@ -242,56 +208,160 @@ class Modeller:
         key = (direction, op, (seq[0] if seq else None) if type(seq) is list else seq, d.get("callsite"), akey)
         tid = d.get("tid")
         st = self._calls.get(tid)
-        if st is None or sub == 0 or st[0] != key:
-            st = [key, 0, None, None]  # the roles given: a set, made when a GEMM/conv backward needs one
-            self._calls[tid] = st
-        if st_info.helper is not None:
-            return st_info.helper
-        st[1] += 1
-        role = st_info.role
-        if st_info.one_per_kernel:  # an aten GEMM/conv op inside a backward node runs one main kernel per call
-            st[1] = 1
-        if st_info.grads and st[3] is None:
-            st[3] = set()
-        if st[1] > 1:
-            kernel_role = None
-            if st_info.grads:
-                kernel_role = _grad_role(long_name, st[3])
-            if kernel_role is None:
-                return st_info.counted(st[2], op)
-            role = kernel_role
+        if st is None or sub == 0 or st[_KEY] != key or line - st[_LAST] > WINDOW:
+            blind = False
+            if st is None:
+                if sub != 0 and line < self.blind_until:
+                    blind = True
+                    if line >= self.watch_from:
+                        self.uncertain = True
+            elif st[_MORE] is not None:
+                self._closed.append([st[_FIRST], *st[_MORE]])
+            st = self._calls[tid] = [key, line, line, 0, None, None, None, None, s.fkey, None, blind]
         else:
-            st[2] = sub
-            if st_info.grads:
-                role = _grad_role(long_name, st[3]) or role
-        res = st_info.results.get(role)
+            st[_LAST] = line
+            if st[_BLIND] and line >= self.watch_from:
+                self.uncertain = True
+        if s.helper is not None:
+            return s.helper
+        if line - st[_START] > WINDOW:
+            return s.late(op)
+        st[_MAINS] += 1
+        if s.grads:
+            return self._gradient(st, s, d, idx, sub, op)
+        if s.one_per_kernel:  # an aten GEMM/conv op inside a backward node runs one main kernel per call
+            st[_MAINS] = 1
+            st[_SUB] = sub
+            return self._result(s, s.role, op)
+        if st[_MAINS] == 1:
+            st[_SUB] = sub
+            res = s.results.get(s.role) or self._result(s, s.role, op)
+            if self._share:
+                st[_FIRST] = (idx, d, res, res, s.tc)
+            return res
+        given = s.counted(st[_SUB], op)
+        if self._share:
+            _add(st, (idx, d, given, st[_FIRST][3], s.tc))
+        return given
+
+    def _gradient(self, st: list, s: Static, d: dict, idx: int, sub, op: str) -> Result:
+        """A main kernel of a backward GEMM/conv call: the gradient it computes, and its result (the first
+        kernel of each gradient gets that gradient's numbers; later ones are counted on it)."""
+        roles = st[_ROLES]
+        if roles is None:
+            roles = st[_ROLES] = ({}, {})  # nominal roles given; (FLOPs, bytes, params) -> (result, its sub)
+        given, groups = roles
+        role = s.named_role
+        if role is None:  # the order decides; a third kernel continues the gradient before it (split-K)
+            role = "dgrad" if "dgrad" not in given else "wgrad" if "wgrad" not in given else st[_ROLE]
+        given[role] = True
+        st[_ROLE] = role
+        res = self._result(s, role, op)
+        # The gradient really computed: a formula gives the role it was asked for the numbers of the one that
+        # exists (the first layer's weight gradient only, convolution_backward's output_mask), params saying
+        # which; kernels with the same numbers compute the same gradient and share it.
+        key = (res.flops, res.bytes, res.params)
+        group = groups.get(key)
+        if group is None:
+            groups[key] = (res, sub)
+            if st[_SUB] is None:
+                st[_SUB] = sub
+            if self._share:
+                entry = (idx, d, res, res, s.tc)
+                if st[_FIRST] is None:
+                    st[_FIRST] = entry
+                else:
+                    _add(st, entry)
+            return res
+        whole, first_sub = group
+        given_now = s.counted(first_sub, op)
+        if self._share:
+            _add(st, (idx, d, given_now, whole, s.tc))
+        return given_now
+
+    def _join(self, d: dict, s: "Static", line: int, idx: int) -> Result:
+        """A kernel of a backward node without arguments whose forward link is that of the call in progress
+        on its thread (another node of the same forward op): it shares that call's numbers, or, in a GEMM,
+        convolution or attention call, is one of its helpers."""
+        st = self._calls.get(d.get("tid"))
+        if st is None:
+            if self.watch_from <= line < self.blind_until:
+                self.uncertain = True
+            return s.result
+        if st[_FKEY] != s.joins or not st[_MAINS] or line - st[_LAST] > WINDOW or line - st[_START] > WINDOW:
+            return s.result
+        st[_LAST] = line
+        if st[_BLIND] and line >= self.watch_from:
+            self.uncertain = True
+        op = st[_KEY][1]
+        if s.matrix:
+            return s.helper_of(op)
+        given = s.counted(st[_SUB], op)
+        if self._share:
+            _add(st, (idx, d, given, st[_FIRST][3], s.tc))
+        return given
+
+    def settle(self, line: int | None = None) -> list[Fix]:
+        """Close the op calls that can no longer gain a kernel: those closed by a later call on their thread,
+        those more than WINDOW lines older than ``line``, and, without ``line`` (the end of the input), all.
+        Returns the kernels whose result is not the one ``model`` gave them (share mode), in no order."""
+        closed = self._closed
+        for st in self._calls.values():
+            if st[_FIRST] is not None and (line is None or line - st[_START] > WINDOW):
+                if st[_MORE] is not None:
+                    closed.append([st[_FIRST], *st[_MORE]])
+                st[_FIRST] = st[_MORE] = None
+        fixes: list = []
+        for entries in closed:
+            fixes += shares(entries)
+        closed.clear()
+        return fixes
+
+    def oldest_open(self) -> int | None:
+        """The index of the earliest record whose result may still change (a sharing kernel of a call that is
+        not closed; call ``settle`` first), or None."""
+        return min((st[_FIRST][0] for st in self._calls.values() if st[_FIRST] is not None), default=None)
+
+    def open_threads(self, before: int) -> set:
+        """The threads whose call in progress holds a sharing kernel of index below ``before``."""
+        return {tid for tid, st in self._calls.items() if st[_FIRST] is not None and st[_FIRST][0] < before}
+
+    def _result(self, s: "Static", role: str, op: str) -> Result:
+        res = s.results.get(role)
         if res is None:
-            est = self.estimate(st_info.formula, st_info.args, role)
-            if est.reason and est.flops is None and not st_info.args:
-                est = est._replace(reason=f"the marker recorded no arguments for {op} (PyTorch's emit_nvtx "
-                                          "without record_shapes=True records names only)")
-            params = est.params + ",dtype-from-kernel" if st_info.guessed and est.params else est.params
-            res = st_info.results[role] = Result(est.flops, est.bytes, params, st_info.tc, est.reason,
-                                                 st_info.family, st_info.dtype, role)
+            est = self.estimate(s.formula, s.args, role)
+            if est.reason and est.flops is None and not s.args:
+                est = est._replace(reason=s.no_args)
+            params = est.params + ",dtype-from-kernel" if s.guessed and est.params else est.params
+            res = s.results[role] = Result(est.flops, est.bytes, params, s.tc, est.reason, s.family, s.dtype, role)
         return res
 
-    def _static_info(self, long_name: str, mod: str, op: str, direction: str, args, fwd) -> "_Static":
+    def _static_info(self, long_name: str, mod: str, op: str, direction: str, args, fwd, fkey, d: dict,
+                     raw) -> "Static":
         formula = self.resolve(mod, op) if op else None
         role = "fprop"
+        borrowed = False
         if direction == "bprop":
             f = fwd or {}
-            f_ops, f_mods = _as_list(f.get("op")), _as_list(f.get("mod"))
+            f_ops, f_mods = as_list(f.get("op")), as_list(f.get("mod"))
             ff = self.resolve(f_mods[0] if f_mods else "", f_ops[0]) if f_ops else None
             if ff is not None and not (formula is not None and args):
                 if formula is not None and formula.family != ff.family:
-                    # The backward op has no arguments and its forward link names another kind of op: the
-                    # link is not the op's own forward (a capture-side mismatch); do not borrow its shapes.
-                    return _Static.fixed(Result(
+                    # The backward op has no arguments and its forward link names another kind of op: not
+                    # the op's own forward (another autograd node of the same forward call, e.g. the
+                    # LogSoftmaxBackward0 of a cross_entropy). Its shapes are not borrowed; the kernel joins
+                    # the call of the node that carries the forward op's backward, when one is in progress.
+                    s = Static.fixed(Result(
                         None, None, "", tc_column(long_name, False, None),
                         f"no arguments recorded for {op}, and its forward link ({f_ops[0]}) is a different kind "
-                        "of op", "", None, role))
-                formula, args, role = ff, f.get("args") or [], "bprop"
-        s = _Static()
+                        "of op", "", None, "bprop"))
+                    s.joins = fkey or None
+                    s.name, s.family, s.role, s.matrix = long_name, ff.family, "bprop", ff.family in TC_FAMILIES
+                    s.dtype = first_dtype(f.get("args") or [])
+                    s.tc = tc_column(long_name, False, s.dtype)
+                    return s
+                formula, args, role, borrowed = ff, f.get("args") or [], "bprop", True
+        s = Static()
         s.name = long_name
         if formula is None:
             reason = ("no op (kernel outside any op range)" if not op
@@ -300,132 +370,31 @@ class Modeller:
                 reason += " and no forward link"
             s.result = Result(None, None, "", tc_column(long_name, False, None), reason, "", None, role)
             return s
-        args, s.guessed = _fill_dtypes(list(args), long_name)
+        args, s.guessed = fill_dtypes(list(args), long_name)
         if formula.family in TC_FAMILIES:
-            args, s.guessed = _autocast(args, long_name, s.guessed)
+            args, s.guessed = autocast(args, long_name, s.guessed)
         s.formula, s.args, s.role, s.family = formula, args, role, formula.family
-        matrix = s.family in TC_FAMILIES
-        s.dtype = _first_dtype(args)
+        s.fkey = fkey if borrowed else None
+        s.no_args = None if args else no_arguments(op, d, raw)
+        s.matrix = matrix = s.family in TC_FAMILIES
+        s.dtype = first_dtype(args)
         s.grads = (role == "bprop" or formula.backward) and s.family in ("gemm", "conv")
+        s.named_role = named_role(long_name) if s.grads else None
         s.one_per_kernel = direction == "bprop" and role == "fprop" and not formula.backward and \
             s.family in ("gemm", "conv")
         s.tc = tc_column(long_name, matrix, s.dtype)
         if matrix and is_helper(long_name):
-            s.helper = Result(None, None, "", "1" if tc_used(long_name) else "-",
-                              f"helper kernel of {op} (its FLOPs are on the call's main kernel)", s.family, s.dtype,
-                              role)
+            s.helper = s.helper_of(op)
         return s
 
 
-class _Static:
-    """What a kernel name, op and arguments decide once: formula, role, family, dtype, tc, results by role."""
-
-    __slots__ = ("formula", "args", "role", "family", "dtype", "grads", "tc", "helper", "result", "results",
-                 "_counted", "guessed", "one_per_kernel", "name")
-
-    def __init__(self) -> None:
-        self.helper = self.result = None
-        self.results: dict = {}
-        self._counted: dict = {}
-
-    @classmethod
-    def fixed(cls, result: Result) -> "_Static":
-        """Every kernel with this key gets ``result`` (no formula, or nothing it could use)."""
-        s = cls()
-        s.result = result
-        return s
-
-    def counted(self, sub, op: str) -> Result:
-        r = self._counted.get(sub)
-        if r is None:
-            # Not the call's main kernel: Tensor Cores '0' only if its own name says it multiplies matrices.
-            r = self._counted[sub] = Result(None, None, "", tc_column(self.name, False, self.dtype),
-                                            f"counted on sub {sub} of the same {op} call", self.family, self.dtype,
-                                            self.role)
-        return r
-
-
-def _copy_result(kind: str, n, ck) -> Result:
-    """The row of a memcpy or memset of ``n`` bytes."""
-    p = f"{ck or kind},{n}B"
-    # A copy to or from the host (or another GPU) is bound by PCIe/NVLink, not by this GPU's memory:
-    # family "transfer" keeps it out of the roofline.
-    fam = "memory" if kind == "memset" or ck in ("DtoD", "DeviceToDevice") else "transfer"
-    if n is None:
-        return Result(0, None, p, "-", f"{kind} without a size", fam, None, "")
-    return Result(0, int(n), p, "-", None, fam, None, "")
-
-
-def _grad_role(name: str, given: set) -> str | None:
-    """dgrad or wgrad for a backward GEMM/conv kernel not yet given; None when both were given."""
-    if _DGRAD.search(name):
-        role = "dgrad"
-    elif _WGRAD.search(name):
-        role = "wgrad"
+def _add(st: list, entry: tuple) -> None:
+    """One more sharing kernel of the call ``st``."""
+    more = st[_MORE]
+    if more is None:
+        st[_MORE] = [entry]
     else:
-        role = "dgrad" if "dgrad" not in given else "wgrad"
-    if role in given:
-        return None
-    given.add(role)
-    return role
-
-
-def _as_list(v) -> list:
-    """A marker list field that a writer may also give as a single string (the forward link's mod/op)."""
-    if not v:
-        return []
-    return [v] if isinstance(v, str) else list(v)
-
-
-def _fill_dtypes(args: list, kernel_name: str) -> tuple[list, bool]:
-    """Give tensors without a dtype the one the kernel's name states (emit_nvtx-only markers record shapes
-    only). A modelling shortcut: the params string then ends with ``dtype-from-kernel``. Returns (args, filled)."""
-    missing = any(isinstance(e, dict) and (("shape" in e and not e.get("dtype")) or
-                                           any(isinstance(i, dict) and not i.get("dtype") for i in e.get("items") or ()))
-                  for e in args)
-    if not missing:
-        return args, False
-    guess = dtype_from_kernel_name(kernel_name)
-    if guess is None:
-        return args, False
-    out = []
-    for e in args:
-        if isinstance(e, dict) and "shape" in e and not e.get("dtype"):
-            e = {**e, "dtype": guess}
-        elif isinstance(e, dict) and e.get("items"):
-            e = {**e, "items": [{**i, "dtype": guess} if isinstance(i, dict) and not i.get("dtype") else i
-                                for i in e["items"]]}
-        out.append(e)
-    return out, True
-
-
-_LOW_PRECISION = frozenset({"float16", "bfloat16", "float8_e4m3fn", "float8_e5m2"})
-
-
-def _autocast(args: list, kernel_name: str, guessed: bool) -> tuple[list, bool]:
-    """Under autocast an op's fp32 arguments are cast inside it and its GEMM/conv kernel runs in fp16/bf16;
-    the kernel's name says so. Then the fp32 tensors are taken at the kernel's dtype (bytes, roofline peak),
-    and the params string ends with ``dtype-from-kernel``."""
-    kd = dtype_from_kernel_name(kernel_name)
-    if kd not in _LOW_PRECISION or not any(isinstance(e, dict) and e.get("dtype") == "float32" for e in args):
-        return args, guessed
-    out = []
-    for e in args:
-        if isinstance(e, dict) and "shape" in e and e.get("dtype") == "float32":
-            e = {**e, "dtype": kd}
-        out.append(e)
-    return out, True
-
-
-def _first_dtype(args: list) -> str | None:
-    for e in args:
-        if isinstance(e, dict):
-            if "shape" in e:
-                return e.get("dtype")
-            items = e.get("items")
-            if items and isinstance(items[0], dict):
-                return items[0].get("dtype")
-    return None
+        more.append(entry)
 
 
 def counted_by_flop_counter(family: str) -> bool:

@@ -1,16 +1,25 @@
 """Per-kernel output spread over worker processes (``--jobs``), for inputs of millions of records.
 
 The main process only cuts the input into chunks of whole lines and writes the workers' text in input order;
-each worker decodes, models and formats its chunk. Which kernel of an op call carries the FLOPs depends on
-the kernels before it in the same call, so each chunk is preceded by the last ``LOOKBACK`` lines of the one
-before, replayed without output: a call whose kernels span more than that many lines of other threads'
-interleaved kernels could be split differently than in a serial run (docs/prof.md). At most ``2 × jobs``
+each worker decodes, models and formats its chunk. A kernel's share of its op call depends on the call's other
+kernels, before and after it, so a worker also reads lines around its chunk, without output:
+
+- before it, enough lines to have seen the start of every call in progress at the chunk's first line: it
+  replays the last ``FIRST_LOOKBACK`` lines, and when a record of the chunk may continue a call that started
+  before those (its thread's first record there is not numbered 0), the last ``LOOKBACK`` = 2·WINDOW lines,
+  which always suffice (a call's kernels share only within WINDOW lines of its start, and a kernel more than
+  WINDOW lines after its thread's previous one starts a new call);
+- after it, until no call with a kernel in the chunk is open (at most WINDOW lines), decoding only the records
+  of those calls' threads.
+
+So the output equals the serial run's byte for byte (tests/prof/test_parallel.py). At most ``2 × jobs``
 chunks are in flight, so memory stays bounded. Needs the ``fork`` start method (workers inherit formulas
 loaded by ``--plugin``); elsewhere the caller runs serially.
 """
 from __future__ import annotations
 
 import io
+import json
 import multiprocessing
 import os
 import re
@@ -23,10 +32,15 @@ from pyprof.prof.columns import ROOFLINE_COLUMNS, compile_row
 from pyprof.prof.model import Modeller
 from pyprof.prof.output import FORMATS, Format
 from pyprof.prof.roofline import Peaks
+from pyprof.prof.share import WINDOW
 
 CHUNK_BYTES = 4 << 20
 _EMPTY_AFTER = re.compile(rb"\n(?=\r?\n)")  # a newline followed by an empty line (literal prefix: a fast scan)
-LOOKBACK = 64
+_EMPTY_LINES = frozenset({b"", b"\r"})
+LOOKBACK = 2 * WINDOW
+FIRST_LOOKBACK = 64
+AHEAD_STEP = 16  # lines read at a time after the chunk
+AHEAD_BYTES = 256 << 10  # bytes a worker reads at a time after its chunk
 
 _state: dict = {}
 
@@ -40,42 +54,146 @@ def _init(columns: list, fmt: str, peaks: Peaks) -> None:
     cls = FORMATS[fmt]
     from pyprof.prof.report import lean_decoder
 
-    _state.update(columns=columns, cls=cls, peaks=peaks, modeller=Modeller(), lean=lean_decoder(columns),
+    _state.update(columns=columns, cls=cls, peaks=peaks, modeller=Modeller(share=True), lean=lean_decoder(columns),
                   row=compile_row(columns, raw=cls.raw), need_roof=bool(ROOFLINE_COLUMNS.intersection(columns)))
 
 
-def _work(task: tuple) -> tuple:
-    from pyprof.prof.report import Coverage, process_lines
+def _lines(data) -> list:
+    """The lines of whole-line bytes (a last line without a newline included)."""
+    lines = bytes(data).split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return lines
 
-    if task[0] == "file":  # (tag, fd, lookback start, chunk start, chunk end, path, lineno, idx): read it here
-        _tag, fd, lb, start, end, path, lineno, idx = task
+
+class _FileAhead:
+    """The lines after a chunk of a regular file, read as they are needed."""
+
+    def __init__(self, fd: int, pos: int) -> None:
+        self.fd, self.pos = fd, pos
+        self.lines: list = []  # whole lines read and not taken
+        self.partial = b""  # the start of the line after them
+        self.done = False
+
+    def take(self, n: int) -> list:
+        while len(self.lines) < n and not self.done:
+            block = os.pread(self.fd, AHEAD_BYTES, self.pos)
+            if not block:
+                self.done = True
+                if self.partial:  # the last line, without a newline
+                    self.lines.append(self.partial)
+                break
+            self.pos += len(block)
+            more = (self.partial + block).split(b"\n")
+            self.partial = more.pop()
+            self.lines += more
+        out, self.lines = self.lines[:n], self.lines[n:]
+        return out
+
+
+class _BytesAhead:
+    """The lines after a chunk of a pipe: sent with the task."""
+
+    def __init__(self, data: bytes) -> None:
+        self.lines, self.at = _lines(data), 0
+
+    def take(self, n: int) -> list:
+        out = self.lines[self.at:self.at + n]
+        self.at += len(out)
+        return out
+
+
+def _work(task: tuple) -> tuple:
+    from pyprof.prof.report import Coverage, RowStream
+
+    if task[0] == "file":  # (tag, fd, lookback start, chunk start, chunk end, path, lineno, idx, at input start)
+        _tag, fd, lb, start, end, path, lineno, idx, from_start = task
         data = os.pread(fd, end - lb, lb)
-        lookback, chunk = data[: start - lb], data[start - lb:]
-    else:
-        _tag, lookback, chunk, path, lineno, idx = task
+        back, chunk = _lines(data[: start - lb]), _lines(data[start - lb:])
+        ahead = _FileAhead(fd, end)
+    else:  # (tag, lookback, chunk, lines after it, path, lineno, idx, at input start)
+        _tag, back_bytes, chunk_bytes, ahead_bytes, path, lineno, idx, from_start = task
+        back, chunk, ahead = _lines(back_bytes), _lines(chunk_bytes), _BytesAhead(ahead_bytes)
     s = _state
-    modeller: Modeller = s["modeller"]
-    modeller.reset_calls()
-    if lookback:
+    taken: list = []  # lines after the chunk read so far (a retry reads them again from here)
+    for n_back in (FIRST_LOOKBACK, LOOKBACK):
+        use = back[-n_back:] if n_back < len(back) else back
+        whole = from_start and len(use) == len(back)  # the lines before the chunk are all there is
+        cov = Coverage()
         try:
-            process_lines(lookback.split(b"\n"), path, 0, 0, modeller, s["row"], s["peaks"], False,
-                          Coverage(), s["lean"])
+            text = _chunk_text(s, use, chunk, ahead, taken, path, lineno, idx, whole, cov, RowStream)
+        except InputError as e:
+            return None, None, e.problem
+        if not s["modeller"].uncertain or len(use) == len(back):
+            return text, cov, None
+    return text, cov, None
+
+
+def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str, lineno: int, idx: int,
+                whole: bool, cov, stream_cls) -> str:
+    """The text of the chunk's rows, after replaying ``back`` and reading on after the chunk until its
+    calls are closed. Raises InputError for a malformed line of the chunk."""
+    modeller: Modeller = s["modeller"]
+    line0 = lineno - len(back)  # lines before the first one replayed
+    modeller.reset_calls(-1 if whole else line0 + 1 + WINDOW, lineno + 1)
+    stream = stream_cls(modeller, s["row"], s["peaks"], s["need_roof"], cov, s["lean"], keep=(idx, None))
+    if back:
+        try:
+            stream.feed(back, path, line0, idx - sum(1 for x in back if x not in _EMPTY_LINES), count=False)
         except InputError:
             pass  # reported by the chunk that owns the line
-    cov = Coverage()
-    try:
-        rows, _n, _r = process_lines(chunk.split(b"\n"), path, lineno, idx, modeller, s["row"],
-                                     s["peaks"], s["need_roof"], cov, s["lean"])
-    except InputError as e:
-        return None, None, e.problem
+    n_lines, n_records = stream.feed(chunk, path, lineno, idx)
+    stream.hi = idx + n_records
+    at = lineno + n_lines
+    rows = stream.ready(at)
+    k = n_after = 0  # lines read after the chunk and fed (or skipped), records among them
+    while True:
+        oldest = modeller.oldest_open()
+        if oldest is None or oldest >= stream.hi:
+            break
+        if k >= len(taken):
+            more = ahead.take(AHEAD_STEP)
+            if not more:
+                break
+            taken += more
+        # Only the records of threads whose open call holds a row of the chunk can change it: the others are
+        # skipped undecoded (a record whose thread a byte search cannot tell is decoded).
+        wanted = {json.dumps(t).encode() for t in modeller.open_threads(stream.hi)}
+        step = taken[k:k + AHEAD_STEP]
+        # Another thread's record becomes a line of spaces: it keeps its index and gets no row.
+        lines = [b" " if x not in _EMPTY_LINES and _other_thread(x, wanted) else x for x in step]
+        try:
+            stream.feed(lines, path, at, stream.hi + n_after, count=False)
+        except InputError:
+            break  # the chunk that owns the line reports it; here it ends the input
+        k += len(step)
+        at += len(step)
+        n_after += sum(1 for x in step if x not in _EMPTY_LINES)
+        rows += stream.ready(at)
+    rows += stream.ready(None)
     buf = io.StringIO()
     s["cls"](buf, s["columns"], s["columns"]).rows(rows)
-    return buf.getvalue(), cov, None
+    return buf.getvalue()
+
+
+def _other_thread(line: bytes, wanted: set) -> bool:
+    """True when a JSON line names one thread id (``"tid": N``) that is not among ``wanted`` (their JSON
+    bytes); False when it names one of them, or when a byte search cannot tell."""
+    at = line.find(b'"tid":')
+    if at < 1 or line[at - 1:at] == b"\\" or line.find(b'"tid":', at + 6) >= 0:  # none, inside a string, or two
+        return False
+    end = len(line)
+    for stop in (b",", b"}"):
+        e = line.find(stop, at + 6)
+        if 0 <= e < end:
+            end = e
+    value = line[at + 6:end].strip()
+    return bool(value) and value not in wanted
 
 
 def empty_lines(chunk, start: int = 0, end: int | None = None) -> int:
     """Lines of ``chunk[start:end]`` that are empty (they get no idx; a line of only spaces does, see
-    process_lines). ``start``/``end`` let the main process count inside its reused read buffer."""
+    RowStream.feed). ``start``/``end`` let the main process count inside its reused read buffer."""
     end = len(chunk) if end is None else end
     at_start = chunk[start:start + 1] == b"\n" or chunk[start:start + 2] == b"\r\n"
     # finditer counts overlapping matches ("\n\n\n" holds two empty lines); str.count would not.
@@ -83,29 +201,56 @@ def empty_lines(chunk, start: int = 0, end: int | None = None) -> int:
 
 
 def _chunks(stream: IO[bytes], path: str) -> Iterator[tuple]:
+    """Tasks for a pipe: each carries its chunk, the LOOKBACK lines before it and up to WINDOW lines after it
+    (read ahead before the chunk is sent)."""
     lineno = idx = 0
     rest = b""
-    prev_tail = b""
+    tail = b""  # the last LOOKBACK lines before the next chunk to send
+    queue: deque = deque()  # chunks read and not yet sent
+    eof = False
     while True:
-        block = stream.read(CHUNK_BYTES)
-        data = rest + block
-        if not block:
-            if data:
-                if not data.endswith(b"\n"):
-                    data += b"\n"
-                yield "bytes", prev_tail, data, path, lineno, idx
+        while not eof and (not queue or sum(c.count(b"\n") for c in list(queue)[1:]) < WINDOW):
+            block = stream.read(CHUNK_BYTES)
+            data = rest + block
+            if not block:
+                eof = True
+                if data:
+                    queue.append(data if data.endswith(b"\n") else data + b"\n")
+                rest = b""
+                break
+            cut = data.rfind(b"\n") + 1
+            if cut == 0:
+                rest = data
+                continue
+            queue.append(data[:cut])
+            rest = data[cut:]
+        if not queue:
             return
-        cut = data.rfind(b"\n") + 1
-        if cut == 0:
-            rest = data
-            continue
-        chunk, rest = data[:cut], data[cut:]
-        yield "bytes", prev_tail, chunk, path, lineno, idx
+        chunk = queue.popleft()
+        # The lines before it are all the input's when there are no more than the tail keeps.
+        yield "bytes", tail, chunk, _first_lines(queue, WINDOW), path, lineno, idx, lineno <= LOOKBACK
         n = chunk.count(b"\n")
         lineno += n
         idx += n - empty_lines(chunk)
-        start = _lookback_start(chunk)
-        prev_tail = chunk[start + 1:] if start >= 0 else chunk
+        joined = tail + chunk if chunk.count(b"\n") < LOOKBACK else chunk
+        start = _lookback_start(joined)
+        tail = joined[start + 1:] if start >= 0 else joined
+
+
+def _first_lines(chunks, n: int) -> bytes:
+    """The first ``n`` lines of the concatenation of ``chunks`` (whole-line bytes)."""
+    out = []
+    for c in chunks:
+        k = c.count(b"\n")
+        if k >= n:
+            at = -1
+            for _ in range(n):
+                at = c.index(b"\n", at + 1)
+            out.append(c[:at + 1])
+            break
+        out.append(c)
+        n -= k
+    return b"".join(out)
 
 
 def _lookback_start(chunk, lo: int = 0, hi: int | None = None) -> int:
@@ -122,14 +267,16 @@ def _lookback_start(chunk, lo: int = 0, hi: int | None = None) -> int:
 def _file_chunks(fd: int, pos: int, size: int, path: str) -> Iterator[tuple]:
     """Chunks of a regular file as offsets: workers read them with pread, so no input crosses a pipe. The main
     process counts each chunk's lines (for the line numbers and idx of the rows) with numpy in one reused
-    buffer: on two cores its time is taken from the workers'."""
+    buffer, and keeps the offsets where the last LOOKBACK lines start: on two cores its time is taken from
+    the workers'."""
     import numpy as np
 
     buf = bytearray(CHUNK_BYTES)
     arr = np.frombuffer(buf, np.uint8)
     is_nl, pair = np.empty(CHUNK_BYTES, bool), np.empty(CHUNK_BYTES, bool)  # reused: no 4 MB allocation per chunk
     lineno = idx = 0
-    lb = pos
+    begin = pos
+    starts: deque = deque([pos], maxlen=LOOKBACK + 1)  # where the last lines before the next chunk start
     while pos < size:
         got = os.preadv(fd, [buf], pos)
         if got == 0:
@@ -146,21 +293,23 @@ def _file_chunks(fd: int, pos: int, size: int, path: str) -> Iterator[tuple]:
             chunk = data[:cut or len(data)]
             cut = len(chunk)
             n, empty = chunk.count(b"\n"), empty_lines(chunk)
-            start = _lookback_start(chunk)
+            ends = [i for i, c in enumerate(chunk) if c == 10][-(LOOKBACK + 1):]
         else:
             cut = cut or got  # the last line, without a newline
             nl = np.equal(arr[:cut], 10, out=is_nl[:cut])
-            n = int(np.count_nonzero(nl))
+            ends = np.flatnonzero(nl)
+            n = len(ends)
+            ends = ends[-(LOOKBACK + 1):].tolist()
             if buf.find(b"\r", 0, cut) >= 0:  # CRLF lines: "\r" alone is an empty line too
                 empty = empty_lines(buf, 0, cut)
             else:
                 both = np.logical_and(nl[:-1], nl[1:], out=pair[:cut - 1])
                 empty = int(np.count_nonzero(both)) + (1 if buf[0] == 10 else 0)
-            start = _lookback_start(buf, 0, cut)
-        yield "file", fd, lb, pos, pos + cut, path, lineno, idx
+        lb = starts[0] if len(starts) == LOOKBACK + 1 else begin
+        yield "file", fd, lb, pos, pos + cut, path, lineno, idx, lb == begin
+        starts.extend(pos + e + 1 for e in ends)
         lineno += n
         idx += n - empty
-        lb = pos + (start + 1 if start >= 0 else 0)
         pos += cut
 
 

@@ -63,7 +63,10 @@ def peak_tflops(peaks: GpuPeaks, dtype: str | None, tc: str) -> float | None:
 
 def roofline(flops: int | None, nbytes: int | None, duration_ns: int, peaks: GpuPeaks | None, dtype: str | None,
              tc: str) -> tuple[float | None, float | None, float | None, float | None]:
-    """(TFLOP/s, GB/s, FLOPs per byte, % of roofline) for one kernel; None where not computable."""
+    """(TFLOP/s, GB/s, FLOPs per byte, % of roofline) for one kernel; None where not computable.
+
+    The roofline share is None, never 0, when neither the FLOPs nor the bytes can be set against a peak: the
+    GPU is unknown, or it has no peak for the unit the kernel needs and no bandwidth (zero work is 0%)."""
     if not duration_ns or duration_ns <= 0:
         return None, None, None, None
     tflops = flops / duration_ns / 1e3 if flops is not None else None  # FLOP/ns = GFLOP/s
@@ -71,11 +74,14 @@ def roofline(flops: int | None, nbytes: int | None, duration_ns: int, peaks: Gpu
     intensity = flops / nbytes if flops is not None and nbytes else None
     frac = None
     if peaks is not None and (flops is not None or nbytes is not None):
-        t_ns = 0.0
-        pk = peak_tflops(peaks, dtype, tc) if flops else None
-        if flops and pk:
-            t_ns = max(t_ns, flops / (pk * 1e3))
+        t_ns = None
+        if flops:
+            pk = peak_tflops(peaks, dtype, tc)
+            if pk:
+                t_ns = flops / (pk * 1e3)
         if nbytes and peaks.bandwidth_gbps:
-            t_ns = max(t_ns, nbytes / peaks.bandwidth_gbps)
-        frac = 100.0 * t_ns / duration_ns
+            t_ns = max(t_ns or 0.0, nbytes / peaks.bandwidth_gbps)
+        if t_ns is None and not flops and not nbytes:  # nothing to do takes no time at any peak
+            t_ns = 0.0
+        frac = None if t_ns is None else 100.0 * t_ns / duration_ns
     return tflops, gbps, intensity, frac

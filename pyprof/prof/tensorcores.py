@@ -1,4 +1,5 @@
-"""Did a kernel use Tensor Cores? Rules on kernel names, Volta to Blackwell (docs/tensor_cores.md).
+"""Did a kernel use Tensor Cores (AMD: matrix cores)? Rules on kernel names, Volta to Blackwell and CDNA 2 to 4
+(docs/tensor_cores.md).
 
 ``tc_used(name)`` answers True (the name says tensor-core instructions or a tensor-core-only kernel family),
 False (a matrix kernel that says it runs on CUDA cores: sgemm, ffma, simt, gemv ...) or None (not a matrix
@@ -13,13 +14,23 @@ from functools import lru_cache
 # Checked first: kernels that belong to matrix libraries but multiply nothing (layout changes, workspace set-up,
 # split-K reductions): not applicable, whatever their template arguments mention.
 _NOT_MATRIX = re.compile(r"init_device_workspace|AddPaddingKernel|RemovePaddingKernel|nchwToNhwc|nhwcToNchw|"
-                         r"splitKreduce|split_k_reduce|compute_dot_do_o|convert_dq|dot_do_o|scal_kernel|"
-                         r"scalePackedTensor|epilogue::impl|xmma\w*_execute_split_k_kernel", re.IGNORECASE)
+                         r"splitKreduce|split_k_reduce|reduction::kernel::ReduceSplitK|compute_dot_do_o|convert_dq|dot_do_o|scal_kernel|"
+                         r"scalePackedTensor|epilogue::impl|xmma\w*_execute_split_k_kernel|unpack_cudnn",
+                         re.IGNORECASE)
+# Tensile/hipBLASLt (case matters: generated names). A GEMM kernel is named C's, A's and B's index letters first
+# (``Cijk_Ailk_Bljk_...``); it used the matrix cores when its name gives the matrix instruction it was built
+# on, ``_MI<M>x<N>x<K>[x<B>]_`` (Tensile's Solution.getNameMin), else it ran on the vector ALUs. The beta-only
+# pass (``Cijk_S``), the ``_PostGSU`` reduction and stream-K's ``WSFlags`` multiply nothing.
+TENSILE_GEMM = re.compile(r"(?:^|[^A-Za-z])C[a-z]+_A[a-z]+_B[a-z]+_")
+_TENSILE_MI = re.compile(r"_MI\d+x\d+x\d+")
+TENSILE_HELPER = re.compile(r"^C[a-z]+_[A-Z0-9][A-Za-z0-9]*(?:_GB)?(?:_GA)?$|_PostGSU|^WSFlags")
 # Then names that say CUDA cores even though they are matrix kernels.
 _SIMT = re.compile(
     r"ffma|simt|(?<![0-9a-z])[sdcz]gemm|_sgemm|_dgemm|[^a-z]gemv|gemvx|gemv2|gemmSN|gemmk1|dot_kernel|"
     r"implicit_convolve_sgemm|precomputed_convolve_sgemm|explicit_convolve_sgemm|dgrad_engine|"
-    r"wgrad_alg[0-9]_engine|fft2d|fft_|winograd(?!.*(?:hmma|tensor))|fmha_cutlass[FB]_f32",
+    r"wgrad_alg[0-9]_engine|fft2d|fft_|winograd(?!.*(?:hmma|tensor))|fmha_cutlass[FB]_f32|"
+    # Composable Kernel's DL kernels (dot instructions on the vector ALUs, for GPUs without matrix cores)
+    r"gemm_dl\b|_dl_v\d|gridwise_gemm_dl",
     re.IGNORECASE)
 # A tensor-core instruction shape or kernel family in the name.
 _TC = re.compile(
@@ -27,12 +38,15 @@ _TC = re.compile(
     r"tensor\d+x\d+x\d+|nvjet|flash_fwd|flash_bwd|FlashAttn|fmha_cutlass|fmha_|cudnn_generated_fort_native_sdpa|"
     r"sm\d+a?_xmma_\w*?(?:f16|bf16|tf32|e4m3|e5m2|i8|s8|fp8)|cutlass3x_sm\d+|"
     r"xmma_\w*?(?:hgemm|f16f16|bf16bf16|tf32)|_hgemm|bf16gemm|_h[0-9]+gemm|tcgen05|umma|"
-    r"sm100_|sm120_",
+    r"sm100_|sm120_|fmhaSm1\d\d|(?:bmm|gemm)_\w*_sm1\d\d[a-z]?$|"
+    # AMD: Composable Kernel's matrix-core paths are named xdl/xdlops (MFMA, CDNA) or wmma (RDNA); MIOpen's
+    # implicit-GEMM convolutions on them gtcx; hand-written kernels may say mfma.
+    r"xdl|mfma|gtcx",
     re.IGNORECASE)
 # Names of matrix-multiply kernels (used when the op is unknown): these get 0 rather than '-'.
 MATRIX_KERNEL = re.compile(
     r"gemm|gemv|xmma|nvjet|cutlass|implicit|fprop|dgrad|wgrad|conv|flash|fmha|sdpa|attention|attn|winograd|"
-    r"dot_kernel|wmma|hmma|Kernel2", re.IGNORECASE)
+    r"dot_kernel|wmma|hmma|Kernel2|xdl|mfma|gtcx", re.IGNORECASE)
 
 #: dtypes that some generation of Tensor Cores takes (fp32 through TF32). fp64 only on A100/H100/B200, whose
 #: DMMA kernels are recognised by name; a fp64 kernel that did not use them shows '-'.
@@ -42,8 +56,10 @@ TC_DTYPES = frozenset({"float16", "bfloat16", "float32", "float8_e4m3fn", "float
 @lru_cache(maxsize=65536)
 def tc_used(name: str) -> bool | None:
     """True if the kernel name says Tensor Cores, False if it says a CUDA-core matrix kernel, else None."""
-    if _NOT_MATRIX.search(name):
+    if _NOT_MATRIX.search(name) or TENSILE_HELPER.search(name):
         return None
+    if TENSILE_GEMM.search(name):
+        return bool(_TENSILE_MI.search(name))
     if _SIMT.search(name):
         return False
     if _TC.search(name):
@@ -61,7 +77,7 @@ def tc_column(name: str, matrix_role: bool, dtype: str | None) -> str:
     used = tc_used(name)
     if used:
         return "1"
-    if used is None and _NOT_MATRIX.search(name):
+    if used is None and (_NOT_MATRIX.search(name) or TENSILE_HELPER.search(name)):
         return "-"
     if (matrix_role or used is False or MATRIX_KERNEL.search(name)) and dtype in TC_DTYPES:
         return "0"

@@ -16,7 +16,7 @@ from pyprof.prof.model import _key as _dumps
 from pyprof.prof.model import Modeller
 from pyprof.prof.report import Coverage, rows
 from pyprof.prof.roofline import Peaks
-from pyprof.prof.summary import _callsite_key, _op_key, layer_path
+from pyprof.prof.summary import _callsite_key, _op_key, kernel_key, layer_path
 from pyprof.report.occupancy import est_occupancy, limits, sm_fraction
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -27,10 +27,12 @@ _PROFILER_STEP = "ProfilerStep#"
 # User ranges that name an iteration: "step 3", "layer:train_step_3", "iteration#12", "iter-4".
 _USER_STEP = re.compile(r"(?i)(?:^|[^a-z])(?:step|iter|iteration)[\s#:_-]*(\d+)\s*$")
 
-# Group accumulators are plain lists (the hot loop indexes them); the column meanings:
-# ops / shapes: calls, kernels, ns, flops, ideal_ns, tc_ns, tiny_kernels, tiny_ns
-# kernels: calls, ns, min_ns, max_ns, flops, ideal_ns, tc_ns, occ_x_ns, occ_known_ns
-# lines: kernels, ns, flops, ideal_ns, tc_ns, fwd_ns, bwd_ns
+# Group accumulators are plain lists (the hot loop indexes them); the column meanings (roof_ns: the time of
+# the kernels that have a roofline, so that a group with none shows na rather than 0%):
+# ops / shapes: calls, kernels, ns, flops, ideal_ns, tc_ns, tiny_kernels, tiny_ns, roof_ns
+# kernel_groups (by full name; ``kernels`` merges them by short name): calls, ns, min_ns, max_ns, flops,
+#   ideal_ns, tc_ns, occ_x_ns, occ_known_ns, roof_ns
+# lines: kernels, ns, flops, ideal_ns, tc_ns, fwd_ns, bwd_ns, roof_ns
 # layers (self time of the exact path): kernels, ns, flops, ideal_ns, tc_ns
 
 
@@ -41,7 +43,8 @@ class WorkerData:
         self.name = name
         self.ops: dict = {}
         self.shapes: dict = {}
-        self.kernels: dict = {}
+        self.kernel_groups: dict = {}  # by full name: kernels that share a short name are different code
+        self.kernel_names: dict = {}  # full name -> short name
         self.lines: dict = {}
         self.layers: dict = {}
         self.tc_miss: dict = {}  # (op key, kernel, params, line) -> [kernels, ns]
@@ -63,6 +66,21 @@ class WorkerData:
         self.threads: dict = {}  # tid -> index
         self.limits: dict = {}  # (gpu, device) -> occupancy.Limits
         self.last_call: dict = {}  # tid -> identity of the op call its last kernel belonged to
+
+
+    @property
+    def kernels(self) -> dict:
+        """The kernel groups merged by short name (what the rules of the recommendations view read)."""
+        out: dict = {}
+        for full, g in self.kernel_groups.items():
+            short = self.kernel_names.get(full, full)
+            cur = out.get(short)
+            if cur is None:
+                out[short] = list(g)
+                continue
+            for i, v in enumerate(g):
+                cur[i] = min(cur[i], v) if i == 2 else max(cur[i], v) if i == 3 else cur[i] + v
+        return out
 
 
 class Aggregate:
@@ -208,7 +226,7 @@ def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed:
     w = None
     w_key = None
     numbered = records.pairs if isinstance(records, _Numbered) else enumerate(records, 1)
-    for _idx, d, m, r in rows(numbered, Modeller(), peaks, True, agg.coverage):
+    for _idx, d, m, r in rows(numbered, Modeller(share=True), peaks, True, agg.coverage):
         pid = d.get("pid")
         if (si, pid) != w_key:
             w_key = (si, pid)
@@ -248,7 +266,8 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
     dur = d.get("kDuration") or 0
     kind = _KIND.get(d.get("kind") or "kernel", KERNEL)
     flops = m.flops or 0
-    ideal = r[3] * dur / 100.0 if r[3] is not None else 0.0
+    roof_ns = dur if r[3] is not None else 0
+    ideal = r[3] * dur / 100.0 if roof_ns else 0.0
     tc_ns = dur if m.tc == "1" else 0
     t = w.totals
     t["records"] += 1
@@ -264,7 +283,7 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
     for groups, key in ((w.ops, okey), (w.shapes, (okey, shapes_key(d)))):
         g = groups.get(key)
         if g is None:
-            g = groups[key] = [0, 0, 0, 0, 0.0, 0, 0, 0]
+            g = groups[key] = [0, 0, 0, 0, 0.0, 0, 0, 0, 0]
         g[0] += new_call
         g[1] += 1
         g[2] += dur
@@ -274,9 +293,10 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
         if tiny:
             g[6] += 1
             g[7] += dur
+        g[8] += roof_ns
     g = w.lines.get(line)
     if g is None:
-        g = w.lines[line] = [0, 0, 0, 0.0, 0, 0, 0]
+        g = w.lines[line] = [0, 0, 0, 0.0, 0, 0, 0, 0]
     g[0] += 1
     g[1] += dur
     g[2] += flops
@@ -286,6 +306,7 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
         g[6] += dur
     else:
         g[5] += dur
+    g[7] += roof_ns
     lkey = tuple(layer_path(d))
     g = w.layers.get(lkey)
     if g is None:
@@ -307,6 +328,7 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
         t["kernels"] += 1
         t["kernel_ns"] += dur
         name = d.get("kShortName") or "na"
+        full = kernel_key(d)
         if tiny:
             t["tiny_kernels"] += 1
             t["tiny_ns"] += dur
@@ -315,13 +337,18 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
         frac = sm_fraction(d.get("grid"), lim)
         if frac is not None:
             sm_ns = frac * dur
-        occ = est_occupancy(d.get("grid"), d.get("block"), d.get("registers"), d.get("static_smem_bytes"),
-                            d.get("dynamic_smem_bytes"), lim)
+        occ = d.get("est_occupancy_pct")  # the PyTorch profiler's own estimate, when parse passes it on
+        if isinstance(occ, (int, float)) and not isinstance(occ, bool) and 0 <= occ <= 100:
+            occ = occ / 100.0
+        else:
+            occ = est_occupancy(d.get("grid"), d.get("block"), d.get("registers"), d.get("static_smem_bytes"),
+                                d.get("dynamic_smem_bytes"), lim)
         if occ is not None:
             occ_x = occ * dur
-        g = w.kernels.get(name)
+        g = w.kernel_groups.get(full)
         if g is None:
-            g = w.kernels[name] = [0, 0, dur, dur, 0, 0.0, 0, 0.0, 0]
+            g = w.kernel_groups[full] = [0, 0, dur, dur, 0, 0.0, 0, 0.0, 0, 0]
+            w.kernel_names[full] = name
         g[0] += 1
         g[1] += dur
         if dur < g[2]:
@@ -334,6 +361,7 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
         if occ_x >= 0:
             g[7] += occ_x
             g[8] += dur
+        g[9] += roof_ns
         if m.tc == "0" and m.family in ("gemm", "conv", "attention") and m.dtype in ("float16", "bfloat16"):
             k = (okey, name, m.params, line)
             g = w.tc_miss.get(k)

@@ -56,3 +56,44 @@ def split_name(name: str) -> tuple[str, str]:
         return "aten", name
     mod, _, op = name.rpartition(".")
     return mod, op
+
+
+_PARSED: dict = {}
+
+
+def parsed(rel: str) -> bytes:
+    """parse's JSON Lines for a committed capture (``tests/data/REL``), made once per test session with
+    ``python -m pyprof.parse`` (an .xz export is decompressed to a temporary file first)."""
+    import lzma
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    if rel not in _PARSED:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        src = os.path.join(root, "tests", "data", rel)
+        assert os.path.isfile(src), f"missing fixture {src}"
+        with tempfile.TemporaryDirectory() as tmp:
+            path = src
+            if rel.endswith(".xz"):
+                path = os.path.join(tmp, os.path.basename(rel)[:-3])
+                with lzma.open(src) as f, open(path, "wb") as out:
+                    shutil.copyfileobj(f, out)
+            p = subprocess.run([sys.executable, "-m", "pyprof.parse", path], capture_output=True, cwd=root,
+                               env={**os.environ, "PYTHONPATH": root})
+        assert p.returncode == 0, p.stderr.decode()[-2000:]
+        _PARSED[rel] = p.stdout
+    return _PARSED[rel]
+
+
+def captures() -> list[str]:
+    """Every committed H200 capture, relative to tests/data (tests/data/README.md)."""
+    import glob
+    import os
+
+    data = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+    found = sorted(glob.glob(os.path.join(data, "nsys", "*", "*.sqlite.xz")) +
+                   glob.glob(os.path.join(data, "kineto", "*.json.gz")))
+    return [os.path.relpath(p, data) for p in found]

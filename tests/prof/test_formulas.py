@@ -80,6 +80,9 @@ CASES: dict[str, list] = {
         ("torch.nn.functional.conv1d", [T([2, 4, 10]), T([6, 4, 3]), S("same", "padding")], "fprop",
          2880,  # 'same': out 10: 2·2·6·4·3·10
          1088),  # (80 + 72 + 120)·4
+        ("torch.nn.functional.conv2d", [T([1, 4, 8, 8]), T([8, 4, 1, 1]), S(None), S(2, "stride")], "fprop",
+         1024,  # out 4×4: 2·1·8·4·1·16
+         896),  # a 1×1 window every 2nd row and column reads 4 of 8 in each: (x 4·4·4 + w 32 + y 8·16)·4
     ],
     "conv_transpose_nd": [("torch.nn.functional.conv_transpose2d",
                            [T([1, 4, 5, 5]), T([4, 2, 3, 3]), S(None), S(2, "stride"), S(1, "padding"),
@@ -102,6 +105,11 @@ CASES: dict[str, list] = {
                                         S(False), S([0, 0]), S(1), S([False, True, True])], "dgrad",
          27648,  # the first layer: only wgrad is computed, so the kernel given dgrad by order is the wgrad
          4016),  # x 384 + dY 512 read, dW 108 written; ·4
+        ("aten::convolution_backward", [T([1, 8, 4, 4]), T([1, 4, 8, 8]), T([8, 4, 1, 1]), S([8]), S([2, 2]),
+                                        S([0, 0]), S([1, 1]), S(False), S([0, 0]), S(1), S([True, True, False])],
+         "wgrad",
+         1024,  # 1×1 stride 2: out 4×4: 2·1·8·4·1·16
+         896),  # the covered x 4·(4·4) + dY 8·16 read, dW 32 written; ·4
     ],
     "cudnn_convolution": [("aten::cudnn_convolution", [CONV_X, CONV_W, S([1, 1]), S([1, 1]), S([1, 1]), S(1)], "fprop",
                            27648, 4016)],  # as conv2d above

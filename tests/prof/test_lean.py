@@ -28,7 +28,8 @@ ALL = list(COLUMNS)
 
 def _rows(lines: list[bytes], lean) -> tuple[list, str]:
     cov = Coverage()
-    rows, _n, _r = process_lines(lines, "in", 0, 0, Modeller(), compile_row(ALL, raw=True), Peaks(), True, cov, lean)
+    rows, _n, _r = process_lines(lines, "in", 0, 0, Modeller(share=True), compile_row(ALL, raw=True), Peaks(), True,
+                                 cov, lean)
     return rows, cov.text()
 
 

@@ -144,12 +144,20 @@ def test_helper_kernel_names():
                  "void splitKreduce_kernel<32, 16, int, float, __nv_bfloat16>(cublasSplitKParams<float>)",
                  "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float>>(at::native::ReduceOp<float>)",
                  "void pytorch_flash::flash_bwd_dot_do_o_kernel<true, Flash_bwd_kernel_traits<64>>(Flash_bwd_params)",
-                 "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)"]:
+                 "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int)",
+                 # the one-thread kernel that reads the RNG state for cuDNN attention (ATen's PhiloxUtils)
+                 "void at::cuda::philox::unpack_cudnn(at::PhiloxCudaState, long*, long*)",
+                 # cuDNN's CUTLASS split-K reduction after a wgrad (H100 checkpoint capture, short name "Kernel")
+                 "void cutlass__5x_cudnn::Kernel<cutlass__5x_cudnn::reduction::kernel::ReduceSplitK<cutlass__5x_cudnn::"
+                 "MatrixShape<4, 256>, cutlass__5x_cudnn::epilogue::thread::LinearCombination<>>>()"]:
         assert is_helper(name), name
     for name in ["cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_64x64_32x6_tn_align8_bias_",
                  "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_kernel__5x_cublas",
                  "void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<Flash_bwd_kernel_traits<64>>()",
-                 "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "volta_sgemm_128x64_nn"]:
+                 "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "volta_sgemm_128x64_nn",
+                 # Tensile GEMMs with a bias epilogue (MI300X trace): main kernels, whatever "_Bias_" says
+                 "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1_AFC1",
+                 "void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<>>(ck::Argument)"]:
         assert not is_helper(name), name
 
 
@@ -177,3 +185,27 @@ def test_first_layer_backward_is_weight_gradient_only():
     assert _gradient_present([dict(x, grad=True), dict(w, grad=False)], "wgrad") == "dgrad"  # frozen weight
     assert _gradient_present([{k: v for k, v in x.items() if k != "grad"}, w], "dgrad") == "dgrad"  # unknown
     assert _gradient_present([x, w], "fprop") == "fprop"
+
+
+def test_the_no_arguments_reason_names_the_tool_that_recorded_the_record():
+    """A GEMM op without arguments: the reason says why for each source, from the record itself (pyprof op
+    markers in ``marker``; emit_nvtx ranges in ``seqMarker``, with ``, seq = `` / ``op_id = ``; a PyTorch
+    profiler trace has neither), whether the record is decoded whole or lean."""
+    import io
+    import json
+
+    from pyprof.prof.report import run_stream
+
+    base = dict(op="mm", mod="aten", args=[])
+    recs = [rec("k", seq=(1,), marker=[{"pyprof": 1, "mod": "torch", "op": "mm", "call": 3}], seqMarker=[], **base),
+            rec("k", seq=(2,), marker=[], seqMarker=["aten::mm, seq = 2, op_id = 7"], **base),
+            rec("k", seq=(3,), marker=[], seqMarker=["aten::mm"], **base)]
+    want = ["the pyprof marker of mm recorded no arguments",
+            "no arguments recorded for mm: its range is PyTorch's emit_nvtx",
+            "the PyTorch profiler recorded no input shapes for mm"]
+    # a Modeller per record: the reason is worked out once per op, kernel and arguments
+    assert [Modeller().model(r).reason.startswith(w) for r, w in zip(recs, want)] == [True] * 3
+    for r, w in zip(recs, want):
+        out = io.StringIO()
+        run_stream(io.BytesIO(json.dumps(r).encode() + b"\n"), "in", out, ["note"], "jsonl")
+        assert json.loads(out.getvalue())["note"].startswith(w)

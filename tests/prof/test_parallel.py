@@ -10,7 +10,7 @@ from pyprof.prof import parallel
 from pyprof.prof.columns import COLUMNS
 from pyprof.prof.report import run_stream
 
-from .helpers import S, T, rec
+from .helpers import L, S, T, rec
 
 pytestmark = pytest.mark.skipif(not parallel.available(), reason="needs the fork start method")
 
@@ -110,3 +110,72 @@ def test_parallel_from_a_pipe_with_chunks_larger_than_a_pipe_holds(monkeypatch, 
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
     assert len(serial.getvalue()) > 2 << 20 and out.getvalue() == serial.getvalue()
+
+
+@pytest.mark.parametrize("rel", ["nsys/pyprof/transformer.sqlite.xz", "kineto/transformer.pt.trace.json.gz",
+                                 "nsys/pyprof/resnet.sqlite.xz"])
+def test_parallel_equals_serial_on_real_captures(rel, tmp_path, monkeypatch):
+    """Chunks of 20 kB (a dozen records) cut through multi-kernel op calls (an embedding backward of 17
+    kernels, foreach optimizer calls, cuDNN convolutions): every row, shares included, is the serial one."""
+    from .helpers import parsed
+
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(parsed(rel))
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 20_000)
+    cols = list(COLUMNS)
+    outs = []
+    for jobs, pipe in ((1, False), (2, False), (2, True)):
+        buf = io.StringIO()
+        with open(path, "rb") as f:
+            cov = run_stream(io.BytesIO(f.read()) if pipe else f, str(path), buf, cols, "csv", jobs=jobs)
+        outs.append((buf.getvalue(), cov.text()))
+    assert outs[0] == outs[1] == outs[2]
+
+
+def _interleaved() -> list[dict]:
+    """Thread 1 runs op calls of six kernels each; between two of them thread 2 launches 20 kernels, so a
+    call spans about 120 lines, more than a worker's first replay before its chunk."""
+    out = []
+    for c in range(12):
+        kw = dict(op="_foreach_add_", mod="torch", seq=(c,), args=[L(*[T([1000])] * 4), L(*[T([1000])] * 4)])
+        for k in range(6):
+            out.append(rec("multi_tensor_apply_kernel", 100 + 10 * k, sub=k, **kw))
+            out += [rec("vectorized_elementwise_kernel", 50, op="relu", mod="torch", args=[T([64])], tid=2,
+                        seq=(1000 + 100 * c + 20 * k + i,)) for i in range(20)]
+    return out
+
+
+def test_parallel_replays_more_when_a_call_started_before_its_first_replay(tmp_path, monkeypatch):
+    """A worker first replays FIRST_LOOKBACK lines; a chunk that continues a call begun before those (its
+    thread's first record there is not numbered 0) makes it replay LOOKBACK lines, and the rows are the serial
+    run's: each call's 8000 FLOPs (foreach add: 1 per element of the first list, 4·1000) shared by duration."""
+    from pyprof.prof.roofline import Peaks
+
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in _interleaved()) + "\n")
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 8192)
+    cols = ["idx", "op", "sil", "flops", "bytes", "note"]
+    outs = []
+    for jobs in (1, 2):
+        buf = io.StringIO()
+        with open(path, "rb") as f:
+            run_stream(f, str(path), buf, cols, "csv", jobs=jobs)
+        outs.append(buf.getvalue())
+    assert outs[0] == outs[1]
+    flops = [int(x.split(",")[3]) for x in outs[0].splitlines()[1:] if ",_foreach_add_," in x]
+    assert len(flops) == 72 and sum(flops) == 12 * 4000
+    # in this process: the replays a worker makes
+    calls = []
+    real = parallel._chunk_text
+    monkeypatch.setattr(parallel, "_chunk_text", lambda *a, **k: calls.append(len(a[1])) or real(*a, **k))
+    parallel._init(cols, "csv", Peaks())
+    import os
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        tasks = list(parallel._file_chunks(fd, 0, os.fstat(fd).st_size, str(path)))
+        texts = [parallel._work(t)[0] for t in tasks]
+    finally:
+        os.close(fd)
+    assert "".join(texts) == outs[0].split("\n", 1)[1]
+    assert len(calls) > len(tasks) and max(calls) > parallel.FIRST_LOOKBACK  # some chunks replayed again, longer

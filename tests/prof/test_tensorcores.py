@@ -1,4 +1,5 @@
-"""Tensor Core rules on real kernel names (H100/H200, A100, V100, T4 captures and cuDNN/cuBLAS/CUTLASS/flash)."""
+"""Tensor Core rules on real kernel names (H100/H200, A100, V100, T4 captures and cuDNN/cuBLAS/CUTLASS/flash),
+and AMD matrix-core rules on Tensile/hipBLASLt, Composable Kernel and MIOpen names."""
 from __future__ import annotations
 
 import pytest
@@ -64,6 +65,46 @@ NOT_MATRIX = [
     "void cublasLt::splitKreduce_kernel<32, 16, int, float, __half, float, __half, false, float, __half, __half, true, "
     "false, false, false>(cublasLt::cublasSplitKParams<float>, __half const*)",
 ]
+
+
+# AMD. Tensile GEMMs of the MI300X trace (TraceLens' Qwen1.5 capture): _MI16x16x1_ is the MFMA instruction.
+TENSILE_MI300 = "Cijk_Alik_Bljk_B_BS_BH_Bias_HA_S_SAV_UserArgs_MT256x128x64_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_" \
+    "CLR1_CADS0_DTVA0_DTVB0_EPS0_FDSI0_GRPM1_GRVWA8_GRVWB8_GSUAMB_GLS0_ISA942_IU1_K1_LBSPPA1024_LBSPPB512_LBSPPM0_LPA16"
+AMD_MATRIX = [
+    TENSILE_MI300,
+    "Cijk_Ailk_Bljk_S_B_Bias_HA_S_SAV_UserArgs_MT16x16x128_MI16x16x1_SN_LDSB1_AFC1_AFEM1_AFEM1_ASEM1_CLR1_CADS0",
+    "Custom_Cijk_Alik_Bljk_HHS_BH_MT256x256x64_MI32x32x8_SN_1LDSB1",  # hand-written: Tensile keeps the MI token
+    # Composable Kernel (its gridwise GEMMs on MFMA are named xdl; ck::kernel_... as a demangled name)
+    "void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor>, true>"
+    "(ck::GridwiseGemm_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor>::Argument)",
+    "void ck::kernel_grouped_conv_bwd_weight_xdl_cshuffle<ck::GridwiseGemm_bk0mk1_bk0nk1_mn_xdlops_bwd_weight<>>()",
+    # MIOpen's implicit-GEMM convolutions on xdlops
+    "igemm_fwd_gtcx3_nhwc_fp16_bx0_ex1_bt256x128x32_wt32x32x8_ws1x1_wr2x2_ta1x8x4x1_1x4x1x64_tb1x8x2x1_1x4x1x64",
+]
+AMD_VECTOR = [
+    "Cijk_Ailk_Bljk_SB_MT64x64x8_SN_1LDSB0_APM1_AF0EM1_AF1EM1_AMAS0_ASE_ASGT_ASLT_ASAE01_ASCE01_ASEM1_MAD",  # no MI
+    "void ck::kernel_gemm_dl_v1r3<ck::GridwiseGemmDl_km_kn_mn_v1r3<256, float>, true, true>()",  # CK's DL path
+]
+AMD_HELPERS = ["Cijk_S", "Cijk_H_GA", "Cijk_Ailk_Bljk_S_PostGSU8_VW1", "WSFlags"]
+
+
+@pytest.mark.parametrize("name", AMD_MATRIX)
+def test_amd_matrix_core_names(name):
+    assert tc_used(name) is True
+    assert tc_column(name, True, "bfloat16") == "1"
+
+
+@pytest.mark.parametrize("name", AMD_VECTOR)
+def test_amd_vector_alu_matrix_kernels_are_eligible_but_unused(name):
+    assert tc_used(name) is False
+    assert tc_column(name, True, "float16") == "0"
+
+
+@pytest.mark.parametrize("name", AMD_HELPERS)
+def test_tensile_helpers_multiply_nothing(name):
+    from pyprof.prof.kernels import is_helper
+
+    assert tc_used(name) is None and tc_column(name, True, "float16") == "-" and is_helper(name)
 
 
 @pytest.mark.parametrize("name", TC)

@@ -153,3 +153,62 @@ def test_same_numbers_as_prof_group_by(group_by, view, key, records, tmp_path):
             assert (r[t.columns.index("flops")] or 0) == prof[k]["flops"]
         if prof[k]["roofline"] is not None:
             assert r[t.columns.index("roofline_pct")] == pytest.approx(prof[k]["roofline"], abs=0.01)
+
+
+def _parse(path) -> list[dict]:
+    import json
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(path)], capture_output=True, cwd=ROOT, check=True)
+    return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+
+
+def test_kernels_that_share_a_short_name_are_two_rows():
+    """The B200 vLLM trace (../shared/corpus/external, TraceLens) runs two different elementwise_kernel<128, 4,
+    ...> kernels: a direct copy 72 times and a masked fill once. They are two rows, told apart by a word of
+    their template arguments, with the calls and time a recount of the JSON gives per full name
+    (sum of ``dur``: 380.568 us and 7.712 us). HTA 0.5.0's kernel breakdown (get_gpu_kernel_breakdown) also
+    has two rows, 72 calls / 309 us and 1 call / 7 us: its parser rounds times to whole microseconds, so its
+    sums are within 1 us per call of these."""
+    import gzip
+    import json
+
+    trace = ROOT.parent / "shared" / "corpus" / "external" / "tracelens_b200_eager_trace.json.gz"
+    with gzip.open(trace) as f:
+        events = json.load(f)["traceEvents"]
+    recount: dict = {}
+    for e in events:
+        if e.get("cat") == "kernel" and e["name"].startswith("void at::native::elementwise_kernel<128, 4,"):
+            g = recount.setdefault(e["name"], [0, 0.0])
+            g[0] += 1
+            g[1] += e["dur"]
+    assert sorted((n, round(us, 3)) for n, us in recount.values()) == [(1, 7.712), (72, 380.568)]
+    (t,) = build(aggregate([("b200", _parse(trace))]), ["kernels"])
+    rows = {r[0]: r for r in t.rows}
+    c = t.columns
+    copy, fill = rows["elementwise_kernel<direct_copy_kernel_cuda>"], rows["elementwise_kernel<masked_fill_kernel>"]
+    assert (copy[c.index("calls")], fill[c.index("calls")]) == (72, 1)
+    assert copy[c.index("total_ms")] == pytest.approx(380.568e-3, abs=0.5e-4)  # the view rounds to 0.1 us
+    assert fill[c.index("total_ms")] == pytest.approx(7.712e-3, abs=0.5e-4)
+    hta = {"copy": (72, 309.0), "fill": (1, 7.0)}  # HTA 0.5.0, whole microseconds
+    for row, (calls, us) in ((copy, hta["copy"]), (fill, hta["fill"])):
+        assert row[c.index("calls")] == calls and 0 <= row[c.index("total_ms")] * 1e3 - us < calls
+    assert "elementwise_kernel" not in rows  # not merged under the short name
+
+
+def test_occupancy_from_the_profiler_when_the_record_has_it():
+    """A record with est_occupancy_pct (the PyTorch profiler's own "est. achieved occupancy %", passed on by
+    parse) shows that figure, not pyprof's estimate: 37.5% over two kernels of equal time stays 37.5%."""
+    recs = [kernel(1000, 100, kShortName="k", est_occupancy_pct=37.5), kernel(2000, 100, kShortName="k",
+                                                                             est_occupancy_pct=37.5)]
+    (t,) = build(aggregate([("x", recs)]), ["kernels"])
+    assert t.rows[0][t.columns.index("occupancy_pct")] == 37.5
+
+
+def test_roofline_is_na_for_groups_with_nothing_modelled():
+    """Kernels with no op, on a GPU with no known peak: the op, kernel and line groups show na, not 0%."""
+    recs = [kernel(1000, 100, gpu="Radeon 780M"), kernel(2000, 100, gpu="Radeon 780M", callsite="a.py:1")]
+    ops, kernels, lines = build(aggregate([("x", recs)]), ["operators", "kernels", "lines"])
+    for t in (ops, kernels, lines):
+        assert all(r[t.columns.index("roofline_pct")] is None for r in t.rows), t.name

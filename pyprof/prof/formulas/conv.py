@@ -2,6 +2,8 @@
 
 - forward: 2 · N · Cout · (Cin/groups) · prod(kernel) · prod(output spatial); transposed:
   2 · N · Cin · (Cout/groups) · prod(kernel) · prod(input spatial). Bias ignored in FLOPs, read once.
+- bytes: the input elements some window reads (a 1×1 convolution of stride 2 reads a quarter of its input),
+  the weight (and bias), the output; dgrad writes the whole input gradient.
 - backward: dgrad (grad of the input) and wgrad (grad of the weight) each cost the forward's FLOPs.
   flop_counter counts a grouped convolution's wgrad ``groups`` times larger (it drops the 1/groups);
   we keep the arithmetic count, so depthwise wgrad differs from it (docs/formulas.md).
@@ -41,6 +43,10 @@ def conv(x: tuple, w: tuple, dtype: str | None, *, stride: tuple, padding: tuple
     if any(o <= 0 for o in out):
         raise NotModelled(f"empty output {out}")
     xn, wn, on = prod(x), prod(w), n * cout * prod(out)
+    # The input a forward or wgrad kernel must read: only the positions some window covers (all of it when the
+    # output size comes from a gradient's shape: the stride and padding were not recorded).
+    xr = xn if transposed or out_spatial is not None else n * cin * prod(
+        _covered(i, o, k, s, p, dl) for i, o, k, s, p, dl in zip(spatial, out, kernel, stride, padding, dilation))
     params = ("N={},C={},K={},".format(n, cin, cout) + "in=" + "x".join(map(str, spatial))
               + ",k=" + "x".join(map(str, kernel)) + ",out=" + "x".join(map(str, out))
               + (f",s={'x'.join(map(str, stride))}" if any(s != 1 for s in stride) else "")
@@ -48,11 +54,21 @@ def conv(x: tuple, w: tuple, dtype: str | None, *, stride: tuple, padding: tuple
     if role == "dgrad":
         return estimate(flops, [(on, dtype), (wn, dtype), (xn, dtype)], params + ",dgrad")
     if role == "wgrad":
-        return estimate(flops, [(xn, dtype), (on, dtype), (wn, dtype)], params + ",wgrad")
+        return estimate(flops, [(xr, dtype), (on, dtype), (wn, dtype)], params + ",wgrad")
     if role == "bprop":
-        return estimate(2 * flops, [(on, dtype), (wn, dtype), (xn, dtype), (xn, dtype), (wn, dtype)],
+        return estimate(2 * flops, [(on, dtype), (wn, dtype), (xn, dtype), (xr, dtype), (wn, dtype)],
                         params + ",bprop")
-    return estimate(flops, [(xn, dtype), (wn, dtype), (bias_numel, dtype), (on, dtype)], params)
+    return estimate(flops, [(xr, dtype), (wn, dtype), (bias_numel, dtype), (on, dtype)], params)
+
+
+def _covered(size: int, out: int, k: int, stride: int, pad, dil: int) -> int:
+    """How many of an input dimension's ``size`` positions the ``out`` windows of ``k`` taps read."""
+    pad = int(pad)  # padding='same' gives a half for even kernels
+    if dil == 1 and stride <= k:  # windows touch or overlap: one run of positions
+        return max(0, min(size - 1, (out - 1) * stride - pad + k - 1) - max(0, -pad) + 1)
+    if size > 65536:
+        return size
+    return len({x for o in range(out) for j in range(k) if 0 <= (x := o * stride - pad + j * dil) < size})
 
 
 def _functional(a: Args, transposed: bool) -> Estimate:

@@ -1,7 +1,8 @@
-"""Flat grouped views: operators (by op, or op + input shapes), kernels (by name) and GPU time per user
+"""Flat grouped views: operators (by op, or op + input shapes), kernels (by full name) and GPU time per user
 source line. Backward kernels are charged to their forward op and line (pyprof.prof.summary's keys)."""
 from __future__ import annotations
 
+from pyprof.prof.summary import kernel_labels
 from pyprof.report.aggregate import Aggregate
 from pyprof.report.model import Table
 from pyprof.report.source import source_line
@@ -9,17 +10,19 @@ from pyprof.report.views import view
 from pyprof.report.views.common import merged, ms, pct, short_lines, tflops, total
 
 _ROOF_NOTE = ("Roofline % = time the group's FLOPs or bytes (whichever is longer) would take at the GPU's peak, "
-              "over its measured time; kernels without modelled numbers add time but no ideal time.")
+              "over its measured time; kernels without modelled numbers add time but no ideal time; na when none "
+              "of the group's kernels has one (nothing modelled, or no peak known for the GPU). An op call's "
+              "FLOPs and bytes are shared among its kernels by duration (docs/formulas.md).")
 _TC_NOTE = "TC % = share of the group's time in kernels that used Tensor Cores."
 
 
 def _op_rows(groups: dict, gpu_ns: int, key_cols) -> list[list]:
     rows = []
-    for key, (calls, kernels, ns, flops, ideal, tc_ns, _tiny, _tiny_ns) in sorted(groups.items(),
-                                                                                 key=lambda kv: -kv[1][2]):
+    for key, (calls, kernels, ns, flops, ideal, tc_ns, _tiny, _tiny_ns, roof_ns) in sorted(
+            groups.items(), key=lambda kv: -kv[1][2]):
         rows.append(key_cols(key) + [calls, kernels, ms(ns), round(ns / calls / 1e3, 3) if calls else None,
-                                     pct(ns, gpu_ns), flops or None, tflops(flops, ns), pct(ideal, ns),
-                                     pct(tc_ns, ns)])
+                                     pct(ns, gpu_ns), flops or None, tflops(flops, ns),
+                                     pct(ideal, ns) if roof_ns else None, pct(tc_ns, ns)])
     return rows
 
 
@@ -59,22 +62,31 @@ def operators_shapes(agg: Aggregate, worker: str | None = None) -> Table:
 
 @view("kernels")
 def kernels(agg: Aggregate, worker: str | None = None) -> Table:
-    """Per kernel name: calls, total/mean/min/max time, TC share, roofline %, estimated occupancy."""
+    """Per kernel (by full name, labelled by pyprof.prof.summary.kernel_labels): calls, total/mean/min/max
+    time, TC share, roofline %, estimated occupancy."""
     ws = agg.select(worker)
     cols = [("kernel", "Kernel"), ("calls", "Calls"), ("total_ms", "Total (ms)"), ("mean_us", "Mean (us)"),
             ("min_us", "Min (us)"), ("max_us", "Max (us)"), ("time_pct", "Time %"), ("tflops", "TFLOP/s"),
             ("roofline_pct", "Roofline %"), ("tc_pct", "TC %"), ("occupancy_pct", "Est. occupancy %")]
     t = Table.of("kernels", "Kernels", cols,
                  chart={"type": "pie", "label": "kernel", "values": ["total_ms"]})
-    groups = merged(ws, "kernels", min_max=(2, 3))
+    groups = merged(ws, "kernel_groups", min_max=(2, 3))
+    names: dict = {}
+    for w in ws:
+        names.update(w.kernel_names)
+    labels = kernel_labels({full: names.get(full, full) for full in groups})
     kernel_ns = total(ws, "kernel_ns")
-    for name, (calls, ns, lo, hi, flops, ideal, tc_ns, occ_x, occ_ns) in sorted(groups.items(),
-                                                                                key=lambda kv: -kv[1][1]):
-        t.rows.append([name, calls, ms(ns), round(ns / calls / 1e3, 3), round(lo / 1e3, 3), round(hi / 1e3, 3),
-                       pct(ns, kernel_ns), tflops(flops, ns), pct(ideal, ns), pct(tc_ns, ns), pct(occ_x, occ_ns)])
+    for full, (calls, ns, lo, hi, flops, ideal, tc_ns, occ_x, occ_ns, roof_ns) in sorted(groups.items(),
+                                                                                        key=lambda kv: -kv[1][1]):
+        t.rows.append([labels[full], calls, ms(ns), round(ns / calls / 1e3, 3), round(lo / 1e3, 3),
+                       round(hi / 1e3, 3), pct(ns, kernel_ns), tflops(flops, ns), pct(ideal, ns) if roof_ns else None,
+                       pct(tc_ns, ns), pct(occ_x, occ_ns)])
     t.notes += ["Kernels only: memcpy and memset are in the overview. Time % is of all kernel time.",
+                "One row per kernel (its full name): kernels that share a short name are told apart by a word of "
+                "their template arguments, e.g. elementwise_kernel<direct_copy_kernel_cuda>.",
                 _ROOF_NOTE, _TC_NOTE,
-                "Est. occupancy %: see the overview's note; na where the export lacks registers or shared memory."]
+                "Est. occupancy %: the PyTorch profiler's own estimate where the trace has it, else see the "
+                "overview's note; na where the export lacks registers or shared memory."]
     return t
 
 
@@ -91,10 +103,11 @@ def lines(agg: Aggregate, worker: str | None = None) -> Table:
     gpu_ns = total(ws, "gpu_ns")
     groups = merged(ws, "lines")
     prefix, shown = short_lines(groups)
-    for line, (n, ns, flops, ideal, tc_ns, fwd_ns, bwd_ns) in sorted(groups.items(), key=lambda kv: -kv[1][1]):
+    for line, (n, ns, flops, ideal, tc_ns, fwd_ns, bwd_ns, roof_ns) in sorted(groups.items(),
+                                                                               key=lambda kv: -kv[1][1]):
         src = source_line(line) if line != "-" else None
         t.rows.append([shown[line], src, n, ms(ns), ms(fwd_ns), ms(bwd_ns), pct(ns, gpu_ns), flops or None,
-                       tflops(flops, ns), pct(ideal, ns), pct(tc_ns, ns)])
+                       tflops(flops, ns), pct(ideal, ns) if roof_ns else None, pct(tc_ns, ns)])
     if prefix:
         t.notes.append(f"Lines are relative to {prefix}.")
     t.notes += [

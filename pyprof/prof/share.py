@@ -1,0 +1,76 @@
+"""Sharing an op call's FLOPs and bytes among the kernels that do its work, in proportion to their durations.
+
+Every sharing kernel then runs at the call's own rate (its share over its duration is the call's total over
+the call's time), and the shares are integers that add up to the call's totals exactly, so per-op and
+per-step sums do not move. The bookkeeping of which kernels belong to which call is the Modeller's
+(model.py); this module only divides.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+#: A call's kernels share its numbers only within this many input lines of its first record; a later kernel
+#: of the call shares nothing (and one more than this after the call's previous kernel starts a new call).
+#: This bounds what the pipeline holds back (report.RowStream) and what a --jobs worker reads before and
+#: after its chunk (parallel.py).
+WINDOW = 1024
+
+
+class Fix(NamedTuple):
+    """A kernel whose final result is not the one the Modeller gave it when it came."""
+
+    idx: int  # the record's index in the input
+    record: dict
+    given: object  # model.Result given then
+    final: object  # model.Result: its share
+
+
+def apportion(total: int | None, weights: list) -> list:
+    """``total`` split in proportion to ``weights`` (equal parts when they are all 0) as integers that add
+    up to ``total`` exactly: each part is the floor of its exact share, and what is left goes one unit at a
+    time to the largest remainders (the earlier part on a tie). None for every part when ``total`` is None."""
+    n = len(weights)
+    if total is None:
+        return [None] * n
+    weights = [int(w) if w and w > 0 else 0 for w in weights]
+    whole = sum(weights)
+    if whole == 0:
+        weights, whole = [1] * n, n
+    parts = [total * w // whole for w in weights]
+    left = total - sum(parts)
+    if left:
+        remainders = [total * w % whole for w in weights]
+        # a stable sort, largest first: on a tie the earlier part comes first
+        for i in sorted(range(n), key=remainders.__getitem__, reverse=True)[:left]:
+            parts[i] += 1
+    return parts
+
+
+def shares(entries: list) -> list[Fix]:
+    """The fixes for one closed call: ``entries`` are its sharing kernels as (idx, record, result given,
+    the call's result, tc); kernels with the same call's result (one gradient of a backward GEMM, or the
+    whole call) share it. A group of one keeps what it was given."""
+    whole = entries[0][3]
+    if all(e[3] is whole for e in entries):  # one group: the common case
+        groups: list = [entries]
+    else:
+        by_result: dict = {}
+        for e in entries:
+            by_result.setdefault(id(e[3]), []).append(e)
+        groups = list(by_result.values())
+    fixes = []
+    for group in groups:
+        if len(group) < 2:
+            continue
+        whole = group[0][3]
+        if whole.flops is None and whole.bytes is None:  # the call is not modelled: none of its kernels is
+            finals = [whole] * len(group)
+        else:
+            durations = [e[1].get("kDuration") or 0 for e in group]
+            flops, nbytes = apportion(whole.flops, durations), apportion(whole.bytes, durations)
+            make, (params, reason, family, dtype, role) = type(whole), whole[2:3] + whole[4:]
+            finals = [make(f, b, params, e[4], reason, family, dtype, role) for e, f, b in zip(group, flops, nbytes)]
+        for (idx, d, given, _whole, _tc), final in zip(group, finals):
+            if final is not given:
+                fixes.append(Fix(idx, d, given, final))
+    return fixes
