@@ -93,8 +93,8 @@ class Modeller:
 
     # Every record key ``model`` reads (lean decoding reads only these and the output's columns; a test
     # checks the rows equal those of the full decode on real captures). kDuration: the shares and the roofline.
-    RECORD_KEYS = ("kind", "bytes", "copy_kind", "op", "mod", "dir", "fwd", "args", "kLongName", "kShortName",
-                   "subSeqId", "seqId", "callsite", "tid", "kDuration")
+    RECORD_KEYS = ("kind", "bytes", "copy_kind", "op", "mod", "dir", "fwd", "args", "outputs", "kLongName",
+                   "kShortName", "subSeqId", "seqId", "callsite", "tid", "kDuration")
 
     def __init__(self, share: bool = False) -> None:
         self._resolved: dict[tuple[str, str], Formula | None] = {}
@@ -178,10 +178,13 @@ class Modeller:
         direction = d.get("dir") or ""
         fwd = d.get("fwd") if direction == "bprop" else None
         args = d.get("args") or ()
+        outputs = d.get("outputs")
         long_name = d.get("kLongName") or d.get("kShortName") or ""
         try:  # everything below except the call bookkeeping depends only on this key: computed once per key
             # Lean decoding (reader.lean_loads) leaves arguments as raw JSON: their bytes are the key.
             akey = (bytes(args) if type(args) is Raw else _key(args)) if args else b""
+            if outputs:
+                akey += _key(outputs)
             fkey = _fwd_key(fwd) if fwd else b""
             skey = (long_name, mod, op, direction, akey, fkey)
         except TypeError:
@@ -190,6 +193,10 @@ class Modeller:
         if s is None:
             if type(args) is Raw:
                 args = raw_value(args) or ()
+            if outputs and type(outputs) is list and type(outputs[0]) is list and outputs[0]:
+                # The output's shape where parse found it (emit_nvtx records no stride or kernel size): it joins
+                # the arguments as what it is, the call's out= tensor, which formulas may read by that name.
+                args = [*args, {"name": "out", "type": "tensor", "shape": outputs[0], "dtype": first_dtype(args)}]
             if fwd and type(fwd.get("args")) is Raw:
                 fwd = {**fwd, "args": raw_value(fwd["args"])}
             s = self._static_info(long_name, mod, op, direction, args, fwd, fkey, d, raw)

@@ -77,15 +77,25 @@ def _functional(a: Args, transposed: bool) -> Estimate:
     d = len(x.shape) - 2
     if d < 1:
         raise NotModelled(f"conv input shape {x.shape}")
-    if transposed:  # conv_transposeNd(input, weight, bias, stride, padding, output_padding, groups, dilation)
-        stride, padding = a.ints(3, "stride", d, 1), a.ints(4, "padding", d, 0)
-        output_padding, groups = a.ints(5, "output_padding", d, 0), int(a.value(6, "groups", 1, required=True))
-        dilation = a.ints(7, "dilation", d, 1)
-    else:  # convNd(input, weight, bias, stride, padding, dilation, groups)
-        stride, dilation = a.ints(3, "stride", d, 1), a.ints(5, "dilation", d, 1)
-        groups, output_padding = int(a.value(6, "groups", 1, required=True)), (0,) * d
-        pv = a.value(4, "padding", 0)
-        padding = _same_padding(pv, w.shape[2:], dilation) if isinstance(pv, str) else a.ints(4, "padding", d, 0)
+    try:
+        if transposed:  # conv_transposeNd(input, weight, bias, stride, padding, output_padding, groups, dilation)
+            stride, padding = a.ints(3, "stride", d, 1), a.ints(4, "padding", d, 0)
+            output_padding, groups = a.ints(5, "output_padding", d, 0), int(a.value(6, "groups", 1, required=True))
+            dilation = a.ints(7, "dilation", d, 1)
+        else:  # convNd(input, weight, bias, stride, padding, dilation, groups)
+            stride, dilation = a.ints(3, "stride", d, 1), a.ints(5, "dilation", d, 1)
+            groups, output_padding = int(a.value(6, "groups", 1, required=True)), (0,) * d
+            pv = a.value(4, "padding", 0)
+            padding = _same_padding(pv, w.shape[2:], dilation) if isinstance(pv, str) else a.ints(4, "padding", d, 0)
+    except NotModelled:
+        # emit_nvtx records no stride or padding; the output's shape, where parse found it (the out= entry),
+        # gives a regular convolution's FLOPs with the channel counts (groups = Cin / weight's Cin).
+        out = a.tensor(None, "out", optional=True)
+        if out is None or transposed or len(out.shape) != len(x.shape) or x.shape[1] % w.shape[1]:
+            raise
+        return conv(x.shape, w.shape, x.dtype, stride=(1,) * d, padding=(0,) * d, dilation=(1,) * d,
+                    groups=x.shape[1] // w.shape[1], transposed=False, output_padding=(0,) * d, role=a.role,
+                    bias_numel=bias.numel if bias else 0, out_spatial=tuple(out.shape[2:]))
     return conv(x.shape, w.shape, x.dtype, stride=stride, padding=padding, dilation=dilation, groups=groups,
                 transposed=transposed, output_padding=output_padding, role=a.role,
                 bias_numel=bias.numel if bias else 0)

@@ -110,7 +110,18 @@ def _bag(idx: Tensor, w: Tensor, offsets: Tensor | None, role: str) -> Estimate:
 def _pool(a: Args, kind: str, with_indices: bool) -> Estimate:
     x = a.tensor(0, "input")
     d = int(a.value(None, "__ndim__", 0)) or _pool_ndim(x)
-    k = a.ints(1, "kernel_size", d, 1)
+    try:
+        k = a.ints(1, "kernel_size", d, 1)
+    except NotModelled:
+        # emit_nvtx records no kernel size: with the output's shape (the out= entry parse found) the bytes are
+        # known, the FLOPs (one per window element) are not.
+        out_t = a.tensor(None, "out", optional=True)
+        if out_t is None or len(out_t.shape) != len(x.shape):
+            raise
+        out_n = out_t.numel
+        p = f"T={_t(x)},out={'x'.join(map(str, out_t.shape[-d:]))},{short_dtype(x.dtype)}"
+        est = _pool_est(x, out_n, 0, with_indices, a.role, p)
+        return est._replace(flops=None, reason="kernel_size not recorded: FLOPs not modelled, bytes are")
     stride = a.value(2, "stride", None)
     s = k if stride in (None, [], ()) else a.ints(2, "stride", d, 1)
     pad = a.ints(3, "padding", d, 0)
@@ -162,6 +173,9 @@ def _adaptive(kind: str, d: int):
     def formula(a: Args) -> Estimate:
         x = a.tensor(0, "input")
         size = a.value(1, "output_size", None)
+        out_t = a.tensor(None, "out", optional=True)
+        if (size is None or isinstance(size, str)) and out_t is not None and len(out_t.shape) == len(x.shape):
+            size = list(out_t.shape[-d:])  # emit_nvtx: the output's shape, found by parse (the out= entry)
         if size is None:
             raise NotModelled("output_size missing")
         size = list(size) if isinstance(size, (list, tuple)) else [size] * d
