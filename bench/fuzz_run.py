@@ -5,11 +5,14 @@ class, then the failure signatures with a command that reproduces each.
     python bench/fuzz_run.py --seed S --case K --keep DIR     # rebuild and rerun one case, inputs kept
 
 Each case derives one input from a real seed file with one mutation (bench/fuzz), runs the commands on it as
-subprocesses (``python -m pyprof.<stage>`` of this checkout) in a fresh folder and TMPDIR, with a wall-clock
-limit (--timeout, plus a quarter of a second per MB of input) and its peak RSS measured, and judges the run: ok,
+processes (``python -m pyprof.<stage>`` of this checkout: forked from a server that has imported the modules once,
+bench/fuzz/zygote.py, or with --exec started afresh, about 3x slower) in a fresh folder and TMPDIR, with a
+wall-clock limit (--timeout, plus a quarter of a second per MB of input) and its peak RSS measured (os.wait4),
+and judges the run: ok,
 refused (one line naming the file, nothing on stdout, nothing left), or one of the broken promises (hang, crash,
 over-memory (> 500 MB), traceback, invalid-output, partial-output, multi-line-refusal, nameless-refusal,
-left-behind, refused-valid). Exit status 1 when any run broke the promise. Nothing of pyprof is imported here.
+left-behind, refused-valid). Exit status 1 when any run broke the promise. Nothing of pyprof is imported here
+(the fork server imports its modules by name only).
 """
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fuzz import cases as fcases  # noqa: E402
 from bench.fuzz.judge import FAILURES, OUTCOMES  # noqa: E402
-from bench.fuzz.seeds import prepare  # noqa: E402
+from bench.fuzz.seeds import parse_env, prepare  # noqa: E402
+from bench.fuzz.zygote import Zygote  # noqa: E402
 
 _STATE: dict = {}
 
@@ -37,12 +41,16 @@ _STATE: dict = {}
 def _init(state: dict) -> None:
     _STATE.update(state)
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    if state["fork"]:
+        env = parse_env()
+        env["PYPROF_FUZZ_ROOT"] = str(ROOT)
+        _STATE["zygote"] = Zygote(sys.executable, env)
 
 
 def _one(index: int) -> dict:
     s = _STATE
     return fcases.run_case(s["seeds"], s["seed"], index, s["classes"], s["stages"], s["root"], s["timeout"],
-                           s["keep"])
+                           s["keep"], s.get("zygote"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -55,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--classes", default=None, help="only mutation classes starting with these (comma separated)")
     p.add_argument("--timeout", type=float, default=6.0,
                    help="seconds before a run counts as a hang (default 6; plus 0.25 s per MB of input)")
+    p.add_argument("--exec", action="store_true",
+                   help="start a python -m process per run (slower) instead of forking a process that has "
+                        "imported the commands' modules once")
     p.add_argument("--keep", type=Path, default=None, help="copy the inputs of failing cases into this folder")
     p.add_argument("--results", type=Path, default=None, help="write every case's runs here (JSON Lines)")
     p.add_argument("--seeds-dir", type=Path, default=None, help="prepared seeds (reused between runs when given)")
@@ -76,13 +87,15 @@ def main(argv: list[str] | None = None) -> int:
         seeds = prepare(a.seeds_dir.resolve() if a.seeds_dir else root / "seeds",
                         log=lambda m: print(m, file=sys.stderr))
         state = {"seeds": seeds, "seed": a.seed, "classes": classes, "stages": stages, "root": root / "cases",
-                 "timeout": a.timeout, "keep": a.keep}
+                 "timeout": a.timeout, "keep": a.keep, "fork": not a.exec}
         (root / "cases").mkdir()
         indices = [a.case] if a.case is not None else list(range(a.cases))
         results = []
         if a.jobs <= 1 or len(indices) == 1:
             _init(state)
             results = [_one(i) for i in indices]
+            if _STATE.get("zygote"):
+                _STATE["zygote"].close()
         else:
             ctx = multiprocessing.get_context("fork")
             with ctx.Pool(a.jobs, initializer=_init, initargs=(state,), maxtasksperchild=200) as pool:

@@ -39,7 +39,7 @@ def pick_class(rng: random.Random, classes: list[str]) -> str:
 
 
 def run_case(seeds: Seeds, seed: int, index: int, classes: list[str], stages: set[str], root: Path,
-             timeout: float, keep: Path | None = None) -> dict:
+             timeout: float, keep: Path | None = None, zygote=None) -> dict:
     """Build and run case ``index``; return {index, mutation, detail, runs: [Run as dict], error}."""
     load_all()
     rng = case_rng(seed, index)
@@ -60,7 +60,7 @@ def run_case(seeds: Seeds, seed: int, index: int, classes: list[str], stages: se
         for cmd in built.commands:
             if cmd.stage not in stages:
                 continue
-            run = judge.run(cmd, case_dir, limit, sys.executable)
+            run = judge.run(cmd, case_dir, limit, sys.executable, zygote)
             result["runs"].append(asdict(run))
             if cmd.chain and run.outcome == "ok" and "prof" in stages:
                 src = Path(run.output_path or run.stdout_path or "")
@@ -68,7 +68,7 @@ def run_case(seeds: Seeds, seed: int, index: int, classes: list[str], stages: se
                     chained = case_dir / "in" / "chained.dict"
                     shutil.copyfile(src, chained)
                     pc = prof_command(rng, str(chained), count_lines(chained))
-                    result["runs"].append(asdict(judge.run(pc, case_dir, limit, sys.executable)))
+                    result["runs"].append(asdict(judge.run(pc, case_dir, limit, sys.executable, zygote)))
         failed = any(r["outcome"] in judge.FAILURES for r in result["runs"])
         where = f"DIR/case-{index}"
         if keep and failed:

@@ -94,16 +94,9 @@ def unlock_tree(folder: Path) -> None:
                 pass
 
 
-def run(cmd: Command, case_dir: Path, timeout: float, python: str = sys.executable) -> Run:
-    """Run ``cmd`` in ``case_dir`` (its input under ``case_dir/in``) and judge it."""
-    work, tmp, inp = case_dir / "work", case_dir / "tmp", case_dir / "in"
-    _reset(work)
-    _reset(tmp)
-    before = snapshot(inp)
-    env = parse_env()
-    env["TMPDIR"] = str(tmp)
-    stdout_path = case_dir / "stdout"
-    stderr_path = case_dir / "stderr"
+def _spawn(cmd: Command, python: str, work: Path, env: dict, stdout_path: Path, stderr_path: Path,
+           timeout: float) -> tuple[int, bool, float, float]:
+    """``python -m pyprof.<stage> *argv`` as a process: (exit status, killed for time, peak RSS MB, seconds)."""
     argv = [python, "-m", f"pyprof.{cmd.stage}", *cmd.argv]
     t0 = time.monotonic()
     with open(cmd.stdout_to or stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -123,11 +116,30 @@ def run(cmd: Command, case_dir: Path, timeout: float, python: str = sys.executab
         timer.cancel()
     proc.returncode = rc = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
     _killpg(proc.pid)  # any worker it left running
-    wall = time.monotonic() - t0
-    rss_mb = usage.ru_maxrss / 1024
+    return rc, killed.is_set(), usage.ru_maxrss / 1024, time.monotonic() - t0
+
+
+def run(cmd: Command, case_dir: Path, timeout: float, python: str = sys.executable, zygote=None) -> Run:
+    """Run ``cmd`` in ``case_dir`` (its input under ``case_dir/in``) and judge it; through ``zygote`` (a
+    bench.fuzz.zygote.Zygote) when given, else as a ``python -m`` process."""
+    work, tmp, inp = case_dir / "work", case_dir / "tmp", case_dir / "in"
+    _reset(work)
+    _reset(tmp)
+    before = snapshot(inp)
+    env = parse_env()
+    env["TMPDIR"] = str(tmp)
+    stdout_path = case_dir / "stdout"
+    stderr_path = case_dir / "stderr"
+    if zygote is not None:
+        reply = zygote.run({"stage": cmd.stage, "argv": list(cmd.argv), "cwd": str(work), "env": env,
+                            "stdout": cmd.stdout_to or str(stdout_path), "stderr": str(stderr_path),
+                            "timeout": timeout, "caps": [ADDRESS_SPACE_CAP, FILE_SIZE_CAP]})
+        rc, killed, rss_mb, wall = reply["rc"], reply["killed"], reply["rss_kb"] / 1024, reply["wall_s"]
+    else:
+        rc, killed, rss_mb, wall = _spawn(cmd, python, work, env, stdout_path, stderr_path, timeout)
     stderr = stderr_path.read_text("utf-8", "replace")
     after = snapshot(inp)
-    outcome, why, where = judge(cmd, rc, killed.is_set(), rss_mb, stderr, stdout_path, work, tmp, before, after,
+    outcome, why, where = judge(cmd, rc, killed, rss_mb, stderr, stdout_path, work, tmp, before, after,
                                 timeout)
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
     return Run(cmd.stage, cmd.line(), outcome, why, where, (lines[-1] if lines else "")[:300], round(wall, 3),
