@@ -70,7 +70,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results", type=Path, default=None, help="write every case's runs here (JSON Lines)")
     p.add_argument("--seeds-dir", type=Path, default=None, help="prepared seeds (reused between runs when given)")
     p.add_argument("--examples", type=int, default=3, help="examples printed per failing outcome (default 3)")
+    p.add_argument("--summarize", type=Path, default=None, metavar="RESULTS",
+                   help="print the summary of an earlier run's --results file instead of running")
     a = p.parse_args(argv)
+    if a.summarize:
+        with open(a.summarize, encoding="utf-8") as f:
+            results = [json.loads(line) for line in f]
+        summarize(results, a, 0.0, 0, 0, sys.stdout)
+        return 0
     stages = {s.strip() for s in a.commands.split(",") if s.strip()}
     if not stages <= set(fcases.STAGES):
         p.error(f"--commands: choose among {', '.join(fcases.STAGES)}")
@@ -119,7 +126,7 @@ def _shape(text: str) -> str:
     """A message with its numbers and paths blurred, so that one failure is one signature."""
     text = re.sub(r"/[^\s:'\"]+", "PATH", text)
     text = re.sub(r"\d+", "N", text)
-    return text[:110]
+    return text[:130]
 
 
 def signature(run: dict) -> str:
@@ -128,7 +135,15 @@ def signature(run: dict) -> str:
         return f"{run['stage']}: {run['why']}"
     if o in ("hang", "over-memory", "crash"):
         return f"{run['stage']}: {o}"
-    return f"{run['stage']}: {_shape(run['why'])}"
+    shaped = _shape(run["why"])
+    if o in ("multi-line-refusal", "nameless-refusal", "refused-valid"):
+        # The command's own words after "error: FILE:", so that one message is one signature.
+        count = re.match(r"N stderr lines, ", shaped)
+        gist = re.split(r" \(|: ", re.sub(r"^.*?error: (PATH: ?)?", "", shaped))[0]
+        shaped = (count.group(0) if count else "") + gist[:70]
+    elif o == "invalid-output":  # the token that is not JSON, its first characters only
+        shaped = re.sub(r"(not strict JSON at '[^']{0,4}).*", r"\1...'", shaped)
+    return f"{run['stage']}: {shaped}"
 
 
 def summarize(results: list[dict], a, elapsed: float, n_seeds: int, skipped: int, out) -> None:
@@ -183,10 +198,12 @@ def summarize(results: list[dict], a, elapsed: float, n_seeds: int, skipped: int
 
 
 def _repro(a, case: dict, run: dict) -> str:
+    # This checkout's pyprof, wherever it is run from (an installed pyprof may be another checkout's).
+    cmd = f"PYTHONPATH={ROOT} {run['command']}"
     rebuild = f"python bench/fuzz_run.py --seed {a.seed} --case {case['index']} --keep DIR"
     if a.keep:
-        return f"{run['command'][:240]}   (input kept; rebuild: {rebuild})"
-    return f"{rebuild}   then: {run['command'][:160]}"
+        return f"{cmd[:300]}   (input kept; rebuild: {rebuild})"
+    return f"{rebuild}   then: {cmd[:200]}"
 
 
 if __name__ == "__main__":

@@ -219,11 +219,11 @@ def judge(cmd: Command, rc: int, killed: bool, rss_mb: float, stderr: str, stdou
         n = stdout.count(b"\n")
         return "partial-output", f"exit {rc} after {n} lines on stdout", ""
     if len(lines) != 1:
-        return "multi-line-refusal", f"{len(lines)} stderr lines, first: {(lines or [''])[0][:120]}", ""
+        return "multi-line-refusal", f"{len(lines)} stderr lines, first: {(lines or [''])[0][:300]}", ""
     if not _names_file(lines[0], cmd.names):
-        return "nameless-refusal", lines[0][:160], ""
+        return "nameless-refusal", lines[0][:300], ""
     if left:
         return "left-behind", "left " + ", ".join(left[:3]), ""
     if cmd.must_succeed:
-        return "refused-valid", lines[0][:160], ""
-    return "refused", lines[0][:160], ""
+        return "refused-valid", lines[0][:300], ""
+    return "refused", lines[0][:300], ""
