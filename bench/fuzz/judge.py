@@ -48,6 +48,7 @@ class Run:
     last_stderr: str
     wall_s: float
     rss_mb: float
+    cpu_s: float  # user + system CPU seconds of the command (and the children it waited for)
     stdout_path: str | None = None
     output_path: str | None = None
 
@@ -74,11 +75,16 @@ def _limits() -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-def lock(folder: Path) -> None:
-    """Make ``folder`` read-only, also for root (who ignores modes): mode 0555 and the immutable attribute."""
+def lock(folder: Path) -> bool:
+    """Make ``folder`` read-only, also for root (who ignores modes): mode 0555 and the immutable attribute.
+    False where that cannot be enforced (root on a file system without chattr)."""
     os.chmod(folder, 0o555)
-    if os.geteuid() == 0:
-        subprocess.run(["chattr", "+i", str(folder)], check=True, capture_output=True)
+    if os.geteuid() != 0:
+        return True
+    try:
+        return subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode == 0
+    except OSError:  # no chattr
+        return False
 
 
 def unlock_tree(folder: Path) -> None:
@@ -95,8 +101,9 @@ def unlock_tree(folder: Path) -> None:
 
 
 def _spawn(cmd: Command, python: str, work: Path, env: dict, stdout_path: Path, stderr_path: Path,
-           timeout: float) -> tuple[int, bool, float, float]:
-    """``python -m pyprof.<stage> *argv`` as a process: (exit status, killed for time, peak RSS MB, seconds)."""
+           timeout: float) -> tuple[int, bool, float, float, float]:
+    """``python -m pyprof.<stage> *argv`` as a process: (exit status, killed for time, peak RSS MB, seconds,
+    CPU seconds)."""
     argv = [python, "-m", f"pyprof.{cmd.stage}", *cmd.argv]
     t0 = time.monotonic()
     with open(cmd.stdout_to or stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -116,7 +123,7 @@ def _spawn(cmd: Command, python: str, work: Path, env: dict, stdout_path: Path, 
         timer.cancel()
     proc.returncode = rc = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
     _killpg(proc.pid)  # any worker it left running
-    return rc, killed.is_set(), usage.ru_maxrss / 1024, time.monotonic() - t0
+    return rc, killed.is_set(), usage.ru_maxrss / 1024, time.monotonic() - t0, usage.ru_utime + usage.ru_stime
 
 
 def run(cmd: Command, case_dir: Path, timeout: float, python: str = sys.executable, zygote=None) -> Run:
@@ -134,16 +141,17 @@ def run(cmd: Command, case_dir: Path, timeout: float, python: str = sys.executab
         reply = zygote.run({"stage": cmd.stage, "argv": list(cmd.argv), "cwd": str(work), "env": env,
                             "stdout": cmd.stdout_to or str(stdout_path), "stderr": str(stderr_path),
                             "timeout": timeout, "caps": [ADDRESS_SPACE_CAP, FILE_SIZE_CAP]})
-        rc, killed, rss_mb, wall = reply["rc"], reply["killed"], reply["rss_kb"] / 1024, reply["wall_s"]
+        rc, killed, rss_mb, wall, cpu = (reply["rc"], reply["killed"], reply["rss_kb"] / 1024, reply["wall_s"],
+                                         reply["cpu_s"])
     else:
-        rc, killed, rss_mb, wall = _spawn(cmd, python, work, env, stdout_path, stderr_path, timeout)
+        rc, killed, rss_mb, wall, cpu = _spawn(cmd, python, work, env, stdout_path, stderr_path, timeout)
     stderr = stderr_path.read_text("utf-8", "replace")
     after = snapshot(inp)
     outcome, why, where = judge(cmd, rc, killed, rss_mb, stderr, stdout_path, work, tmp, before, after,
                                 timeout)
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
     return Run(cmd.stage, cmd.line(), outcome, why, where, (lines[-1] if lines else "")[:300], round(wall, 3),
-               round(rss_mb, 1), None if cmd.stdout_to else str(stdout_path),
+               round(rss_mb, 1), round(cpu, 3), None if cmd.stdout_to else str(stdout_path),
                str(work / cmd.output) if cmd.output else None)
 
 

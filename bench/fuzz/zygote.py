@@ -136,7 +136,8 @@ def serve() -> None:
             timer.cancel()
         _killpg(pid)
         replies.write(json.dumps({"rc": os.waitstatus_to_exitcode(status), "killed": killed.is_set(),
-                                  "rss_kb": usage.ru_maxrss, "wall_s": time.monotonic() - t0}) + "\n")
+                                  "rss_kb": usage.ru_maxrss, "wall_s": time.monotonic() - t0,
+                                  "cpu_s": usage.ru_utime + usage.ru_stime}) + "\n")
         replies.flush()
 
 

@@ -5,7 +5,16 @@ import pytest
 
 from robust_helpers import CORPUS, DATA
 
+from bench.fuzz.judge import unlock_tree
 from bench.fuzz.seeds import prepare
+
+
+@pytest.fixture(autouse=True)
+def _unlocked(tmp_path):
+    """Read-only folders made for a test are immutable (root ignores modes): undone, or pytest could not
+    remove them."""
+    yield
+    unlock_tree(tmp_path)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -41,6 +41,7 @@ class Verdict:
     rc: int | None
     stdout: bytes
     stderr: str
+    cpu_s: float = 0.0  # CPU seconds, measured for bounded runs only
 
     def __str__(self) -> str:
         return f"{self.outcome}: {self.why} (exit {self.rc}; stderr: {self.stderr.strip()[-400:]!r})"
@@ -132,7 +133,32 @@ def bounded(cmd: Command, case_dir: Path, limit: float) -> Verdict:
     r = fuzz_judge.run(cmd, case_dir, limit)
     stdout = Path(r.stdout_path).read_bytes() if r.stdout_path else b""
     return Verdict(r.outcome, f"{r.why} (peak RSS {r.rss_mb:.0f} MB, {r.wall_s:.1f} s)", None, stdout,
-                   (case_dir / "stderr").read_text("utf-8", "replace"))
+                   (case_dir / "stderr").read_text("utf-8", "replace"), r.cpu_s)
+
+
+def linear_time(make, sizes: tuple[int, int], case_dir: Path, per_unit_s: float, limit: float = 60.0) -> str | None:
+    """Does the command ``make(size, folder)`` returns take time linear in ``size``, and at most ``per_unit_s``
+    CPU seconds per unit of size? Measured in CPU seconds beyond a run of size 0, and compared within the test,
+    so that a loaded machine slows both sides alike: the larger run may take at most 2.5 times its linear share
+    of the smaller (a quadratic cost takes big/small times more). The per-unit bound is generous (a second
+    per MB of input): it catches a linear cost with a pathological constant. Returns why not, or None; each
+    run must also keep the promise."""
+    cpu = []
+    for size in (0, *sizes):
+        folder = case_dir / f"size-{size}"
+        (folder / "in").mkdir(parents=True)
+        v = bounded(make(size, folder / "in"), folder, limit)
+        if v.outcome not in ("ok", "refused"):
+            return f"size {size}: {v}"
+        cpu.append(v.cpu_s)
+    small, big = (max(c - cpu[0], 0.05) for c in cpu[1:])
+    allowed = 2.5 * small * sizes[1] / sizes[0]
+    if big > allowed:
+        return (f"size {sizes[1]} took {big:.2f} CPU s beyond start-up, size {sizes[0]} {small:.2f} s: "
+                f"more than the {allowed:.2f} s of a linear cost (x2.5)")
+    if big > per_unit_s * sizes[1]:
+        return f"size {sizes[1]} took {big:.2f} CPU s beyond start-up, more than {per_unit_s:g} s per unit"
+    return None
 
 
 def keeps_promise(v: Verdict, must_succeed: bool = False) -> None:

@@ -13,7 +13,7 @@ import json
 import pytest
 
 import tiny_inputs as tiny
-from robust_helpers import bounded, keeps_promise, run
+from robust_helpers import bounded, keeps_promise, linear_time, run
 
 from bench.fuzz.cases import case_rng
 from bench.fuzz.paths_mut import full_device
@@ -121,8 +121,12 @@ def test_hostile_names_print_one_line_per_record(case, name, fmt):
 
 
 def test_huge_name_in_linear_time(case):
-    path = _records(case, tiny.record(kLongName="void k<" + "x" * 20_000_000 + ">()", kShortName="k"), tiny.record())
-    keeps_promise(bounded(prof(path, "space", n_records=2, must_succeed=True), case, limit=10), must_succeed=True)
+    def make(mb, folder):
+        name = "void k<" + "x" * (mb << 20) + ">()" if mb else "void k<float>()"
+        return prof(tiny.records(folder / "net.dict", tiny.record(kLongName=name, kShortName="k"), tiny.record()),
+                    "space", n_records=2, must_succeed=True)
+    # 1 and 4 MB, not 20: prof takes about 2 CPU seconds a MB today, and CI's time is bounded.
+    assert linear_time(make, (1, 4), case, per_unit_s=1.0) is None  # a second per MB
 
 
 def test_deep_record(case):
@@ -141,10 +145,10 @@ def test_full_disk(case):
 # -- Seeded mutations of records parse made --------------------------------------------------------------------
 
 load_all()
-#: Classes whose every case takes seconds (a 20 MB name): one case each here, the bench runs the rest.
-ONE_CASE = {"json.huge_name", "rec.huge_name"}
+#: Classes whose cases take seconds (a 20 MB name): the scaling test above covers them, the bench runs them.
+SLOW = {"json.huge_name", "rec.huge_name"}
 BOUNDED = {"rec.deep", "rec.huge_name"}
-RECORD_CLASSES = sorted(n for n, m in MUTATIONS.items() if n.startswith("rec."))
+RECORD_CLASSES = sorted(n for n, m in MUTATIONS.items() if n.startswith("rec.") and n not in SLOW)
 CASES_PER_CLASS = 4
 
 
@@ -154,13 +158,11 @@ def test_seeded_mutations(small_seeds, tmp_path, cls):
     for k in range(CASES_PER_CLASS):
         case_dir = tmp_path / f"case-{k}"
         (case_dir / "in").mkdir(parents=True)
-        if k and cls in ONE_CASE:
-            break
         built = MUTATIONS[cls].fn(case_rng(17, k), small_seeds, case_dir / "in")
         for cmd in built.commands:
             if cmd.stage != "prof":
                 continue
-            v = bounded(cmd, case_dir, 10) if cls in BOUNDED else run(cmd, case_dir)
+            v = bounded(cmd, case_dir, 60) if cls in BOUNDED else run(cmd, case_dir)
             if v.outcome not in (("ok",) if cmd.must_succeed else ("ok", "refused")):
                 broken.append(f"case {k} ({built.detail}): {v}")
     assert not broken, "\n".join(broken)
@@ -168,6 +170,7 @@ def test_seeded_mutations(small_seeds, tmp_path, cls):
 
 #: Tests that break the promise today (issue 13), with what they show; conftest marks them xfail(strict=True).
 KNOWN: dict[str, str] = {
+    'test_huge_name_in_linear_time': "hang: a 4 MB kernel name takes prof about 9 CPU s (2 s a MB; 20 MB: 37 s)",
     'test_deep_record': "traceback: RecursionError in pyprof/prof/report.py:process_lines",
     'test_full_disk': "traceback: OSError in pyprof/prof/cli.py:commit",
     'test_hostile_names_print_one_line_per_record[c1-csv]':
@@ -204,12 +207,10 @@ KNOWN: dict[str, str] = {
         "invalid-output: stdout: raw control character U+2028 on line 2",
     'test_hostile_names_print_one_line_per_record[u2028-w80]':
         "invalid-output: stdout: 5 lines for a header and 2 records",
-    'test_huge_name_in_linear_time': "hang: still running after 10 s",
     "test_legacy_dict_line_of_odd_type[kDuration='500']": "traceback: TypeError in pyprof/prof/report.py:add",
     'test_legacy_dict_line_of_odd_type[mod=5]': "traceback: TypeError in pyprof/prof/reader.py:from_legacy",
     'test_refusal_after_output': "partial-output: exit 1 after 53652 lines on stdout",
     'test_seeded_mutations[rec.deep]': "traceback: RecursionError in pyprof/prof/report.py:process_lines",
-    'test_seeded_mutations[rec.huge_name]': "hang: still running after 10 s",
     'test_seeded_mutations[rec.wrong_type]': "traceback: TypeError in pyprof/report/aggregate.py:_add_record",
     'test_wrong_type[callsite=5-views]': "traceback: AttributeError in pyprof/report/views/common.py:<listcomp>",
     'test_wrong_type[gpu=5-views]':
