@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _shape(text: str) -> str:
     """A message with its numbers and paths blurred, so that one failure is one signature."""
-    text = re.sub(r"/[^\s:'\"]+", "PATH", text)
+    text = re.sub(r"(DIR)?/[^\s:'\"]+", "PATH", text)
     text = re.sub(r"\d+", "N", text)
     return text[:130]
 

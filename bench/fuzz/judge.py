@@ -137,7 +137,8 @@ def run(cmd: Command, case_dir: Path, timeout: float, python: str = sys.executab
     env["TMPDIR"] = str(tmp)
     stdout_path = case_dir / "stdout"
     stderr_path = case_dir / "stderr"
-    if zygote is not None:
+    # A stdout that fails (a full disk) fails at the interpreter's own exit: only a real process shows that.
+    if zygote is not None and not cmd.stdout_to:
         reply = zygote.run({"stage": cmd.stage, "argv": list(cmd.argv), "cwd": str(work), "env": env,
                             "stdout": cmd.stdout_to or str(stdout_path), "stderr": str(stderr_path),
                             "timeout": timeout, "caps": [ADDRESS_SPACE_CAP, FILE_SIZE_CAP]})
