@@ -1,0 +1,175 @@
+"""Mutations of records files (parse's JSON Lines, the original PyProf's dict lines), fed to prof and report:
+malformed lines, a wrong type in each key, legacy dict lines of odd types, NaN and Infinity, hostile and 20 MB
+names, deep nesting."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from bench.fuzz.registry import Built, mutation, records_commands
+from bench.fuzz.seeds import choose
+from bench.fuzz.sqlite_markers import HOSTILE
+
+_CACHE: dict[Path, list[bytes]] = {}
+
+#: Every key parse writes, and values of other types than the writer's (issue 13 names layer, grid, args, api).
+KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start_ns", "end_ns", "pid", "tid", "device", "stream",
+        "correlation_id", "grid", "block", "registers", "static_smem_bytes", "dynamic_smem_bytes", "smem_bytes",
+        "est_occupancy_pct", "gpu", "gpu_props", "api", "api_start_ns", "api_end_ns", "bytes", "copy_kind",
+        "layer", "trace", "reprMarkers", "marker", "seqMarker", "seqId", "subSeqId", "altSeqId", "dir",
+        "recompute", "mod", "op", "args", "outputs", "callsite", "fwd", "ranges", "schema")
+WRONG = (5, -1, 1.5, "text", "", None, True, [], {}, [1, "a", None], {"a": [1]}, [[[]]], 2 ** 70, ["x", 5],
+         [{"type": 5}], [1, 2], "[1,2]", {"mod": 5, "op": {}, "args": 3})
+
+
+def lines(rng: random.Random, seeds, legacy: bool = False) -> tuple[Path, list[bytes]]:
+    src = choose(rng, seeds.legacy if legacy else seeds.records)
+    if src not in _CACHE:
+        _CACHE[src] = [line for line in src.read_bytes().splitlines() if line.strip()]
+    return src, list(_CACHE[src])
+
+
+def _built(rng, src, folder, detail, out: list[bytes], n_records: int | None = None, must_succeed=False) -> Built:
+    path = folder / src.name
+    path.write_bytes(b"\n".join(out) + b"\n")
+    return Built(f"{src.name}: {detail}", records_commands(rng, str(path), n_records, must_succeed))
+
+
+def _pick(rng, n: int) -> list[int]:
+    return sorted(rng.sample(range(n), min(n, rng.choice((1, 1, 5, n)))))
+
+
+@mutation("rec.malformed", stage="prof")
+def malformed(rng, seeds, folder) -> Built:
+    src, ls = lines(rng, seeds, legacy=rng.random() < 0.2)
+    i = rng.randrange(len(ls))
+    how = rng.choice(("cut", "garbage", "array", "number", "string", "null", "empty object", "binary",
+                      "invalid utf8", "two on one line", "deep array", "unclosed", "bare word"))
+    new = {"cut": ls[i][: rng.randrange(1, len(ls[i]))], "garbage": b"%%% not a record %%%", "array": b"[1, 2, 3]",
+           "number": b"42", "string": b'"kernel"', "null": b"null", "empty object": b"{}",
+           "binary": bytes(rng.randrange(256) for _ in range(64)).replace(b"\n", b" "),
+           "invalid utf8": ls[i].replace(b'"kShortName":"', b'"kShortName":"\xff\xc3(', 1),
+           "two on one line": ls[i] + ls[i], "deep array": b"[" * 100_000 + b"]" * 100_000,
+           "unclosed": b'{"kShortName": "k', "bare word": b"kernel"}[how]
+    ls[i] = new
+    return _built(rng, src, folder, f"line {i + 1}: {how}", ls)
+
+
+@mutation("rec.wrong_type", stage="prof")
+def wrong_type(rng, seeds, folder) -> Built:
+    src, ls = lines(rng, seeds)
+    key = rng.choice(KEYS + ("fwd.args", "args.item", "args.shape", "gpu_props.smCount", "fwd.op"))
+    value = rng.choice(WRONG)
+    idx = _pick(rng, len(ls))
+    for i in idx:
+        d = json.loads(ls[i])
+        if key == "args.item":
+            d["args"] = list(d.get("args") or []) + [value]
+        elif key == "args.shape":
+            d["args"] = [dict(a, shape=value) if isinstance(a, dict) else a for a in d.get("args") or []] or \
+                [{"type": "tensor", "shape": value, "dtype": "float32"}]
+        elif "." in key:
+            outer, inner = key.split(".")
+            sub = d.get(outer) if isinstance(d.get(outer), dict) else {}
+            sub[inner] = value
+            d[outer] = sub
+        else:
+            d[key] = value
+        ls[i] = json.dumps(d).encode()
+    return _built(rng, src, folder, f"{key} = {json.dumps(value)} in {len(idx)} records", ls)
+
+
+#: Values a Python-dict line can hold that JSON cannot, and ones of the wrong type (issue 13: 'mod': 5, a set).
+LEGACY_ODD = ("5", "{1, 2}", "b'bytes'", "(1, 2)", "1j", "None", "10**100", "1e999", "-1e999", "set()",
+              "frozenset()", "{'a': {1}}", "[" * 50_000 + "]" * 50_000, "'x' * 3", "Ellipsis", "...", "{5: 6}",
+              "[{'type': 'tensor', 'shape': 5}]", "'str'", "True")
+
+
+@mutation("rec.legacy_odd", stage="prof")
+def legacy_odd(rng, seeds, folder) -> Built:
+    src, ls = lines(rng, seeds, legacy=True)
+    key = rng.choice(("mod", "op", "marker", "kShortName", "kDuration", "layer", "dir", "grid", "block", "seqId",
+                      "tid", "device", "stream", "trace", "altSeqId", "subSeqId", "kLongName", "args", "whole line"))
+    odd = rng.choice(LEGACY_ODD)
+    idx = _pick(rng, len(ls))
+    for i in idx:
+        if key == "whole line":
+            ls[i] = odd.encode()
+            continue
+        text = ls[i].decode()
+        marker = f"'{key}': "
+        at = text.find(marker)
+        if at < 0:
+            ls[i] = (text[:-1] + f", {marker}{odd}}}").encode()
+        else:  # replace the value up to the next top-level key (values of these keys hold no "', '")
+            end = text.find(", '", at + len(marker))
+            ls[i] = (text[: at + len(marker)] + odd + (text[end:] if end > 0 else "}")).encode()
+    return _built(rng, src, folder, f"legacy {key}: {odd[:40]} in {len(idx)} lines", ls)
+
+
+@mutation("rec.nonfinite", stage="prof")
+def nonfinite(rng, seeds, folder) -> Built:
+    src, ls = lines(rng, seeds)
+    token = rng.choice(("NaN", "Infinity", "-Infinity", "1e999", "-1e999"))
+    key = rng.choice(("kDuration", "start_ns", "end_ns", "est_occupancy_pct", "grid", "block", "registers",
+                      "bytes", "args.value", "args.shape", "gpu_props.clockRate", "device", "api_start_ns"))
+    idx = _pick(rng, len(ls))
+    for i in idx:
+        d = json.loads(ls[i])
+        if key in ("grid", "block", "args.shape"):
+            v = ["@T@", 1, 1]
+        else:
+            v = "@T@"
+        if key.startswith("args."):
+            d["args"] = [{"type": "float", "value": v}] if key == "args.value" else \
+                [{"type": "tensor", "shape": v, "dtype": "float32"}] + list(d.get("args") or [])
+        elif key.startswith("gpu_props."):
+            d["gpu_props"] = dict(d.get("gpu_props") or {}, clockRate=v)
+        else:
+            d[key] = v
+        ls[i] = json.dumps(d).replace('"@T@"', token).encode()
+    return _built(rng, src, folder, f"{token} in {key} of {len(idx)} records", ls)
+
+
+@mutation("rec.hostile_name", stage="prof")
+def hostile_name(rng, seeds, folder) -> Built:
+    """Names with escapes and line breaks: prof's text formats must still print one line per record."""
+    src, ls = lines(rng, seeds)
+    name = rng.choice(HOSTILE)
+    keys = rng.choice((("kShortName",), ("kLongName", "kShortName"), ("op",), ("layer",), ("mod", "op"),
+                       ("callsite",), ("gpu",)))
+    idx = _pick(rng, len(ls))
+    for i in idx:
+        d = json.loads(ls[i])
+        for k in keys:
+            d[k] = [name] if isinstance(d.get(k), list) else name
+        ls[i] = json.dumps(d).encode()
+    return _built(rng, src, folder, f"{'/'.join(keys)} = {name[:40]!r} in {len(idx)} records", ls,
+                  n_records=len(ls), must_succeed=True)
+
+
+@mutation("rec.huge_name", weight=0.1, stage="prof")
+def huge_name(rng, seeds, folder) -> Built:
+    """One record with a 20 MB kernel name: valid input, to be read in time linear in its size."""
+    src, ls = lines(rng, seeds)
+    i = rng.randrange(len(ls))
+    d = json.loads(ls[i])
+    key = rng.choice(("kLongName", "kShortName"))
+    d[key] = "void k<" + "x" * 20_000_000 + ">()"
+    ls[i] = json.dumps(d).encode()
+    return _built(rng, src, folder, f"a 20 MB {key} on line {i + 1}", ls, n_records=len(ls), must_succeed=True)
+
+
+@mutation("rec.deep", weight=0.5, stage="prof")
+def deep(rng, seeds, folder) -> Built:
+    src, ls = lines(rng, seeds)
+    depth = rng.choice((1_000, 50_000, 300_000))
+    key = rng.choice(("args", "fwd", "layer", "gpu_props", "marker", "outputs"))
+    nest = "[" * depth + "]" * depth if rng.random() < 0.5 else '{"a":' * depth + "1" + "}" * depth
+    idx = _pick(rng, len(ls))[:5]
+    for i in idx:
+        d = json.loads(ls[i])
+        d[key] = "@D@"
+        ls[i] = json.dumps(d).replace('"@D@"', nest).encode()
+    return _built(rng, src, folder, f"{key} nested {depth} deep in {len(idx)} records", ls)
