@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 import sys
 import tempfile
+import zlib
 
 from pyprof.common import InputError
 
@@ -87,7 +88,7 @@ def _compressed_sqlite(path: str, head: bytes):
         with gzip.open(path, "rb") as f:
             try:
                 inner = f.read(len(SQLITE_MAGIC))
-            except (OSError, EOFError):
+            except (OSError, EOFError, zlib.error):
                 return None  # left for the JSON reader, which names the problem
         return gzip.open if inner == SQLITE_MAGIC else None
     return None
@@ -99,9 +100,10 @@ def decompress(path: str, opener, display: str) -> str:
     try:
         with os.fdopen(fd, "wb") as out, opener(path, "rb") as src:
             shutil.copyfileobj(src, out, 1 << 20)
-    except (OSError, EOFError, lzma.LZMAError) as e:
+    except (OSError, EOFError, lzma.LZMAError, zlib.error) as e:
         os.unlink(out_path)
-        raise InputError(display, f"corrupted or truncated compressed export ({e})") from None
+        raise InputError(display, f"corrupted or truncated compressed export ({str(e).splitlines()[0][:200]})") \
+            from None
     return out_path
 
 

@@ -170,65 +170,42 @@ def test_seeded_mutations(small_seeds, tmp_path, cls):
 
 #: Tests that break the promise today (issue 13), with what they show; conftest marks them xfail(strict=True).
 KNOWN: dict[str, str] = {
-    'test_huge_name_in_linear_time': "hang: a 4 MB kernel name takes prof about 9 CPU s (2 s a MB; 20 MB: 37 s)",
-    'test_deep_record': "traceback: RecursionError in pyprof/prof/report.py:process_lines",
-    'test_full_disk': "traceback: OSError in pyprof/prof/cli.py:commit",
-    'test_hostile_names_print_one_line_per_record[c1-csv]':
-        "invalid-output: stdout: raw control character U+0085 in CSV row 2",
-    'test_hostile_names_print_one_line_per_record[c1-space]':
-        "invalid-output: stdout: raw control character U+0085 on line 2",
-    'test_hostile_names_print_one_line_per_record[c1-w80]':
-        "invalid-output: stdout: 5 lines for a header and 2 records",
-    'test_hostile_names_print_one_line_per_record[cr-csv]':
-        "invalid-output: stdout: CSV row 2 has 5 fields, the header 8",
-    'test_hostile_names_print_one_line_per_record[cr-space]':
-        "invalid-output: stdout: raw control character U+000D on line 2",
-    'test_hostile_names_print_one_line_per_record[cr-w80]':
-        "invalid-output: stdout: 4 lines for a header and 2 records",
-    'test_hostile_names_print_one_line_per_record[esc-csv]':
-        "invalid-output: stdout: raw control character U+001B in CSV row 2",
-    'test_hostile_names_print_one_line_per_record[esc-space]':
-        "invalid-output: stdout: raw control character U+001B on line 2",
-    'test_hostile_names_print_one_line_per_record[esc-w80]':
-        "invalid-output: stdout: raw control character U+001B on line 2",
-    'test_hostile_names_print_one_line_per_record[newline-space]':
-        "invalid-output: stdout: 5 lines for a header and 2 records",
-    'test_hostile_names_print_one_line_per_record[newline-w80]':
-        "invalid-output: stdout: 4 lines for a header and 2 records",
-    'test_hostile_names_print_one_line_per_record[nul-csv]':
-        "invalid-output: stdout: raw control character U+0000 in CSV row 2",
-    'test_hostile_names_print_one_line_per_record[nul-space]':
-        "invalid-output: stdout: raw control character U+0000 on line 2",
-    'test_hostile_names_print_one_line_per_record[nul-w80]':
-        "invalid-output: stdout: raw control character U+0000 on line 2",
-    'test_hostile_names_print_one_line_per_record[u2028-csv]':
-        "invalid-output: stdout: raw control character U+2028 in CSV row 2",
-    'test_hostile_names_print_one_line_per_record[u2028-space]':
-        "invalid-output: stdout: raw control character U+2028 on line 2",
-    'test_hostile_names_print_one_line_per_record[u2028-w80]':
-        "invalid-output: stdout: 5 lines for a header and 2 records",
-    "test_legacy_dict_line_of_odd_type[kDuration='500']": "traceback: TypeError in pyprof/prof/report.py:add",
-    'test_legacy_dict_line_of_odd_type[mod=5]': "traceback: TypeError in pyprof/prof/reader.py:from_legacy",
-    'test_refusal_after_output': "partial-output: exit 1 after 53652 lines on stdout",
-    'test_seeded_mutations[rec.deep]': "traceback: RecursionError in pyprof/prof/report.py:process_lines",
-    'test_seeded_mutations[rec.wrong_type]': "traceback: TypeError in pyprof/report/aggregate.py:_add_record",
-    'test_wrong_type[callsite=5-views]': "traceback: AttributeError in pyprof/report/views/common.py:<listcomp>",
-    'test_wrong_type[gpu=5-views]':
-        "nameless-refusal: pyprof.prof: error: input: line 1: a record field has an unexpected type (expected",
-    'test_wrong_type[gpu_props=[1]-views]': "traceback: AttributeError in pyprof/report/occupancy.py:first",
-    'test_wrong_type[kDuration="500"-space]': "traceback: TypeError in pyprof/prof/report.py:add",
-    'test_wrong_type[kDuration="500"-views]':
-        "nameless-refusal: pyprof.prof: error: input: line 1: a record field has an unexpected type (unsuppor",
-    'test_wrong_type[kLongName=5-views]':
-        "nameless-refusal: pyprof.prof: error: input: line 1: a record field has an unexpected type (expected",
-    'test_wrong_type[layer=5-views]': "traceback: TypeError in pyprof/report/aggregate.py:_add_record",
-    'test_wrong_type[marker=5-views]': "traceback: TypeError in pyprof/report/aggregate.py:_new_call",
-    'test_wrong_type[mod={"a": 1}-views]':
-        "nameless-refusal: pyprof.prof: error: input: line 1: a record field has an unexpected type (0)",
-    'test_wrong_type[op=5-views]':
-        "nameless-refusal: pyprof.prof: error: input: line 1: a record field has an unexpected type ('int' ob",
-    'test_wrong_type[op=[5]-views]':
-        "nameless-refusal: pyprof.prof: error: input: line 1: a record field has an unexpected type (argument",
-    'test_wrong_type[ranges=5-views]': "traceback: TypeError in pyprof/report/aggregate.py:_step_labels",
-    'test_wrong_type[start_ns="x"-views]': "traceback: TypeError in pyprof/report/aggregate.py:_add_record",
+    'test_huge_name_in_linear_time': 'hang: a 4 MB kernel name takes prof about 9 CPU s (2 s a MB; 20 MB: 37 s)',
+    'test_deep_record': 'traceback: RecursionError in pyprof/prof/report.py:process_lines',
+    'test_full_disk': 'traceback: OSError in pyprof/prof/cli.py:commit',
+    'test_hostile_names_print_one_line_per_record[c1-csv]': 'invalid-output: stdout: raw control character U+0085 in CSV row 2',
+    'test_hostile_names_print_one_line_per_record[c1-space]': 'invalid-output: stdout: raw control character U+0085 on line 2',
+    'test_hostile_names_print_one_line_per_record[c1-w80]': 'invalid-output: stdout: 5 lines for a header and 2 records',
+    'test_hostile_names_print_one_line_per_record[cr-csv]': 'invalid-output: stdout: CSV row 2 has 5 fields, the header 8',
+    'test_hostile_names_print_one_line_per_record[cr-space]': 'invalid-output: stdout: raw control character U+000D on line 2',
+    'test_hostile_names_print_one_line_per_record[cr-w80]': 'invalid-output: stdout: 4 lines for a header and 2 records',
+    'test_hostile_names_print_one_line_per_record[esc-csv]': 'invalid-output: stdout: raw control character U+001B in CSV row 2',
+    'test_hostile_names_print_one_line_per_record[esc-space]': 'invalid-output: stdout: raw control character U+001B on line 2',
+    'test_hostile_names_print_one_line_per_record[esc-w80]': 'invalid-output: stdout: raw control character U+001B on line 2',
+    'test_hostile_names_print_one_line_per_record[newline-space]': 'invalid-output: stdout: 5 lines for a header and 2 records',
+    'test_hostile_names_print_one_line_per_record[newline-w80]': 'invalid-output: stdout: 4 lines for a header and 2 records',
+    'test_hostile_names_print_one_line_per_record[nul-csv]': 'invalid-output: stdout: raw control character U+0000 in CSV row 2',
+    'test_hostile_names_print_one_line_per_record[nul-space]': 'invalid-output: stdout: raw control character U+0000 on line 2',
+    'test_hostile_names_print_one_line_per_record[nul-w80]': 'invalid-output: stdout: raw control character U+0000 on line 2',
+    'test_hostile_names_print_one_line_per_record[u2028-csv]': 'invalid-output: stdout: raw control character U+2028 in CSV row 2',
+    'test_hostile_names_print_one_line_per_record[u2028-space]': 'invalid-output: stdout: raw control character U+2028 on line 2',
+    'test_hostile_names_print_one_line_per_record[u2028-w80]': 'invalid-output: stdout: 5 lines for a header and 2 records',
+    "test_legacy_dict_line_of_odd_type[kDuration='500']": 'traceback: TypeError in pyprof/prof/report.py:add',
+    'test_legacy_dict_line_of_odd_type[mod=5]': 'traceback: TypeError in pyprof/prof/reader.py:from_legacy',
+    'test_refusal_after_output': 'partial-output: exit 1 after 53652 lines on stdout',
+    'test_seeded_mutations[rec.deep]': 'traceback: RecursionError in pyprof/prof/report.py:process_lines',
+    'test_seeded_mutations[rec.wrong_type]': 'traceback: TypeError in pyprof/report/aggregate.py:_add_record',
+    'test_wrong_type[callsite=5-views]': 'traceback: AttributeError in pyprof/report/views/common.py:<listcomp>',
+    'test_wrong_type[gpu=5-views]': 'nameless-refusal: pyprof.prof: error: input: line 1: a record field has an unexpected type (expected',
+    'test_wrong_type[gpu_props=[1]-views]': 'traceback: AttributeError in pyprof/report/occupancy.py:first',
+    'test_wrong_type[kDuration="500"-space]': 'traceback: TypeError in pyprof/prof/report.py:add',
+    'test_wrong_type[kDuration="500"-views]': 'nameless-refusal: pyprof.prof: error: input: line 1: a record field has an unexpected type (unsuppor',
+    'test_wrong_type[kLongName=5-views]': 'nameless-refusal: pyprof.prof: error: input: line 1: a record field has an unexpected type (expected',
+    'test_wrong_type[layer=5-views]': 'traceback: TypeError in pyprof/report/aggregate.py:_add_record',
+    'test_wrong_type[marker=5-views]': 'traceback: TypeError in pyprof/report/aggregate.py:_new_call',
+    'test_wrong_type[mod={"a": 1}-views]': 'nameless-refusal: pyprof.prof: error: input: line 1: a record field has an unexpected type (0)',
+    'test_wrong_type[op=5-views]': "nameless-refusal: pyprof.prof: error: input: line 1: a record field has an unexpected type ('int' ob",
+    'test_wrong_type[op=[5]-views]': 'nameless-refusal: pyprof.prof: error: input: line 1: a record field has an unexpected type (argument',
+    'test_wrong_type[ranges=5-views]': 'traceback: TypeError in pyprof/report/aggregate.py:_step_labels',
+    'test_wrong_type[start_ns="x"-views]': 'traceback: TypeError in pyprof/report/aggregate.py:_add_record',
 }

@@ -163,39 +163,26 @@ def test_seeded_mutations(small_seeds, tmp_path, cls):
 
 #: Tests that break the promise today (issue 13), with what they show; conftest marks them xfail(strict=True).
 KNOWN: dict[str, str] = {
-    'test_records_with_a_long_first_line':
-        "refused-valid: records whose first line passes 1 MB are refused as a malformed JSON trace, on 4 lines",
-    'test_deep_record': "over-memory: peak RSS 2044 MB",
-    'test_full_disk[--trace]': "invalid-output: replaced the output device node with a regular file",
-    'test_full_disk[-o]': "invalid-output: replaced the output device node with a regular file",
-    'test_legacy_dict_line_of_odd_type[mod-5]': "traceback: TypeError in pyprof/prof/reader.py:from_legacy",
-    "test_legacy_dict_line_of_odd_type[op-b'mm']":
-        "nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type (argume",
-    'test_nonfinite_numbers[args-[{"type":"float","value":NaN}]]': "multi-line-refusal: 4 stderr lines",
-    'test_nonfinite_numbers[est_occupancy_pct-1e999]': "multi-line-refusal: 4 stderr lines",
-    'test_nonfinite_numbers[kDuration-NaN]': "multi-line-refusal: 4 stderr lines",
-    'test_nonfinite_numbers[start_ns-Infinity]': "multi-line-refusal: 4 stderr lines",
-    'test_output_path[existing folder]': "traceback: IsADirectoryError in pyprof/report/cli.py:run",
-    'test_output_path[trace into folder]': "traceback: IsADirectoryError in pyprof/report/cli.py:run",
-    'test_seeded_mutations[rec.hostile_name]': "traceback: ValueError in pyprof/report/views/common.py:short_lines",
-    'test_seeded_mutations[rec.legacy_odd]': "traceback: TypeError in pyprof/report/aggregate.py:_add_record",
-    'test_seeded_mutations[rec.nonfinite]': "multi-line-refusal: 4 stderr lines",
-    'test_seeded_mutations[rec.wrong_type]': "traceback: TypeError in pyprof/report/views/layers.py:layers",
-    'test_wrong_type[api={"a": 1}]': "traceback: TypeError in pyprof/report/html.py:timeline",
-    'test_wrong_type[callsite=5]': "traceback: AttributeError in pyprof/report/views/common.py:<listcomp>",
-    'test_wrong_type[end_ns="x"]': "traceback: TypeError in pyprof/report/aggregate.py:_add_record",
-    'test_wrong_type[fwd=5]': "traceback: AttributeError in pyprof/report/trace.py:kernel_args",
-    'test_wrong_type[gpu=5]':
-        "nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type (expect",
-    'test_wrong_type[kDuration="500"]':
-        "nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type (unsupp",
-    'test_wrong_type[layer=5]': "traceback: TypeError in pyprof/report/aggregate.py:_add_record",
-    'test_wrong_type[mod={"a": 1}]':
-        "nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type (0)",
-    'test_wrong_type[op=5]':
-        "nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type ('int' ",
-    'test_wrong_type[pid=[1]]': "traceback: TypeError in pyprof/report/aggregate.py:_one_input",
-    'test_wrong_type[ranges=5]': "traceback: TypeError in pyprof/report/aggregate.py:_step_labels",
-    'test_wrong_type[tid={"a": 1}]':
-        "nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type (unhash",
+    'test_records_with_a_long_first_line': 'refused-valid: records whose first line passes 1 MB are refused as a malformed JSON trace, on 4 lines',
+    'test_full_disk[--trace]': 'invalid-output: replaced the output device node with a regular file',
+    'test_full_disk[-o]': 'invalid-output: replaced the output device node with a regular file',
+    'test_legacy_dict_line_of_odd_type[mod-5]': 'traceback: TypeError in pyprof/prof/reader.py:from_legacy',
+    "test_legacy_dict_line_of_odd_type[op-b'mm']": 'nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type (argume',
+    'test_output_path[existing folder]': 'traceback: IsADirectoryError in pyprof/report/cli.py:run',
+    'test_output_path[trace into folder]': 'traceback: IsADirectoryError in pyprof/report/cli.py:run',
+    'test_seeded_mutations[rec.hostile_name]': 'traceback: ValueError in pyprof/report/views/common.py:short_lines',
+    'test_seeded_mutations[rec.legacy_odd]': 'traceback: TypeError in pyprof/report/aggregate.py:_add_record',
+    'test_seeded_mutations[rec.wrong_type]': 'traceback: TypeError in pyprof/report/views/layers.py:layers',
+    'test_wrong_type[api={"a": 1}]': 'traceback: TypeError in pyprof/report/html.py:timeline',
+    'test_wrong_type[callsite=5]': 'traceback: AttributeError in pyprof/report/views/common.py:<listcomp>',
+    'test_wrong_type[end_ns="x"]': 'traceback: TypeError in pyprof/report/aggregate.py:_add_record',
+    'test_wrong_type[fwd=5]': 'traceback: AttributeError in pyprof/report/trace.py:kernel_args',
+    'test_wrong_type[gpu=5]': 'nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type (expect',
+    'test_wrong_type[kDuration="500"]': 'nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type (unsupp',
+    'test_wrong_type[layer=5]': 'traceback: TypeError in pyprof/report/aggregate.py:_add_record',
+    'test_wrong_type[mod={"a": 1}]': 'nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type (0)',
+    'test_wrong_type[op=5]': "nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type ('int' ",
+    'test_wrong_type[pid=[1]]': 'traceback: TypeError in pyprof/report/aggregate.py:_one_input',
+    'test_wrong_type[ranges=5]': 'traceback: TypeError in pyprof/report/aggregate.py:_step_labels',
+    'test_wrong_type[tid={"a": 1}]': 'nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type (unhash',
 }
