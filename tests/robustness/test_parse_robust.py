@@ -317,5 +317,4 @@ def test_seeded_mutations(small_seeds, tmp_path, cls):
 
 #: Tests that break the promise today (issue 13), with what they show; conftest marks them xfail(strict=True).
 KNOWN: dict[str, str] = {
-    'test_corrupt_gzip[flip]': 'traceback: zlib.error in pyprof/parse/detect.py:_compressed_sqlite',
 }
