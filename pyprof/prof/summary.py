@@ -21,10 +21,15 @@ def _op_key(d: dict) -> str:
     # says more than the aten op inside the autograd node ("mm").
     if d.get("kind", "kernel") != "kernel":
         return d.get("kind") or "na"
-    fwd = d.get("fwd")
-    if d.get("dir") == "bprop" and fwd and fwd.get("op"):
-        return f"{fwd['op']} (bprop)"
-    return (d.get("op") or ("na",))[0]
+    op = (d.get("op") or ("na",))[0]
+    if d.get("dir") == "bprop":
+        fwd = d.get("fwd")
+        # Backward work without a forward link (AccumulateGrad, a node whose forward op is not in the capture)
+        # stays apart from the forward op of the same name.
+        return f"{fwd['op'] if fwd and fwd.get('op') else op} (bprop)"
+    if d.get("recompute"):  # a forward op run again during backward (activation checkpointing)
+        return f"{op} (recompute)"
+    return op
 
 
 def _callsite_key(d: dict) -> str:

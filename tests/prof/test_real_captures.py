@@ -81,26 +81,32 @@ def test_capture_matches_flop_counter(fmt, example, tmp_path):
     assert total == expected  # in fact exact on these captures
 
 
-def test_emit_nvtx_alone_counts_backward_convs_and_refuses_to_guess_forward_ones(tmp_path):
-    """emit_nvtx records tensor sizes but no stride: the forward convolutions get na with that reason (a
-    stride-2 conv taken as stride 1 would be 4x off), the backward ones are exact because grad_output's
-    shape is the output's."""
+def test_emit_nvtx_alone_counts_convolutions_from_shapes_it_records_and_never_guesses_a_stride(tmp_path):
+    """emit_nvtx records tensor sizes but no stride. The backward convolutions are exact because grad_output's
+    shape is the output's; the forward ones because parse finds the output's shape in the op that consumes it
+    (the record's outputs). Without that shape a forward convolution is na, never taken as stride 1 (a
+    stride-2 convolution would be 4x off)."""
     path = str(tmp_path / "resnet.sqlite")
     with lzma.open(os.path.join(DATA, "nsys", "emit_nvtx", "resnet.sqlite.xz")) as src, open(path, "wb") as dst:
         dst.write(src.read())
     flop_counter = json.load(open(os.path.join(DATA, "flops", "resnet.json")))["by_op"]
     m = Modeller()
-    backward = forward_na = 0
+    counted = {"fprop": 0, "bprop": 0}
+    forward = []
     for r in _records(path, tmp_path):
         res = m.model(r)
-        if r.get("kind") != "kernel" or res.family != "conv":
-            continue
-        if r["dir"] == "bprop" and res.flops:
-            backward += res.flops
-        reason = res.reason or ""
-        if r["dir"] == "fprop" and res.flops is None and not reason.startswith(("counted on sub", "helper kernel")):
-            assert "stride not recorded" in reason
-            forward_na += 1
-    assert forward_na > 0
-    expected = flop_counter["aten.convolution_backward"]
-    assert abs(backward - expected) <= 0.01 * expected, (backward, expected)
+        if r.get("kind") == "kernel" and res.family == "conv" and res.flops:
+            counted[r["dir"]] += res.flops
+        if r.get("kind") == "kernel" and r["dir"] == "fprop" and r["op"][:1] == ["conv2d"]:
+            forward.append(r)
+    # FlopCounterMode's counts of the same step (tests/data/flops/resnet.json, one step captured).
+    assert counted["fprop"] == flop_counter["aten.convolution"]
+    assert counted["bprop"] == flop_counter["aten.convolution_backward"]
+    blind = Modeller()
+    for r in forward:
+        res = blind.model({**r, "outputs": []})
+        if res.flops is None and not (res.reason or "").startswith(("counted on sub", "helper kernel")):
+            assert "stride not recorded" in res.reason
+            break
+    else:
+        raise AssertionError("no forward convolution without its output shape came out na")

@@ -45,3 +45,35 @@ def test_group_by_kernel_on_the_b200_trace():
     assert rows["elementwise_kernel<direct_copy_kernel_cuda>"][1:3] == ["72", "380568"]
     assert rows["elementwise_kernel<masked_fill_kernel>"][1:3] == ["1", "7712"]
     assert "elementwise_kernel" not in rows
+
+
+def test_group_by_op_keeps_recomputed_and_unlinked_backward_work_apart(tmp_path):
+    """Activation checkpointing's recomputed convolutions are 'conv2d (recompute)', not forward 'conv2d' nor the
+    backward node they run in; backward work without a forward link (the engine's AccumulateGrad copies) is
+    'op (bprop)', not the forward op of the same name. Counts are those of the records parse marked."""
+    trace = os.path.join(ROOT, "tests", "data", "kineto", "checkpoint.pt.trace.json.gz")
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", trace], capture_output=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": ROOT}, check=True)
+    recs = [json.loads(line) for line in p.stdout.splitlines()]
+    out = io.StringIO()
+    summarize(iter_records(io.BytesIO(p.stdout), "ckpt"), out, "op", fmt="csv")
+    rows = {line.split(",")[0]: int(line.split(",")[1]) for line in out.getvalue().splitlines()[1:]}
+    recomputed = sum(1 for r in recs if r["kind"] == "kernel" and r["recompute"] and r["op"][0] == "conv2d")
+    assert recomputed > 0 and rows["conv2d (recompute)"] == recomputed
+    assert rows["conv2d"] == sum(1 for r in recs if r["kind"] == "kernel" and r["dir"] == "fprop" and not r["recompute"]
+                                 and r["op"][:1] == ["conv2d"])
+    # TorchRec traces of HTA are sampled: most backward nodes' forward ops were dropped, so they have no link.
+    sampled = os.path.join(os.path.dirname(TRACE), "hta_trace_filter_sampled_rank-0.json.gz")
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", sampled], capture_output=True, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": ROOT}, check=True)
+    recs = [json.loads(line) for line in p.stdout.splitlines()]
+    out = io.StringIO()
+    summarize(iter_records(io.BytesIO(p.stdout), "sampled"), out, "op", fmt="csv")
+    rows = {line.split(",")[0]: int(line.split(",")[1]) for line in out.getvalue().splitlines()[1:]}
+    unlinked = [r for r in recs if r["kind"] == "kernel" and r["dir"] == "bprop" and not r["fwd"] and r["op"]]
+    mm = sum(1 for r in unlinked if r["op"][0] == "mm")
+    linked_mm = sum(1 for r in recs if r["kind"] == "kernel" and r["dir"] == "bprop" and r["fwd"]
+                    and r["fwd"]["op"] == "mm")
+    assert mm > 0 and rows["mm (bprop)"] == mm + linked_mm
+    assert rows.get("mm", 0) == sum(1 for r in recs if r["kind"] == "kernel" and r["dir"] == "fprop"
+                                    and r["op"][:1] == ["mm"])
