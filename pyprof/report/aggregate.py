@@ -33,7 +33,7 @@ _USER_STEP = re.compile(r"(?i)(?:^|[^a-z])(?:step|iter|iteration)[\s#:_-]*(\d+)\
 # kernel_groups (by full name; ``kernels`` merges them by short name): calls, ns, min_ns, max_ns, flops,
 #   ideal_ns, tc_ns, occ_x_ns, occ_known_ns, roof_ns
 # lines: kernels, ns, flops, ideal_ns, tc_ns, fwd_ns, bwd_ns, roof_ns
-# layers (self time of the exact path): kernels, ns, flops, ideal_ns, tc_ns
+# layers (self time of the exact path): kernels, ns, flops, ideal_ns, tc_ns, roof_ns
 
 
 class WorkerData:
@@ -310,12 +310,13 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
     lkey = tuple(layer_path(d))
     g = w.layers.get(lkey)
     if g is None:
-        g = w.layers[lkey] = [0, 0, 0, 0.0, 0]
+        g = w.layers[lkey] = [0, 0, 0, 0.0, 0, 0]
     g[0] += 1
     g[1] += dur
     g[2] += flops
     g[3] += ideal
     g[4] += tc_ns
+    g[5] += roof_ns
     # A device's limits do not change within a worker: read its props once.
     lkey = (d.get("gpu"), d.get("device"))
     lim = w.limits.get(lkey)
@@ -341,8 +342,10 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
         if isinstance(occ, (int, float)) and not isinstance(occ, bool) and 0 <= occ <= 100:
             occ = occ / 100.0
         else:
-            occ = est_occupancy(d.get("grid"), d.get("block"), d.get("registers"), d.get("static_smem_bytes"),
-                                d.get("dynamic_smem_bytes"), lim)
+            static, dynamic = d.get("static_smem_bytes"), d.get("dynamic_smem_bytes")
+            if static is None and dynamic is None:
+                static = d.get("smem_bytes")  # the PyTorch profiler gives only the sum (ROCm traces too)
+            occ = est_occupancy(d.get("grid"), d.get("block"), d.get("registers"), static, dynamic, lim)
         if occ is not None:
             occ_x = occ * dur
         g = w.kernel_groups.get(full)

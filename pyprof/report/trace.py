@@ -14,6 +14,7 @@ from typing import IO, Iterable, Iterator
 import orjson
 
 from pyprof.prof.model import Modeller
+from pyprof.prof.report import Coverage, rows as model_rows
 
 #: Synthetic process ids of the GPU rows: far above any OS pid (Linux caps pids at 2**22), so a GPU never
 #: shares a process row with a CPU process.
@@ -142,17 +143,17 @@ def events(records: Iterable[dict], max_events: int | None = None,
     Never raises for a record missing launch fields: the activity is drawn without its launch.
     """
     st = stats if stats is not None else TraceStats()
-    modeller = Modeller()
     rows, launches = _Rows(), _Launches()
     out: list = []
     flow_id = 0
-    for d in records:
+    # Each kernel shows its share of its op call's numbers, as prof's rows do (report.rows holds a record until
+    # its call is closed).
+    for _idx, d, m, _roof in model_rows(enumerate(records, 1), Modeller(share=True), None, False, Coverage()):
         st.seen += 1
         if max_events is not None and st.activities >= max_events:
             st.truncated = True
             continue  # keep counting, so the caller can say "N of M"
         st.activities += 1
-        m = modeller.model(d)
         gpid, gtid = rows.gpu_row(d, out)
         start = d.get("start_ns") or 0
         ts = _us(start)

@@ -20,7 +20,7 @@ def layers(agg: Aggregate, worker: str | None = None) -> Table:
     t = Table.of("layers", "Layers", cols, tree_column="depth",
                  chart={"type": "bar", "label": "layer", "values": ["self_ms"]})
     own = merged(ws, "layers")
-    incl: dict = {}  # path -> [kernels, ns, flops, ideal, tc_ns]
+    incl: dict = {}  # path -> [kernels, ns, flops, ideal, tc_ns, roof_ns]
     children: dict = {}
     for path, g in own.items():
         path = path or (NO_LAYER,)
@@ -28,9 +28,9 @@ def layers(agg: Aggregate, worker: str | None = None) -> Table:
             node = path[:d]
             acc = incl.get(node)
             if acc is None:
-                acc = incl[node] = [0, 0, 0, 0.0, 0]
+                acc = incl[node] = [0, 0, 0, 0.0, 0, 0]
                 children.setdefault(node[:-1], []).append(node)
-            for i in range(5):
+            for i in range(6):
                 acc[i] += g[i]
     gpu_ns = total(ws, "gpu_ns")
 
@@ -41,9 +41,10 @@ def layers(agg: Aggregate, worker: str | None = None) -> Table:
     stack = sorted(children.get((), []), key=lambda n: incl[n][1])
     while stack:
         node = stack.pop()
-        n, ns, flops, ideal, tc_ns = incl[node]
+        n, ns, flops, ideal, tc_ns, roof_ns = incl[node]
+        # A layer with no kernel whose roofline is known has no roofline share (na), not 0%.
         t.rows.append([node[-1], len(node) - 1, "/".join(node), n, ms(ns), ms(self_ns(node)), pct(ns, gpu_ns),
-                       flops or None, tflops(flops, ns), pct(ideal, ns), pct(tc_ns, ns)])
+                       flops or None, tflops(flops, ns), pct(ideal, ns) if roof_ns else None, pct(tc_ns, ns)])
         stack.extend(sorted(children.get(node, []), key=lambda c: incl[c][1]))
     t.notes += [
         "GPU (ms) includes the layers inside; Self (ms) is time launched directly in the layer. The roots add up to "
