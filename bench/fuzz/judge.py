@@ -100,11 +100,29 @@ def unlock_tree(folder: Path) -> None:
                 pass
 
 
+# Runs ``python -m pyprof.<stage>`` after reporting, at exit, its own high-water resident memory (VmHWM of its
+# address space). The kernel's ru_maxrss of a child counts the parent's memory at the fork (a test process that
+# imported torch makes every child look 1 GB large); VmHWM belongs to the address space exec made.
+_LAUNCH = """import atexit, os, runpy, sys
+def _peak(path=os.environ.pop("PYPROF_FUZZ_PEAK")):
+    with open("/proc/self/status") as f:
+        kb = next((line.split()[1] for line in f if line.startswith("VmHWM:")), "0")
+    with open(path, "w") as out:
+        out.write(kb)
+atexit.register(_peak)
+sys.argv = ["python -m pyprof." + sys.argv[1]] + sys.argv[2:]
+runpy.run_module("pyprof." + sys.argv[0].rsplit(".", 1)[1], run_name="__main__", alter_sys=True)
+"""
+
+
 def _spawn(cmd: Command, python: str, work: Path, env: dict, stdout_path: Path, stderr_path: Path,
            timeout: float) -> tuple[int, bool, float, float, float]:
     """``python -m pyprof.<stage> *argv`` as a process: (exit status, killed for time, peak RSS MB, seconds,
     CPU seconds)."""
-    argv = [python, "-m", f"pyprof.{cmd.stage}", *cmd.argv]
+    peak_path = stderr_path.with_name("peak_kb")
+    peak_path.unlink(missing_ok=True)
+    env = {**env, "PYPROF_FUZZ_PEAK": str(peak_path)}
+    argv = [python, "-c", _LAUNCH, cmd.stage, *cmd.argv]
     t0 = time.monotonic()
     with open(cmd.stdout_to or stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         proc = subprocess.Popen(argv, cwd=work, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
@@ -123,7 +141,11 @@ def _spawn(cmd: Command, python: str, work: Path, env: dict, stdout_path: Path, 
         timer.cancel()
     proc.returncode = rc = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
     _killpg(proc.pid)  # any worker it left running
-    return rc, killed.is_set(), usage.ru_maxrss / 1024, time.monotonic() - t0, usage.ru_utime + usage.ru_stime
+    try:
+        peak_mb = int(peak_path.read_text()) / 1024
+    except (OSError, ValueError):  # killed before its exit handlers ran: the kernel's figure, an upper bound
+        peak_mb = usage.ru_maxrss / 1024
+    return rc, killed.is_set(), peak_mb, time.monotonic() - t0, usage.ru_utime + usage.ru_stime
 
 
 def run(cmd: Command, case_dir: Path, timeout: float, python: str = sys.executable, zygote=None) -> Run:
