@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import itertools
-import re
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple
@@ -30,16 +29,14 @@ from pyprof.parse.model import Source, Window
 #: without limit.
 FWD_MEMORY_OPS = 65_536
 
-#: Ops whose output shape their tensor inputs do not tell without the non-tensor arguments (stride, padding,
-#: kernel size, output size) that emit_nvtx leaves out of its texts. For these, a launch's attribution waits
-#: until a later op names the shape of this op's output among its inputs (input_op_ids), at most
-#: OUTPUT_WAIT_NS of CPU time after the launch: the consumer of an op's output is nearly always the next op.
 #: Ranges nested deeper than this on one thread are left out, counted (real programs nest a few dozen deep:
 #: modules, ops, the aten ops inside them); without a bound one launch's attribution grows with the input.
 MAX_RANGE_DEPTH = 1024
 DEEP_RANGES = f"ranges nested deeper than {MAX_RANGE_DEPTH} on one thread, left out"
 
-OUTPUT_OPS = re.compile(r"conv|pool|upsample|interpolate|im2col|col2im|unfold")
+#: For ops of markers.OUTPUT_OPS under emit_nvtx, a launch's attribution waits until a later op names the shape
+#: of this op's output among its inputs (input_op_ids), at most this long in CPU time after the launch: the
+#: consumer of an op's output is nearly always the next op.
 OUTPUT_WAIT_NS = 20_000_000
 
 
@@ -79,7 +76,7 @@ class Attribution:
         self.mod: list = []
         self.op: list = []
         self.args = "[]"  # JSON: the first op marker's Marker.args_json()
-        self.outputs: list = []  # shapes of the op's outputs by number, [] where unknown (see OUTPUT_OPS)
+        self.outputs: list = []  # shapes of the op's outputs by number, [] where unknown (markers.OUTPUT_OPS)
         self.waiting = False  # its op's output shape may still be named by a consumer op (see Correlator.sweep)
         self.callsite: str | None = None
         self.fwd: str | None = None  # JSON of the forward link (encode.forward_link)
@@ -370,6 +367,8 @@ class Correlator:
         a.op = [x[0].op for x in named]
         first = named[0][0]
         a.args = first.args_json()
+        if first.outputs:
+            a.outputs = first.outputs
         a.callsite = first.site or (first.stack[-1] if first.stack else None)
         if a.callsite is None and ops and a.trace:
             a.callsite = a.trace[-1]
@@ -378,7 +377,7 @@ class Correlator:
             if bwd_seq:
                 a.fwd = self._forward_link(bwd_seq)
             elif first.kind == mk.SEQ and first.op_id is not None and type(first.raw_sizes) is str \
-                    and OUTPUT_OPS.search(first.op):
+                    and mk.OUTPUT_OPS.search(first.op):
                 # emit_nvtx with shapes: stride and padding are not recorded, the output's shape will be.
                 a.waiting = True
                 self._wanted.setdefault((self._process_of(named[0][1][0]), first.op_id), []).append(a)

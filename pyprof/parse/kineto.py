@@ -171,6 +171,27 @@ class KinetoSource:
         pids = [p for p in self._cpu_pids if type(p) is int]
         if len(pids) == 1 and len(self._cpu_pids) == 1:
             self._acts = [a._replace(pid=pids[0]) for a in self._acts]
+        self._output_shapes()
+
+    def _output_shapes(self) -> None:
+        """Give forward ops of markers.OUTPUT_OPS whose arguments lack the values that decide their output
+        (PyTorch 1.8/1.9 write no Concrete Inputs) their output's shape: the first input of their backward node,
+        the gradient of that output, has it. The whole trace is in memory, so the node, which runs later, is
+        at hand."""
+        grads: dict = {}
+        for (pid, _tid), _s, _e, _n, _p, m in self._ranges:
+            if m is not None and m.backward and m.seq is not None and type(m.raw_sizes) is list and m.raw_sizes:
+                shape = m.raw_sizes[0]
+                if type(shape) is list and shape and all(type(d) is int for d in shape):
+                    grads.setdefault((pid, m.seq), shape)
+        if not grads:
+            return
+        for (pid, _tid), _s, _e, _n, _p, m in self._ranges:
+            if m is not None and not m.backward and m.seq is not None and m.concrete is None \
+                    and mk.OUTPUT_OPS.search(m.op):
+                shape = grads.get((pid, m.seq))
+                if shape is not None:
+                    m.outputs = [shape]
 
     def _has_key(self, ijson, key: str) -> bool:
         with self._open() as f:

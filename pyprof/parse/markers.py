@@ -27,6 +27,11 @@ TRACE = "trace"  # legacy {'traceMarker': [...]}
 REPR = "repr"  # legacy {'mod': ..., 'strRepr': ...}
 SEQ = "seq"  # PyTorch autograd / emit_nvtx range (forward aten op or backward node)
 
+#: Ops whose output shape their tensor inputs do not tell without the non-tensor arguments (stride, padding,
+#: kernel size, output size) that emit_nvtx and PyTorch 1.8/1.9 traces do not record: parse finds the shape
+#: elsewhere for these (correlate.OUTPUT_WAIT_NS, kineto.KinetoSource).
+OUTPUT_OPS = re.compile(r"conv|pool|upsample|interpolate|im2col|col2im|unfold")
+
 _EMIT_FIELD = re.compile(r",\s*(seq|op_id|sizes|input_op_ids|stashed seq)\s*=\s*")
 # Autograd node names: "AddmmBackward0", a Python Function's "MyFnBackward", "CompiledFunctionBackward", a C++
 # custom Function's "torch::autograd::CppNode<SplitLookupFunction_...>" (no Backward suffix: TorchRec), and the
@@ -50,9 +55,8 @@ class Marker:
     """
 
     __slots__ = ("kind", "name", "mod", "op", "args", "site", "stack", "seq", "stashed", "op_id",
-                 "raw_sizes", "raw_inputs", "dtypes", "concrete", "backward", "data", "fwd_tid", "container",
-                 "_args_json",
-                 "_lean_json")
+                 "raw_sizes", "raw_inputs", "outputs", "dtypes", "concrete", "backward", "data", "fwd_tid",
+                 "container", "_args_json", "_lean_json")
 
     def __init__(self, kind: str, name: str = "", mod: str = "", op: str = ""):  # noqa: D107
         self.kind = kind
@@ -67,6 +71,7 @@ class Marker:
         self.op_id: int | None = None
         self.raw_sizes: Any = None  # emit_nvtx: the text after "sizes = "; Kineto: the Input Dims list
         self.raw_inputs: str | None = None  # emit_nvtx: the text after "input_op_ids = " (producer, output) pairs
+        self.outputs: list | None = None  # output shapes a reader knows (Kineto: from the op's backward node)
         self.dtypes: list | None = None
         self.concrete: list | None = None
         self.backward = False
@@ -281,7 +286,7 @@ def _set_field(m: Marker, name: str, value: str) -> None:
         m.raw_sizes = value  # parsed only if the op's arguments are ever needed
         return
     if name == "input_op_ids":
-        m.raw_inputs = value  # parsed only when an op waits for its output's shape (correlate.OUTPUT_OPS)
+        m.raw_inputs = value  # parsed only when an op waits for its output's shape (OUTPUT_OPS)
         return
     try:
         num = int(value)

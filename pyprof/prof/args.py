@@ -200,9 +200,14 @@ class Args:
         silently taking the default (a stride-2 convolution counted as stride 1 would be 4x off).
         """
         e = self._find(name, pos)
-        if e is not None and required and e.get("type") == "unknown":
-            raise NotModelled(f"{name or f'argument {pos}'} not recorded (PyTorch's emit_nvtx records tensor "
-                              "sizes only; pyprof.init() records every argument)")
+        if e is not None and required and "value" not in e and "shape" not in e and "items" not in e:
+            # An argument the capture names without its value: emit_nvtx's [] for every non-tensor, a PyTorch
+            # 1.8/1.9 trace's "GenericList" without Concrete Inputs. Never the default: a stride-2 convolution
+            # taken as stride 1 would be counted 4x.
+            raise NotModelled(f"{name or f'argument {pos}'} not recorded ("
+                              + ("PyTorch's emit_nvtx records tensor sizes only" if e.get("type") == "unknown"
+                                 else "the trace gives its type, not its value")
+                              + "; pyprof.init() records every argument)")
         if e is None or "shape" in e or "items" in e:
             return default
         v = e.get("value")

@@ -76,12 +76,13 @@ COLUMNS: dict[str, Column] = {
     "intensity": Column("FLOP/B", "arithmetic intensity, FLOPs per byte", "_f(r[2], 2)", "r[2]"),
     "roofline": Column("Roofline%", "% of the roofline: max(FLOPs/peak FLOP/s, bytes/peak bandwidth) / duration",
                        "_f(r[3], 1)", "r[3]"),
-    "note": Column("Note", "why flops/bytes are na", "m.reason or '-'", "m.reason"),
+    "note": Column("Note", "why flops/bytes are na, or why a kernel is above its roofline", "_note(m, r) or '-'",
+                   "_note(m, r)"),
 }
 ORIGINAL = ["idx", "seq", "altseq", "tid", "layer", "trace", "dir", "sub", "mod", "op", "kernel", "params", "sil",
             "tc", "device", "stream", "grid", "block", "flops", "bytes"]
 DEFAULT = ["idx", "dir", "sub", "mod", "op", "kernel", "params", "sil"]
-ROOFLINE_COLUMNS = frozenset({"tflops", "gbps", "intensity", "roofline"})
+ROOFLINE_COLUMNS = frozenset({"tflops", "gbps", "intensity", "roofline", "note"})
 
 
 def parse_columns(spec: str) -> list[str]:
@@ -105,7 +106,19 @@ def _inline_na(expr: str, k: int) -> str:
     return expr
 
 
-_ENV = {"_seq": _seq, "_dims": _dims, "_na": _na, "_f": _f, "_last_site": _last_site}
+ABOVE_ROOFLINE = ("above its roofline: faster than the modelled FLOPs and bytes allow at the GPU's peaks, so "
+                  "it did less than modelled (data read from L2 cache rather than memory, a Winograd or FFT "
+                  "convolution's fewer multiplications) or its time is rounded (traces in whole microseconds)")
+
+
+def _note(m, r) -> str | None:
+    """Why a row's numbers are na, or why it is above its roofline (a number no GPU reaches needs its reason)."""
+    if m.reason:
+        return m.reason
+    return ABOVE_ROOFLINE if r[3] is not None and r[3] > 100.0 else None
+
+
+_ENV = {"_seq": _seq, "_dims": _dims, "_na": _na, "_f": _f, "_last_site": _last_site, "_note": _note}
 
 
 _GET = re.compile(r"d\.get\('(\w+)'")

@@ -15,7 +15,11 @@ from pyprof.prof.tensorcores import TENSILE_GEMM, TENSILE_HELPER, dtype_from_ker
 # Names that are always helpers:
 HELPER_KERNEL = re.compile(
     r"nchwToNhwc|nhwcToNchw|AddPaddingKernel|RemovePaddingKernel|init_device_workspace|splitKreduce|"
-    r"split_k_reduce|reduction::kernel::ReduceSplitK|reduce_1Block|reduce_wgrad|CatArrayBatchedCopy|computeOffsets|scal_kernel|scalePackedTensor|"
+    r"split_k_reduce|reduction::kernel::ReduceSplitK|reduce_1Block|reduce_wgrad|CatArrayBatchedCopy|"
+    # cuDNN's offset tables (computeOffsetsKernel, computeBOffsetsKernel, computeWgradSplitKOffsetsKernel) and
+    # Winograd's data, filter and output transforms around the batched GEMM that multiplies (V100 traces):
+    r"compute\w*Offsets|winograd\w*(?:Data|Filter|Output|Delta)\dx\d|generateWinogradTiles|scal_kernel|"
+    r"scalePackedTensor|"
     r"epilogue::impl|xmma\w*_execute_split_k_kernel|"
     r"dot_do_o|convert_dq|clear_dq|at::native::.*reduce_kernel|cunn_SoftMax|softmax_warp|"
     # at::cuda::philox::unpack_cudnn: a one-thread kernel that reads the RNG seed and offset for cuDNN's

@@ -58,6 +58,9 @@ def shares(entries: list) -> list[Fix]:
         for e in entries:
             by_result.setdefault(id(e[3]), []).append(e)
         groups = list(by_result.values())
+    if len(groups) > 1 and _roles_mismatched(groups):
+        groups = [[(i, d, given, merged, tc) for i, d, given, _w, tc in entries]
+                  for merged in [_combined([g[0][3] for g in groups])]]
     fixes = []
     for group in groups:
         if len(group) < 2:
@@ -74,3 +77,31 @@ def shares(entries: list) -> list[Fix]:
             if final is not given:
                 fixes.append(Fix(idx, d, given, final))
     return fixes
+
+
+#: Rates of a backward GEMM/convolution call's gradients (FLOPs per ns of their kernels) further apart than this
+#: say the kernels were given gradients they did not compute (dgrad and wgrad of one op have the same FLOPs, so
+#: their kernels run within a few times of each other's rate).
+ROLE_RATE_SPREAD = 8
+
+
+def _roles_mismatched(groups: list) -> bool:
+    """True when a call's gradient groups ran at rates no honest split explains: a group of a one-microsecond
+    kernel holding half the call's FLOPs (an offset-table kernel taken, by its place, for the dgrad)."""
+    rates = []
+    for g in groups:
+        whole = g[0][3]
+        ns = sum(e[1].get("kDuration") or 0 for e in g)
+        if whole.role not in ("dgrad", "wgrad") or not whole.flops or ns <= 0:
+            return False
+        rates.append(whole.flops / ns)
+    return max(rates) > ROLE_RATE_SPREAD * min(rates)
+
+
+def _combined(wholes: list):
+    """One result for a call's gradients together (when which kernel computed which cannot be told)."""
+    first = wholes[0]
+    flops = sum(w.flops for w in wholes)
+    nbytes = None if any(w.bytes is None for w in wholes) else sum(w.bytes for w in wholes)
+    params = first.params.rsplit(",", 1)[0] + ",bprop" if first.params else first.params
+    return first._replace(flops=flops, bytes=nbytes, params=params, role="bprop")

@@ -198,3 +198,16 @@ def test_timestamps_become_integer_nanoseconds(external):
     starts = sorted(int(e["ts"] * 1000) for e in events if _cat(e) == "kernel")
     recs = [r["start_ns"] for r in _records("hta_ns_resolution_rank-0.pt.trace.json.gz") if r["kind"] == "kernel"]
     assert recs == starts
+
+
+def test_pytorch_1_9_convolutions_get_their_output_shape_from_their_backward_node(external):
+    """PyTorch 1.9 traces record a convolution's stride as a type without a value; the op's backward node has its
+    output's gradient as first input, whose shape is the output's: recounted here by sequence number."""
+    events, _ = _events(TBPLUGIN)
+    grads = {}
+    for e in events:
+        a = e.get("args", {})
+        if _cat(e) == "operator" and NODE.search(e["name"]) and "Sequence number" in a and a.get("Input Dims"):
+            grads.setdefault((e["pid"], a["Sequence number"]), a["Input Dims"][0])
+    convs = [r for r in _records(TBPLUGIN) if r["kind"] == "kernel" and r["dir"] == "fprop" and r["op"][:1] == ["conv2d"]]
+    assert convs and all(r["outputs"] == [grads[(r["pid"], r["seqId"][0])]] for r in convs)

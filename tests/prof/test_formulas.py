@@ -111,6 +111,14 @@ CASES: dict[str, list] = {
          1024,  # 1×1 stride 2: out 4×4: 2·1·8·4·1·16
          896),  # the covered x 4·(4·4) + dY 8·16 read, dW 32 written; ·4
     ],
+    "cudnn_convolution_backward": [
+        # PyTorch 1.9's cuDNN backward as its traces record it: tensor shapes, and only the types of the rest.
+        ("aten::cudnn_convolution_backward", [CONV_X, T([2, 4, 6, 6]), CONV_W, *[{"type": "GenericList"}] * 3,
+                                              {"type": "Int"}, *[{"type": "Bool"}] * 3, {"type": "GenericList"}],
+         "fprop",
+         31104,  # out 6×6 from grad_output: dgrad + wgrad, each 2·N2·Cout4·Cin3·k9·36 = 15552
+         6240),  # dgrad (dY 288 + w 108 + dX 384)·4 + wgrad (x 384 + dY 288 + dW 108)·4
+    ],
     "cudnn_convolution": [("aten::cudnn_convolution", [CONV_X, CONV_W, S([1, 1]), S([1, 1]), S([1, 1]), S(1)], "fprop",
                            27648, 4016)],  # as conv2d above
     "cudnn_convolution_transpose": [("aten::cudnn_convolution_transpose",

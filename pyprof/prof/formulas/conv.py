@@ -188,7 +188,36 @@ def convolution_backward(a: Args) -> Estimate:
     d = len(x.shape) - 2
     if d < 1:
         raise NotModelled(f"conv input shape {x.shape}")
-    mask = a.value(10, "output_mask", [True, True, False])
+    return _gradients(a, x, w, a.tensor(0, "grad_output", optional=True), a.value(10, "output_mask", None),
+                      lambda r: conv(x.shape, w.shape, x.dtype, stride=a.ints(4, "stride", d, 1),
+                                     padding=a.ints(5, "padding", d, 0), dilation=a.ints(6, "dilation", d, 1),
+                                     transposed=bool(a.value(7, "transposed", False)),
+                                     output_padding=a.ints(8, "output_padding", d, 0),
+                                     groups=int(a.value(9, "groups", 1, required=True)), role=r))
+
+
+@register("aten::cudnn_convolution_backward", backward=True, family="conv")
+def cudnn_convolution_backward(a: Args) -> Estimate:
+    """aten::cudnn_convolution_backward(self, grad_output, weight, padding, stride, dilation, groups, benchmark,
+    deterministic[, allow_tf32], output_mask), PyTorch 1.x's cuDNN backward: as convolution_backward."""
+    x, w = a.tensor(0, "self"), a.tensor(2, "weight")
+    d = len(x.shape) - 2
+    if d < 1:
+        raise NotModelled(f"conv input shape {x.shape}")
+    return _gradients(a, x, w, a.tensor(1, "grad_output", optional=True), a.value(None, "output_mask", None),
+                      lambda r: conv(x.shape, w.shape, x.dtype, stride=a.ints(4, "stride", d, 1),
+                                     padding=a.ints(3, "padding", d, 0), dilation=a.ints(5, "dilation", d, 1),
+                                     transposed=False, output_padding=(0,) * d,
+                                     groups=int(a.value(6, "groups", 1, required=True)), role=r))
+
+
+def _gradients(a: Args, x, w, g, mask, one_role) -> Estimate:
+    """The gradients of a backward convolution that ``mask`` asks for (both when not recorded), for the role a
+    kernel was given: ``one_role(role)`` from the recorded stride and padding, else (emit_nvtx, PyTorch 1.x
+    traces record none) from grad_output's shape, which is the output's: a regular convolution's FLOPs follow
+    from it and the channel counts (groups = Cin / weight's Cin)."""
+    d = len(x.shape) - 2
+    mask = mask if isinstance(mask, (list, tuple)) and mask else [True, True, False]
     want_d, want_w = bool(mask[0]), bool(mask[1]) if len(mask) > 1 else True
     role = a.role
     if role == "dgrad" and not want_d:
@@ -198,15 +227,8 @@ def convolution_backward(a: Args) -> Estimate:
 
     def one(r: str) -> Estimate:
         try:
-            return conv(x.shape, w.shape, x.dtype, stride=a.ints(4, "stride", d, 1),
-                        padding=a.ints(5, "padding", d, 0), dilation=a.ints(6, "dilation", d, 1),
-                        transposed=bool(a.value(7, "transposed", False)),
-                        output_padding=a.ints(8, "output_padding", d, 0),
-                        groups=int(a.value(9, "groups", 1, required=True)), role=r)
+            return one_role(r)
         except NotModelled:
-            # emit_nvtx records no stride or padding, but grad_output's shape is the output's: a regular
-            # convolution's FLOPs follow from it and the channel counts (groups = Cin / weight's Cin).
-            g = a.tensor(0, "grad_output", optional=True)
             if g is None or len(g.shape) != len(x.shape) or x.shape[1] % w.shape[1]:
                 raise
             return conv(x.shape, w.shape, x.dtype, stride=(1,) * d, padding=(0,) * d, dilation=(1,) * d,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Callable
 
 from pyprof.common import UsageError
+from pyprof.prof.columns import ABOVE_ROOFLINE
 from pyprof.report.aggregate import Aggregate
 from pyprof.report.model import Table
 
@@ -37,8 +38,19 @@ def build(agg: Aggregate, names: list[str] | None = None, worker: str | None = N
         t = VIEWS[n](agg, worker)
         for table in (t if isinstance(t, list) else [t]):
             table.worker = worker
+            _explain_above_roofline(table)
             out.append(table)
     return out
+
+
+def _explain_above_roofline(table: Table) -> None:
+    """A number no GPU reaches needs its reason beside it: a note when a row is above 100% of its roofline."""
+    if "roofline_pct" not in table.columns:
+        return
+    i = table.columns.index("roofline_pct")
+    above = sum(1 for row in table.rows if isinstance(row[i], (int, float)) and row[i] > 100.0)
+    if above:
+        table.notes.append(f"{above} row(s) above 100%: {ABOVE_ROOFLINE}.")
 
 
 def names() -> list[str]:
