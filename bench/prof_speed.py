@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-from pyprof.common import Record  # noqa: E402
+from pyprof.common import END_KEY, Record, end_line  # noqa: E402
 from pyprof.prof.report import lean_decoder, run_stream  # noqa: E402
 from pyprof.prof.columns import DEFAULT  # noqa: E402
 from pyprof.prof.reader import _loads  # noqa: E402
@@ -86,12 +86,13 @@ def make_input(path: str, rows: int) -> None:
                      api_start_ns=t - 5000, api_end_ns=t - 1000, seqId=[i // 8], subSeqId=0)
             t += dur + 1000
             f.write(Record.from_dict(r).to_json() + "\n")  # as parse writes it: its keys, its order
+        f.write(end_line(rows) + "\n")
 
 
 def replicate(src: str, path: str, rows: int) -> None:
     """Write ``rows`` records by repeating the records of ``src`` (e.g. parse's output for a real capture),
     with shifted start times and fresh sequence ids so that op calls stay distinct."""
-    recs = [json.loads(line) for line in open(src) if line.strip()]
+    recs = [d for d in (json.loads(line) for line in open(src) if line.strip()) if END_KEY not in d]
     if not recs:
         raise SystemExit(f"{src}: no records")
     with open(path, "w") as f:
@@ -101,6 +102,7 @@ def replicate(src: str, path: str, rows: int) -> None:
             r["start_ns"] = (r.get("start_ns") or 0) + rep * 10**9
             r["seqId"] = [s + rep * 10**6 for s in r.get("seqId") or []]
             f.write(Record.from_dict(r).to_json() + "\n")  # as parse writes it: its keys, its order
+        f.write(end_line(rows) + "\n")
 
 
 def baseline(path: str, loads=_loads, name: str = "baseline") -> float:

@@ -23,6 +23,7 @@ sys.path.insert(0, ROOT)
 
 import orjson  # noqa: E402
 
+from pyprof.common import END_KEY, end_line  # noqa: E402
 from pyprof.prof.reader import _loads  # noqa: E402
 from pyprof.report.aggregate import aggregate_files  # noqa: E402
 from pyprof.report.views import build  # noqa: E402
@@ -33,9 +34,11 @@ DEFAULT_EXPORT = os.path.join(ROOT, "tests", "data", "nsys", "pyprof", "transfor
 def _templates(path: str | None) -> list[dict]:
     if path:
         with open(path, "rb") as f:
-            return [_loads(line) for line in f if line.strip()]
-    p = subprocess.run([sys.executable, "-m", "pyprof.parse", DEFAULT_EXPORT], capture_output=True, check=True)
-    return [_loads(line) for line in p.stdout.splitlines() if line.strip()]
+            lines = [_loads(line) for line in f if line.strip()]
+    else:
+        p = subprocess.run([sys.executable, "-m", "pyprof.parse", DEFAULT_EXPORT], capture_output=True, check=True)
+        lines = [_loads(line) for line in p.stdout.splitlines() if line.strip()]
+    return [d for d in lines if END_KEY not in d]  # parse's end lines: written again after the copies
 
 
 def _step_count(recs: list[dict]) -> int:
@@ -66,6 +69,7 @@ def write_scaled(recs: list[dict], rows: int, out) -> None:
             out.write(orjson.dumps(c) + b"\n")
             written += 1
         rep += 1
+    out.write(end_line(written).encode() + b"\n")
 
 
 def main() -> None:
@@ -86,6 +90,7 @@ def main() -> None:
             for line in f:
                 _loads(line)
                 n += 1
+        n -= 1  # the last line is parse's end line, decoded (the readers read it too) but not a record
         base_s = time.perf_counter() - t
         t = time.perf_counter()
         agg = aggregate_files([path])

@@ -13,8 +13,19 @@ import tempfile
 from dataclasses import dataclass, field, fields
 from typing import IO, Callable, Iterator
 
-#: Version of the record layout written by ``pyprof.parse``. Bump when a key changes meaning.
-RECORD_SCHEMA = 1
+#: Version of the record layout written by ``pyprof.parse``. Bump when a key changes meaning. 2: a stream of
+#: records ends with parse's end line (end_line), which readers require of schema 2 records.
+RECORD_SCHEMA = 2
+
+#: The line that ends parse's records of one input: written only once every record is out, so a stream
+#: without it was cut short (a parse that failed or was killed part way). Readers skip it.
+END_KEY = "pyprof_end"
+END_PREFIX = b'{"pyprof_end":'
+
+
+def end_line(records: int) -> str:
+    """Parse's end line for a run of ``records`` records (no newline)."""
+    return f'{{"{END_KEY}":true,"schema":{RECORD_SCHEMA},"records":{records}}}'
 
 #: Version of the NVTX marker payload written by ``pyprof.init()`` (docs/markers.md).
 MARKER_VERSION = 1
@@ -226,3 +237,20 @@ def run_command(prog: str, body: Callable[[], int]) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+#: Real exports and traces expand 10-30 times when decompressed (measured on the corpus: at most 30x); past
+#: FREE_EXPANSION_BYTES, an input that expands more than MAX_EXPANSION times is refused as a decompression bomb
+#: rather than filling the disk (an SQLite export) or memory (a trace).
+MAX_EXPANSION = 100
+FREE_EXPANSION_BYTES = 1 << 30
+
+
+def expansion_cap(path: str) -> int:
+    """The most bytes the compressed file ``path`` may decompress to."""
+    return max(FREE_EXPANSION_BYTES, MAX_EXPANSION * os.path.getsize(path))
+
+
+def too_expanded(display: str) -> InputError:
+    return InputError(display, f"decompresses to more than {MAX_EXPANSION} times its size (real profiles expand "
+                               "10-30 times): refused as a decompression bomb")

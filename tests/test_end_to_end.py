@@ -13,6 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from pyprof.common import END_PREFIX
+
+END = END_PREFIX  # parse's end line, which closes its records
 
 DATA = Path(__file__).resolve().parent / "data"
 # Training-step examples captured under pyprof.init(); compiled.py is checked on its own below.
@@ -46,7 +49,7 @@ def _shaped(args) -> bool:
 
 def test_each_step_attributed_to_ops_with_shapes(capture):
     name, db, out = capture
-    records = [json.loads(line) for line in out.splitlines()]
+    records = [json.loads(line) for line in out.splitlines() if not line.startswith(END)]
     steps = _steps(db)
     assert len(steps) == (1 if name == "resnet" else 2)
     for start, end in steps:

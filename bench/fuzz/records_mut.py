@@ -1,6 +1,6 @@
 """Mutations of records files (parse's JSON Lines, the original PyProf's dict lines), fed to prof and report:
 malformed lines, a wrong type in each key, legacy dict lines of odd types, NaN and Infinity, hostile and 20 MB
-names, deep nesting."""
+names, deep nesting, a stream cut short."""
 from __future__ import annotations
 
 import json
@@ -10,8 +10,10 @@ from pathlib import Path
 from bench.fuzz.registry import Built, mutation, records_commands
 from bench.fuzz.seeds import choose
 from bench.fuzz.sqlite_markers import HOSTILE
+from pyprof.common import END_PREFIX
 
 _CACHE: dict[Path, list[bytes]] = {}
+_ENDS: dict[Path, bytes] = {}  # parse's end line of each seed (none for the original PyProf's dict lines)
 
 #: Every key parse writes, and values of other types than the writer's (issue 13 names layer, grid, args, api).
 KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start_ns", "end_ns", "pid", "tid", "device", "stream",
@@ -25,14 +27,20 @@ WRONG = (5, -1, 1.5, "text", "", None, True, [], {}, [1, "a", None], {"a": [1]},
 
 def lines(rng: random.Random, seeds, legacy: bool = False) -> tuple[Path, list[bytes]]:
     src = choose(rng, seeds.legacy if legacy else seeds.records)
+    """A seed's record lines (its end line kept aside: the mutations change records, and _built puts it back)."""
     if src not in _CACHE:
-        _CACHE[src] = [line for line in src.read_bytes().splitlines() if line.strip()]
+        ls = [line for line in src.read_bytes().splitlines() if line.strip()]
+        if ls and ls[-1].startswith(END_PREFIX):
+            _ENDS[src] = ls.pop()
+        _CACHE[src] = ls
     return src, list(_CACHE[src])
 
 
-def _built(rng, src, folder, detail, out: list[bytes], n_records: int | None = None, must_succeed=False) -> Built:
+def _built(rng, src, folder, detail, out: list[bytes], n_records: int | None = None, must_succeed=False,
+           ended: bool = True) -> Built:
     path = folder / src.name
-    path.write_bytes(b"\n".join(out) + b"\n")
+    end = [_ENDS[src]] if ended and src in _ENDS else []
+    path.write_bytes(b"\n".join(out + end) + b"\n")
     return Built(f"{src.name}: {detail}", records_commands(rng, str(path), n_records, must_succeed))
 
 
@@ -54,6 +62,18 @@ def malformed(rng, seeds, folder) -> Built:
            "unclosed": b'{"kShortName": "k', "bare word": b"kernel"}[how]
     ls[i] = new
     return _built(rng, src, folder, f"line {i + 1}: {how}", ls)
+
+
+@mutation("rec.cut_short", stage="prof")
+def cut_short(rng, seeds, folder) -> Built:
+    """Records of a parse that did not finish: parse's end line missing, the last record perhaps cut mid-line."""
+    src, ls = lines(rng, seeds)
+    keep = rng.randrange(1, len(ls) + 1)
+    out = ls[:keep]
+    how = rng.choice(("end line dropped", "cut inside the last record"))
+    if how != "end line dropped":
+        out[-1] = out[-1][: rng.randrange(1, len(out[-1]))]
+    return _built(rng, src, folder, f"{how} after {keep} of {len(ls)} records", out, ended=False)
 
 
 @mutation("rec.wrong_type", stage="prof")

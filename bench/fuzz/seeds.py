@@ -18,6 +18,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pyprof.common import END_KEY
+
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("PYPROF_SHARED", ROOT.parent / "shared"))
 CORPUS = SHARED / "corpus"
@@ -154,6 +156,8 @@ def _write_legacy(records: Path, dest: Path) -> None:
     with open(records, encoding="utf-8") as f, open(dest, "w", encoding="utf-8") as out:
         for line in f:
             d = json.loads(line)
+            if END_KEY in d:
+                continue  # parse's end line: the original format has none
             legacy = {k: d.get(k) for k in keep}
             # The original kept an op's arguments in a Python-dict string in ``marker``.
             if d.get("op"):

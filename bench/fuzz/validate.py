@@ -63,6 +63,24 @@ def check_jsonl(data: bytes, objects: bool = True) -> str | None:
     return None
 
 
+def check_ended(data: bytes) -> str | None:
+    """Parse's records (strict JSON lines already): each input's records are followed by parse's end line,
+    which counts them, and the output ends with one."""
+    since = 0
+    lines = [x for x in data.split(b"\n") if x.strip()]
+    for i, line in enumerate(lines, 1):
+        d = json.loads(line)
+        if "pyprof_end" not in d:
+            since += 1
+            continue
+        if d.get("records") != since:
+            return f"line {i}: the end line counts {d.get('records')} records, {since} came before it"
+        since = 0
+    if not lines or "pyprof_end" not in json.loads(lines[-1]):
+        return "exit 0 but the records do not end with parse's end line"
+    return None
+
+
 def check_text(data: bytes, width: int | None, expect_lines: int | None) -> str | None:
     try:
         text = data.decode("utf-8")
@@ -167,6 +185,8 @@ def check_output(cmd: Command, stdout: bytes, work: Path) -> str | None:
     problem = None
     if kind == "jsonl":
         problem = check_jsonl(stdout, objects=cmd.stage == "parse")
+        if problem is None and cmd.stage == "parse":
+            problem = check_ended(stdout)
     elif kind == "text":
         problem = check_text(stdout, cmd.width, cmd.expect_lines)
     elif kind == "csv":
@@ -181,6 +201,8 @@ def check_output(cmd: Command, stdout: bytes, work: Path) -> str | None:
             return f"exit 0 but no {name} written"
         data = path.read_bytes()
         problem = {"jsonl": check_jsonl, "html": check_html, "json": check_json_file}[out_kind](data)
+        if problem is None and out_kind == "jsonl" and cmd.stage == "parse":
+            problem = check_ended(data)
         if problem:
             return f"{name}: {problem}"
     return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import IO, Iterator
 
-from pyprof.common import Record
+from pyprof.common import Record, end_line
 from pyprof.parse.correlate import Stats
 from pyprof.parse.detect import open_source
 from pyprof.parse.output import lines, records
@@ -47,7 +47,8 @@ def close_source(src) -> None:
 
 
 def parse_file(path: str, out: IO[str]) -> Stats:
-    """Parse ``path`` and write one JSON line per record to ``out``. Returns the Stats; raises InputError."""
+    """Parse ``path`` and write one JSON line per record to ``out``, then parse's end line (common.end_line). Returns
+    the Stats; raises InputError."""
     src = open_source(path)
     try:
         out_lines, stats = lines(src)
@@ -55,6 +56,8 @@ def parse_file(path: str, out: IO[str]) -> Stats:
         for line in out_lines:
             write(line)
             write("\n")
+        write(end_line(stats.records))
+        write("\n")
     finally:
         close_source(src)
     return stats

@@ -8,7 +8,7 @@ import sys
 import tempfile
 from typing import IO
 
-from pyprof.common import InputError, UsageError, output_stream, run_command
+from pyprof.common import InputError, UsageError, end_line, output_stream, run_command
 from pyprof.parse.correlate import Stats
 
 PROG = "python -m pyprof.parse"
@@ -104,6 +104,8 @@ def _write(src, out: IO[str], progress: bool = False, worker: bool | None = None
             n += 1
             if n & 1023 == 0:
                 bar.update(1024)
+    write(end_line(stats.records))
+    write("\n")
     if bar is not None:
         bar.update(n & 1023)
         bar.close()

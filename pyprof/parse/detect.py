@@ -10,7 +10,7 @@ import sys
 import tempfile
 import zlib
 
-from pyprof.common import InputError
+from pyprof.common import InputError, expansion_cap, too_expanded
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -97,13 +97,25 @@ def _compressed_sqlite(path: str, head: bytes):
 def decompress(path: str, opener, display: str) -> str:
     """Decompress ``path`` to a temporary file (SQLite reads files only); return its path. Raises InputError."""
     fd, out_path = tempfile.mkstemp(prefix="pyprof-export-", suffix=".sqlite")
+    cap, written = expansion_cap(path), 0
     try:
         with os.fdopen(fd, "wb") as out, opener(path, "rb") as src:
-            shutil.copyfileobj(src, out, 1 << 20)
+            while block := src.read(1 << 20):
+                written += len(block)
+                if written > cap:
+                    raise too_expanded(display)
+                try:
+                    out.write(block)
+                except OSError as e:  # the temporary folder, not the input, is at fault (a full disk)
+                    raise InputError(display, f"cannot decompress it into {tempfile.gettempdir()}: {e.strerror}") \
+                        from None
     except (OSError, EOFError, lzma.LZMAError, zlib.error) as e:
         os.unlink(out_path)
         raise InputError(display, f"corrupted or truncated compressed export ({str(e).splitlines()[0][:200]})") \
             from None
+    except InputError:
+        os.unlink(out_path)
+        raise
     return out_path
 
 

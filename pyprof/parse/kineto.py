@@ -14,7 +14,7 @@ import zlib
 from decimal import Decimal
 from typing import IO, Iterator
 
-from pyprof.common import InputError
+from pyprof.common import InputError, expansion_cap, too_expanded
 from pyprof.parse import markers as mk
 from pyprof.parse.model import Activity, GpuInfo, Launch
 
@@ -78,15 +78,20 @@ class _Guarded:
     would grow without bound in memory), counting brackets as they pass (brackets inside strings too: they are
     balanced in real names, and only inflate the count)."""
 
-    def __init__(self, f: IO[bytes], path: str) -> None:
+    def __init__(self, f: IO[bytes], path: str, cap_bytes: int | None) -> None:
         self.f = f
         self.path = path
         self.depth = 0
+        self.cap_bytes = cap_bytes  # decompressed bytes allowed (detect.expansion_cap); None: not compressed
+        self.read_bytes = 0
 
     def read(self, n: int = -1) -> bytes:
         import numpy as np
 
         data = self.f.read(n)
+        self.read_bytes += len(data)
+        if self.cap_bytes is not None and self.read_bytes > self.cap_bytes:
+            raise too_expanded(self.path)
         if data:
             b = np.frombuffer(data, np.uint8)
             step = (b == 91).astype(np.int32) + (b == 123) - (b == 93) - (b == 125)  # [ { ] }
@@ -113,6 +118,7 @@ class KinetoSource:
         self._gpus: dict[int, GpuInfo] = {}
         self._cpu_pids: set = set()  # processes that launched GPU work
         self.oddities: dict = {}  # events left out (the summary reports them)
+        self._cap = expansion_cap(path) if gzipped else None
 
     def _open(self) -> IO[bytes]:
         """The trace's bytes, after a UTF-8 byte-order mark if it starts with one (some editors add one)."""
@@ -139,7 +145,7 @@ class KinetoSource:
             prefix = self._events_prefix()
             with self._open() as f:
                 seen = False
-                for ev in ijson.items(_Guarded(f, self.path), prefix):
+                for ev in ijson.items(_Guarded(f, self.path, self._cap), prefix):
                     if isinstance(ev, dict) and "ph" in ev:
                         seen = True
                         if ev["ph"] == "X":
@@ -149,7 +155,7 @@ class KinetoSource:
                 if not seen and not self._has_key(ijson, "traceEvents"):
                     raise InputError(self.path, "JSON without 'traceEvents': not a PyTorch profiler trace")
             with self._open() as f:
-                devices = ijson.items(_Guarded(f, self.path), "deviceProperties.item") if prefix != "item" else ()
+                devices = ijson.items(_Guarded(f, self.path, self._cap), "deviceProperties.item") if prefix != "item" else ()
                 for dev in devices:
                     if isinstance(dev, dict) and type(dev.get("id")) is int:
                         props = {k: _num(v) for k, v in dev.items() if k not in ("id", "name")

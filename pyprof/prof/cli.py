@@ -110,7 +110,7 @@ def _run(args, out) -> int:
     try:
         name = "<stdin>" if path == "-" else path
         if args.group_by:
-            cov = summarize(iter_records(stream, name), out, args.group_by, fmt, args.width, args.top, peaks)
+            cov = summarize(iter_records(stream, name), out, args.group_by, fmt, args.width, args.top, peaks, name)
         else:
             cov = run_stream(stream, name, out, cols, fmt, args.width, peaks, header=not args.no_header,
                              jobs=_jobs(args.jobs, path))

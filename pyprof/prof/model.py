@@ -198,7 +198,7 @@ class Modeller:
                 # the arguments as what it is, the call's out= tensor, which formulas may read by that name.
                 args = [*args, {"name": "out", "type": "tensor", "shape": outputs[0], "dtype": first_dtype(args)}]
             if fwd and type(fwd.get("args")) is Raw:
-                fwd = {**fwd, "args": raw_value(fwd["args"])}
+                fwd = {**fwd, "args": raw_value(fwd["args"], level=3)}
             s = self._static_info(long_name, mod, op, direction, args, fwd, fkey, d, raw)
             if skey is not None:
                 if len(self._static) > 100_000:

@@ -25,9 +25,10 @@ import os
 import re
 import stat
 from collections import deque
-from typing import IO, Iterator
+from typing import IO, Iterator, NamedTuple
 
 from pyprof.common import InputError
+from pyprof.prof.contract import Ending
 from pyprof.prof.columns import ROOFLINE_COLUMNS, compile_row
 from pyprof.prof.model import Modeller
 from pyprof.prof.output import FORMATS, Format
@@ -121,18 +122,18 @@ def _work(task: tuple) -> tuple:
         whole = from_start and len(use) == len(back)  # the lines before the chunk are all there is
         cov = Coverage()
         try:
-            text = _chunk_text(s, use, chunk, ahead, taken, path, lineno, idx, whole, cov, RowStream)
+            text, ending = _chunk_text(s, use, chunk, ahead, taken, path, lineno, idx, whole, cov, RowStream)
         except InputError as e:
-            return None, None, e.problem
+            return None, None, None, e.problem
         if not s["modeller"].uncertain or len(use) == len(back):
-            return text, cov, None
-    return text, cov, None
+            return text, cov, ending, None
+    return text, cov, ending, None
 
 
 def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str, lineno: int, idx: int,
-                whole: bool, cov, stream_cls) -> str:
+                whole: bool, cov, stream_cls) -> tuple[str, tuple]:
     """The text of the chunk's rows, after replaying ``back`` and reading on after the chunk until its
-    calls are closed. Raises InputError for a malformed line of the chunk."""
+    calls are closed, and the chunk's ChunkEnding. Raises InputError for a malformed line of the chunk."""
     modeller: Modeller = s["modeller"]
     line0 = lineno - len(back)  # lines before the first one replayed
     modeller.reset_calls(-1 if whole else line0 + 1 + WINDOW, lineno + 1)
@@ -142,7 +143,9 @@ def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str,
             stream.feed(back, path, line0, idx - sum(1 for x in back if x not in _EMPTY_LINES), count=False)
         except InputError:
             pass  # reported by the chunk that owns the line
+    stream.ending = Ending(path)  # the chunk's own lines: what the lines replayed before it saw does not count
     n_lines, n_records = stream.feed(chunk, path, lineno, idx)
+    ending = ChunkEnding(stream.ending.required, stream.ending.ended, n_records > 0)
     stream.hi = idx + n_records
     at = lineno + n_lines
     rows = stream.ready(at)
@@ -173,7 +176,16 @@ def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str,
     rows += stream.ready(None)
     buf = io.StringIO()
     s["cls"](buf, s["columns"], s["columns"]).rows(rows)
-    return buf.getvalue()
+    return buf.getvalue(), ending
+
+
+class ChunkEnding(NamedTuple):
+    """What a chunk's lines tell of how the input ends (contract.Ending, per chunk): whether a record asks for
+    parse's end line, whether the chunk's last non-empty line is one, and whether it has non-empty lines."""
+
+    required: bool
+    ended: bool
+    any_lines: bool
 
 
 def _other_thread(line: bytes, wanted: set) -> bool:
@@ -326,7 +338,8 @@ def _tasks(stream: IO[bytes], path: str) -> Iterator[tuple]:
 
 
 def _serve(conn, columns: list, fmt: str, peaks: Peaks, inherited: list) -> None:
-    """A worker process: answer each task sent on ``conn`` with (text, coverage, error) until None comes.
+    """A worker process: answer each task sent on ``conn`` with (text, coverage, chunk ending, error) until None
+    comes.
     ``inherited``: the main process's ends of the pipes to this worker and to those forked before it, closed
     here so that when the main process closes them, each worker sees the end of its pipe."""
     import gc
@@ -335,7 +348,7 @@ def _serve(conn, columns: list, fmt: str, peaks: Peaks, inherited: list) -> None
     for c in inherited:
         c.close()
 
-    gc.disable()  # records are trees, no cycles: as in the serial run (report._no_cyclic_gc)
+    gc.disable()  # records are trees, no cycles: as in the serial run (report.no_cyclic_gc)
     try:
         _init(columns, fmt, peaks)
         while True:
@@ -347,7 +360,7 @@ def _serve(conn, columns: list, fmt: str, peaks: Peaks, inherited: list) -> None
             except (BrokenPipeError, EOFError):
                 raise
             except BaseException:  # a bug, not bad input: the parent raises it with this traceback
-                conn.send((None, None, _BUG + traceback.format_exc()))
+                conn.send((None, None, None, _BUG + traceback.format_exc()))
     except (BrokenPipeError, EOFError, KeyboardInterrupt):
         pass  # the parent stopped (its own error, or `| head`)
     finally:
@@ -371,6 +384,7 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
     if not available():
         raise RuntimeError("parallel prof needs the fork start method")
     coverage = Coverage()
+    ending = Ending(path)  # the chunks' endings, in order: the input's
     commit = getattr(out, "commit", None)
     ctx = multiprocessing.get_context("fork")
     conns, procs = [], []
@@ -389,7 +403,7 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
             nonlocal done
             w = pending.popleft()
             try:
-                text, cov, err = conns[w].recv()
+                text, cov, chunk_end, err = conns[w].recv()
             except EOFError:
                 raise RuntimeError("a prof worker process exited without a result") from None
             if err is not None:
@@ -398,6 +412,9 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
                 raise InputError(path, err)
             out.write(text)
             coverage.merge(cov)
+            ending.required |= chunk_end.required
+            if chunk_end.any_lines:
+                ending.ended = chunk_end.ended
             done += 1
             if commit is not None and done % max(1, COMMIT_BATCHES // 8) == 0:
                 commit()
@@ -414,6 +431,7 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
             pending.append(w)
         while pending:
             take()
+        ending.done()
         for c in conns:
             c.send(None)  # every result is in: the workers stop
     finally:

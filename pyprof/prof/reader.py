@@ -9,24 +9,26 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import IO, Any, Callable, Iterable, Iterator, Optional, TypedDict
+from typing import IO, Any, Callable, Iterable, Iterator, Optional, TypedDict, Union
 
-from pyprof.common import InputError
+from pyprof.common import END_KEY, InputError
+from pyprof.prof.contract import FAST_TYPES, MAX_DEPTH, Ending, check, deeper_than, is_end, typed_loads
 
 try:
     from orjson import JSONDecodeError as _OrjsonError
     from orjson import loads as _loads
 
-    _DECODE_ERRORS: tuple = (_OrjsonError, ValueError)
+    _DECODE_ERRORS: tuple = (_OrjsonError, ValueError, RecursionError)
 except ImportError:  # pragma: no cover - orjson is optional
     _loads = json.loads
-    _DECODE_ERRORS = (ValueError,)
+    _DECODE_ERRORS = (ValueError, RecursionError)  # json.loads recurses: a deep line runs out of stack
 
 try:
     import msgspec
 
     Raw: type = msgspec.Raw
-    LEAN_ERRORS: tuple = (msgspec.DecodeError,)  # ValidationError is one too
+    # ValidationError is a DecodeError; msgspec refuses a line nested past its own stack limit with RecursionError
+    LEAN_ERRORS: tuple = (msgspec.DecodeError, RecursionError)
 except ImportError:  # pragma: no cover - msgspec is optional: every line then takes the full decode
     msgspec = None
 
@@ -51,7 +53,9 @@ def lean_loads(keys: Iterable[str]) -> Callable[[bytes], dict] | None:
     """
     if msgspec is None:
         return None
-    fields: dict = {k: Any for k in keys}
+    # Typed as contract.FAST_TYPES: a line whose keys have other types (or nest deeper) is refused here, at C
+    # speed, and decoded whole by the caller, whose check names the key (or accepts the line).
+    fields: dict = {k: FAST_TYPES.get(k, Any) for k in (*keys, "schema")}
     if "args" in fields:
         fields["args"] = Raw  # null stays raw too (b"null")
     if "fwd" in fields:
@@ -62,42 +66,78 @@ def lean_loads(keys: Iterable[str]) -> Callable[[bytes], dict] | None:
 class _Fwd(TypedDict, total=False):
     """The parts of a forward link the model reads (lean decoding)."""
 
-    mod: Any
-    op: Any
+    mod: Union[str, list[str]]
+    op: Union[str, list[str]]
     args: Raw
 
 
-def raw_value(v):
-    """The Python value of a field that lean decoding kept raw (any other value as it is)."""
-    return msgspec.json.decode(v) if type(v) is Raw else v
+def raw_value(v, level: int = 2):
+    """The Python value of an argument list that lean decoding kept raw (any other value as it is), found at
+    ``level`` of its record (2: the record's own ``args``; 3: its forward link's). Raises ValueError, which the
+    caller turns into a message naming the line, for one that is not a list of objects (contract.TYPES) or
+    that takes the record deeper than contract.MAX_DEPTH."""
+    if type(v) is not Raw:
+        return v
+    value = msgspec.json.decode(v)
+    if value is not None and (type(value) is not list or any(type(a) is not dict for a in value)):
+        raise ValueError("args: expected a list of argument objects")
+    if deeper_than(value, MAX_DEPTH - level + 1):
+        raise ValueError(f"arguments nested deeper than {MAX_DEPTH} levels")
+    return value
 
 
 def iter_records(stream: IO[bytes], path: str) -> Iterator[tuple[int, dict]]:
-    """Yield (line number, record dict) for every non-blank line. Raises InputError on a malformed line."""
+    """Yield (line number, record dict) for every record line, after checking it (contract.check). Raises
+    InputError on a malformed line, and at the end for a stream cut short (contract.Ending)."""
     loads = _loads
+    ending = Ending(path)
     for lineno, line in enumerate(stream, 1):
-        try:
-            d = loads(line)
-        except _DECODE_ERRORS:
-            if not line.strip():
-                continue
-            d = _legacy(line, path, lineno)
-        if type(d) is not dict:
-            raise InputError(path, f"line {lineno}: expected one record object per line, got {type(d).__name__}")
+        if is_end(line):
+            ending.end()
+            continue
+        d = typed_loads(line, path, lineno)  # decoded and checked at once: nearly every line
+        if d is None:  # not a typed record: decoded whole, and the problem named
+            try:
+                d = loads(line)
+            except _DECODE_ERRORS:
+                if not line.strip():
+                    continue
+                d = _legacy(line, path, lineno)
+            if type(d) is not dict:
+                raise InputError(path, f"line {lineno}: expected one record object per line, got {type(d).__name__}")
+            if END_KEY not in d:
+                check(d, path, lineno)
+        if END_KEY in d:  # an end line written other than as parse writes it
+            ending.end()
+            continue
+        ending.record(d, lineno)
         yield lineno, d
+    ending.done()
 
 
 def _legacy(line: bytes, path: str, lineno: int) -> dict:
     text = line.decode("utf-8", "replace").strip()
     if not text.startswith("{"):
         raise InputError(path, f"line {lineno}: not a JSON record nor a PyProf dict line")
+    if len(text) > MAX_LEGACY_CHARS:
+        raise InputError(path, f"line {lineno}: a PyProf dict line longer than {MAX_LEGACY_CHARS} characters")
     try:
         d = ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise InputError(path, f"line {lineno}: not a JSON record nor a PyProf dict line") from None
     if not isinstance(d, dict):
         raise InputError(path, f"line {lineno}: expected a dict, got {type(d).__name__}")
-    return from_legacy(d)
+    if deeper_than(d, MAX_DEPTH):
+        raise InputError(path, f"line {lineno}: a record nested deeper than {MAX_DEPTH} levels")
+    try:
+        return from_legacy(d)
+    except (TypeError, ValueError, AttributeError) as e:
+        raise InputError(path, f"line {lineno}: a PyProf dict line whose fields have unexpected types ({e})") \
+            from None
+
+
+#: The original PyProf's dict lines are a few kB; literal_eval's cost grows with a line's length.
+MAX_LEGACY_CHARS = 1 << 20
 
 
 _LEGACY_MOD = {"Tensor": "torch.Tensor", "torch.Tensor": "torch.Tensor"}

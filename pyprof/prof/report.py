@@ -9,11 +9,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Iterable, Sequence
 
-from pyprof.common import InputError
+from pyprof.common import END_PREFIX, InputError
 from pyprof.prof.columns import COLUMNS, ROOFLINE_COLUMNS, compile_row, record_keys
 from pyprof.prof.model import Modeller, Result
 from pyprof.prof.results import Pending
 from pyprof.prof.output import FORMATS
+from pyprof.prof.contract import Ending, check, check_file_ending
 from pyprof.prof.reader import _DECODE_ERRORS, LEAN_ERRORS, _legacy, _loads, lean_loads
 from pyprof.prof.registry import COUNTED_FAMILIES
 from pyprof.prof.roofline import Peaks, roofline
@@ -86,12 +87,13 @@ class Coverage:
 
 
 def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks | None, need_roofline: bool,
-         coverage: Coverage) -> Iterable[tuple[int, dict, Result, tuple]]:
+         coverage: Coverage, path: str = "<input>") -> Iterable[tuple[int, dict, Result, tuple]]:
     """(idx, record, model result, roofline tuple) for each ``(line number, record)``, in input order.
 
     A kernel's result is its share of its op call, so a record comes out once its call is closed: at most
     WINDOW records later. ``modeller`` should be made with ``share=True`` (without, each record gets the
-    record-by-record answer of ``Modeller.model``). Raises InputError naming the line of a field of a wrong type.
+    record-by-record answer of ``Modeller.model``). Raises InputError naming ``path`` and the line of a field of
+    a wrong type.
     """
     model, settle, oldest = modeller.model, modeller.settle, modeller.oldest_open
     for_gpu = peaks.for_gpu if peaks is not None else (lambda _g: None)
@@ -109,14 +111,16 @@ def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks |
                 r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
                     if need_roofline and m.family != "transfer" else _NO_ROOF
             except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
-                raise InputError("input", f"line {ln}: a record field has an unexpected type ({e})") from None
+                raise InputError(path, f"line {ln}: a record field has an unexpected type ({_first_line(e)})") \
+                    from None
             yield first + k, d, m, r
 
     for idx, (lineno, d) in enumerate(records):
         try:
             held.append([lineno, d, model(d, lineno, idx)])
         except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
-            raise InputError("input", f"line {lineno}: a record field has an unexpected type ({e})") from None
+            raise InputError(path, f"line {lineno}: a record field has an unexpected type ({_first_line(e)})") \
+                from None
         if len(held) >= BATCH:
             for fix in settle(lineno):
                 held[fix.idx - first][2] = fix.final
@@ -151,6 +155,7 @@ class RowStream:
         self.modeller, self.row, self.peaks, self.need_roofline = modeller, row, peaks, need_roofline
         self.coverage, self.lean = coverage, lean
         self.lo, self.hi = keep
+        self.ending = Ending("")  # named at the first feed: whether the input ended as parse ends its records
         self.held: list = []  # a row per record from index ``first`` on (None for a line of spaces)
         self.first = 0
         self.spaces = False  # ``held`` has a None
@@ -162,6 +167,7 @@ class RowStream:
         whether they count in the coverage. Returns (lines consumed, records produced). Raises InputError for
         a malformed line."""
         # A line the first decoder refuses: decoded whole (what lean decoding refused), else read as a legacy line.
+        self.ending.path = path
         lean = self.lean
         loads, errors, fallback = (lean, LEAN_ERRORS, _whole) if lean is not None else (_loads, _DECODE_ERRORS, _legacy)
         model, for_gpu, row, need_roofline = self.modeller.model, self.peaks.for_gpu, self.row, self.need_roofline
@@ -172,8 +178,15 @@ class RowStream:
         tally: dict = {}  # id(result) -> [result, kernels, ns]
         append = self.held.append
         n0 = idx
+        ending = self.ending
         for line in lines:
             lineno += 1
+            if line[:14] == END_PREFIX:  # parse's end line: no row; it keeps an index as every non-empty line
+                ending.end()
+                append(None)
+                self.spaces = True
+                idx += 1
+                continue
             try:
                 d = loads(line)
             except errors:
@@ -184,8 +197,15 @@ class RowStream:
                         idx += 1
                     continue
                 d = fallback(line, path, lineno)
+                if type(d) is dict and lean is not None:
+                    check(d, path, lineno)  # what the typed lean decoder refused: say which key, or take it
+            else:
+                if lean is None and type(d) is dict:  # no typed decoder (no msgspec): every record checked here
+                    check(d, path, lineno)
             if type(d) is not dict:
                 raise InputError(path, f"line {lineno}: expected one record object per line, got {type(d).__name__}")
+            if not ending.required or ending.ended:
+                ending.record(d, lineno)
             try:  # _measure, inlined: this loop runs once per kernel of the input
                 m = model(d, lineno, idx, line)
                 dur = d.get("kDuration") or 0
@@ -206,7 +226,8 @@ class RowStream:
             except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
                 if count:
                     _add_tally(self.coverage, tally)
-                raise InputError(path, f"line {lineno}: a record field has an unexpected type ({e})") from None
+                raise InputError(path, f"line {lineno}: a record field has an unexpected type ({_first_line(e)})") \
+                    from None
             idx += 1
         if count:
             _add_tally(self.coverage, tally)
@@ -270,6 +291,7 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
     ``jobs`` > 1 spreads the work over processes (streaming formats only; pyprof.prof.parallel).
     Returns the coverage. Raises InputError naming the line of a malformed record.
     """
+    check_file_ending(stream, path)  # a file cut short is refused before any row goes out
     cls = FORMATS[fmt]
     writer = cls(out, columns, [COLUMNS[c].header for c in columns], width)
     if header:
@@ -286,14 +308,14 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
     coverage = Coverage()
     need_roof = bool(ROOFLINE_COLUMNS.intersection(columns))
     rows_ = RowStream(Modeller(share=True), row, peaks, need_roof, coverage, lean_decoder(columns))
-    with _no_cyclic_gc():
+    with no_cyclic_gc():
         _serial(stream, path, writer, rows_, getattr(out, "commit", None), fmt)
     writer.close()
     return coverage
 
 
 @contextmanager
-def _no_cyclic_gc():
+def no_cyclic_gc():
     """Records are trees (no cycles): the cyclic collector only costs time on millions of short-lived dicts."""
     was = gc.isenabled()
     gc.disable()
@@ -315,6 +337,12 @@ def _serial(stream: IO[bytes], path: str, writer, rows_: RowStream, commit, fmt:
         if commit is not None and n_batches % COMMIT_BATCHES == 0 and fmt != "columns":
             commit()
     writer.rows(rows_.ready(None))
+    rows_.ending.done()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def _line_blocks(stream: IO[bytes], block_bytes: int = 1 << 20) -> Iterable[list]:

@@ -100,7 +100,7 @@ SUMMARY_HEADERS = ["Key", "Count", "Time(ns)", "Time%", "FLOPs", "TFLOP/s", "Roo
 
 
 def summarize(records: Iterable[tuple[int, dict]], out: IO[str], group_by: str, fmt: str = "space",
-              width: int = 0, top: int | None = None, peaks: Peaks | None = None) -> Coverage:
+              width: int = 0, top: int | None = None, peaks: Peaks | None = None, path: str = "<input>") -> Coverage:
     """Write the grouped summary table; return the coverage. A group none of whose kernels has a roofline
     (nothing modelled, or no peak known for its GPU) shows ``na`` as its Roofline%."""
     if group_by not in GROUP_KEYS:
@@ -109,7 +109,7 @@ def summarize(records: Iterable[tuple[int, dict]], out: IO[str], group_by: str, 
     coverage = Coverage()
     groups: dict = {}
     shorts: dict = {}  # --group-by kernel: full name -> short name
-    for _i, d, m, r in rows(records, Modeller(share=True), peaks or Peaks(), True, coverage):
+    for _i, d, m, r in rows(records, Modeller(share=True), peaks or Peaks(), True, coverage, path):
         dur = d.get("kDuration") or 0
         g = groups.get(k := keyf(d))
         if g is None:

@@ -14,7 +14,7 @@ from typing import Iterable
 from pyprof.common import UsageError
 from pyprof.prof.model import _key as _dumps
 from pyprof.prof.model import Modeller
-from pyprof.prof.report import Coverage, rows
+from pyprof.prof.report import Coverage, no_cyclic_gc, rows
 from pyprof.prof.roofline import Peaks
 from pyprof.prof.summary import _callsite_key, _op_key, kernel_key, layer_path
 from pyprof.report.occupancy import est_occupancy, limits, sm_fraction
@@ -175,9 +175,10 @@ def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None
     peaks = peaks or Peaks()
     sources = list(sources)
     keyed: dict = {}
-    for si, (name, records) in enumerate(sources):
-        agg.inputs.append(name)
-        _one_input(agg, si, name, records, peaks, keyed)
+    with no_cyclic_gc():  # records are trees: the collector's passes over the held ones are pure cost
+        for si, (name, records) in enumerate(sources):
+            agg.inputs.append(name)
+            _one_input(agg, si, name, records, peaks, keyed)
     pids_per_input: dict = {}
     for (si, pid) in keyed:
         pids_per_input.setdefault(si, []).append(pid)
@@ -226,7 +227,7 @@ def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed:
     w = None
     w_key = None
     numbered = records.pairs if isinstance(records, _Numbered) else enumerate(records, 1)
-    for _idx, d, m, r in rows(numbered, Modeller(share=True), peaks, True, agg.coverage):
+    for _idx, d, m, r in rows(numbered, Modeller(share=True), peaks, True, agg.coverage, name):
         pid = d.get("pid")
         if (si, pid) != w_key:
             w_key = (si, pid)

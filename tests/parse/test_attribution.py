@@ -13,6 +13,9 @@ import pytest
 from parse_synth import pyprof_module, pyprof_op
 
 from pyprof.parse import iter_records, parse_file
+from pyprof.common import END_PREFIX
+
+END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 PID = 100
 MAIN, AUTOGRAD = 1, 2
@@ -24,7 +27,7 @@ B = {"type": "tensor", "shape": [128], "dtype": "float16", "contig": True, "devi
 def records(path) -> list[dict]:
     out = io.StringIO()
     parse_file(str(path), out)
-    return [json.loads(line) for line in out.getvalue().splitlines()]
+    return [json.loads(line) for line in out.getvalue().splitlines() if not line.startswith(END)]
 
 
 def training_step(b) -> None:

@@ -16,6 +16,9 @@ from pathlib import Path
 import pytest
 
 from pyprof.parse import parse_file
+from pyprof.common import END_PREFIX
+
+END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 # Autograd nodes and the engine's range around them (the issue's patterns), and numbered texts.
@@ -27,7 +30,7 @@ CAPTURES = ["nsys/pyprof/checkpoint.sqlite.xz", "nsys/pyprof/checkpoint_reentran
 def _records(rel: str) -> list[dict]:
     out = io.StringIO()
     parse_file(str(DATA / rel), out)
-    return [json.loads(line) for line in out.getvalue().splitlines()]
+    return [json.loads(line) for line in out.getvalue().splitlines() if not line.startswith(END)]
 
 
 def _recomputed(ranges_of_launch) -> tuple[int, int]:

@@ -26,7 +26,9 @@ def test_parse_writes_json_lines_and_a_summary(corpus):
     p = run(str(SMALL))
     assert p.returncode == 0
     lines = p.stdout.decode().splitlines()
-    assert len(lines) == 4 and all(json.loads(line)["schema"] == 1 for line in lines)
+    # 4 records (the export's 3 kernels and a memcpy), then parse's end line, which says how many came before it
+    assert len(lines) == 5 and all(json.loads(line)["schema"] == 2 for line in lines)
+    assert json.loads(lines[-1]) == {"pyprof_end": True, "schema": 2, "records": 4}
     err = p.stderr.decode().strip().splitlines()
     assert len(err) == 1 and "3 kernels" in err[0] and "attributed to an op" in err[0]
     assert "\r" not in p.stderr.decode()  # no progress bar when stderr is not a terminal
@@ -70,13 +72,13 @@ def test_usage_errors_exit_2():
 
 def test_no_kernels_is_not_an_error(corpus):
     p = run(str(corpus / "nsys" / "nsys2024.6_no_cuda.sqlite"))
-    assert p.returncode == 0 and p.stdout == b""
+    assert p.returncode == 0 and p.stdout == b'{"pyprof_end":true,"schema":2,"records":0}\n'  # complete, empty
     assert "no GPU kernels" in p.stderr.decode()
 
 
 def test_stdin(corpus):
     p = run("-", stdin=SMALL.read_bytes())
-    assert p.returncode == 0 and len(p.stdout.decode().splitlines()) == 4
+    assert p.returncode == 0 and len(p.stdout.decode().splitlines()) == 5  # 4 records, the end line
     assert "<stdin>" in p.stderr.decode()
 
 
@@ -84,13 +86,14 @@ def test_several_files_in_parallel_same_as_serial(corpus):
     serial = run(str(SMALL), str(NVPROF))
     parallel = run("-j", "2", str(SMALL), str(NVPROF))
     assert serial.returncode == parallel.returncode == 0
-    assert serial.stdout == parallel.stdout and len(serial.stdout.decode().splitlines()) == 8
+    # each input's records (4 and 2) and its own end line
+    assert serial.stdout == parallel.stdout and len(serial.stdout.decode().splitlines()) == 8 + 2
 
 
 def test_output_file_is_written_whole_or_not_at_all(corpus, tmp_path):
     out = tmp_path / "net.dict"
     assert run("-o", str(out), str(SMALL)).returncode == 0
-    assert len(out.read_text().splitlines()) == 4
+    assert len(out.read_text().splitlines()) == 5  # 4 records, the end line
     bad = tmp_path / "bad.dict"
     assert run("-o", str(bad), str(corpus / "not-a-profile" / "lfs_pointer.sqlite")).returncode == 1
     assert not bad.exists() and not list(tmp_path.glob(".pyprof-parse-*"))
@@ -134,7 +137,7 @@ def test_output_to_a_fifo_stays_a_fifo(tmp_path):
     reader.join(timeout=60)
     assert run.returncode == 0, run.stderr
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
-    assert got and got[0].count(b"\n") == 124
+    assert got and got[0].count(b"\n") == 125  # 124 records, the end line
 
 
 def test_worker_refers_to_attributions_it_sent_by_number(monkeypatch):

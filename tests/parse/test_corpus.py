@@ -13,6 +13,9 @@ from pyprof.common import InputError, Record
 from pyprof.parse import parse_file
 
 from parse_synth import CORPUS
+from pyprof.common import END_PREFIX
+
+END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 NSYS = sorted((CORPUS / "nsys").glob("*.sqlite")) if CORPUS.is_dir() else []
 NVPROF = sorted((CORPUS / "nvprof").glob("*")) if CORPUS.is_dir() else []
@@ -30,7 +33,7 @@ def parsed(path: Path) -> list[dict]:
     if key not in _cache:
         out = io.StringIO()
         parse_file(key, out)
-        _cache[key] = [json.loads(line) for line in out.getvalue().splitlines()]
+        _cache[key] = [json.loads(line) for line in out.getvalue().splitlines() if not line.startswith(END)]
     return _cache[key]
 
 
@@ -82,8 +85,10 @@ def test_not_a_profile_is_refused_with_one_line(corpus, path):
 def test_lines_are_exactly_record_to_json(corpus, path):
     out = io.StringIO()
     parse_file(str(path), out)
-    for line in out.getvalue().splitlines():
+    *lines, end = out.getvalue().splitlines()
+    for line in lines:
         assert Record.from_dict(json.loads(line)).to_json() == line
+    assert json.loads(end) == {"pyprof_end": True, "schema": 2, "records": len(lines)}
 
 
 def test_spot_check_first_kernel(corpus):
@@ -217,7 +222,7 @@ def test_record_api_and_json_lines_agree(corpus, name):
     as_records = [r.to_json() for r in recs]
     out = io.StringIO()
     parse_file(str(corpus / name), out)
-    assert as_records == out.getvalue().splitlines()
+    assert as_records == out.getvalue().splitlines()[:-1]  # all but parse's end line
     assert list(json.loads(as_records[0])) == [f.name for f in fields(Record)]
 
 

@@ -19,6 +19,9 @@ from parse_synth import CORPUS
 
 from pyprof.common import InputError
 from pyprof.parse import parse_file
+from pyprof.common import END_PREFIX
+
+END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 EXTERNAL = CORPUS / "external"
 # kernels / memcpy / memset, from the corpus README (counted there from the traces, without pyprof)
@@ -46,7 +49,7 @@ def external() -> Path:
 def _records(name: str) -> tuple:
     out = io.StringIO()
     parse_file(str(EXTERNAL / name), out)
-    return tuple(json.loads(line) for line in out.getvalue().splitlines())
+    return tuple(json.loads(line) for line in out.getvalue().splitlines() if not line.startswith(END))
 
 
 @lru_cache(maxsize=None)

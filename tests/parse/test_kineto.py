@@ -14,6 +14,9 @@ import pytest
 
 from pyprof.common import InputError
 from pyprof.parse import parse_file
+from pyprof.common import END_PREFIX
+
+END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 PID, MAIN, BWD = 4242, 4242, 4300
 
@@ -71,7 +74,7 @@ def trace() -> dict:
 def parse(path) -> list[dict]:
     out = io.StringIO()
     parse_file(str(path), out)
-    return [json.loads(line) for line in out.getvalue().splitlines()]
+    return [json.loads(line) for line in out.getvalue().splitlines() if not line.startswith(END)]
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -198,6 +201,6 @@ def test_pytorch_1_8_preview_layout(tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps(events).encode())
     out = io.StringIO()
     parse_file(str(path), out)
-    (rec,) = [json.loads(line) for line in out.getvalue().splitlines()]
+    (rec,) = [json.loads(line) for line in out.getvalue().splitlines() if not line.startswith(END)]
     assert rec["op"] == ["mm"] and rec["tid"] == MAIN and rec["ranges"] == ["ProfilerStep#3", "aten::mm"]
     assert [a["shape"] for a in rec["args"]] == [[2, 4], [4, 8]]

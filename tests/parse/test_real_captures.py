@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from pyprof.common import END_PREFIX
+
+END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -41,7 +44,7 @@ def exports(tmp_path_factory):
 def _parse(path: Path) -> list[dict]:
     run = subprocess.run([sys.executable, "-m", "pyprof.parse", str(path)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    return [json.loads(line) for line in run.stdout.splitlines()]
+    return [json.loads(line) for line in run.stdout.splitlines() if not line.startswith(END)]
 
 
 def test_fixtures_present():

@@ -10,6 +10,9 @@ import sys
 
 from pyprof.prof.reader import iter_records
 from pyprof.prof.summary import kernel_labels, summarize
+from pyprof.common import END_PREFIX
+
+END = END_PREFIX  # parse's end line, which closes its records
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRACE = os.path.join(os.path.dirname(ROOT), "shared", "corpus", "external", "tracelens_b200_eager_trace.json.gz")
@@ -54,7 +57,7 @@ def test_group_by_op_keeps_recomputed_and_unlinked_backward_work_apart(tmp_path)
     trace = os.path.join(ROOT, "tests", "data", "kineto", "checkpoint.pt.trace.json.gz")
     p = subprocess.run([sys.executable, "-m", "pyprof.parse", trace], capture_output=True, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": ROOT}, check=True)
-    recs = [json.loads(line) for line in p.stdout.splitlines()]
+    recs = [json.loads(line) for line in p.stdout.splitlines() if not line.startswith(END)]
     out = io.StringIO()
     summarize(iter_records(io.BytesIO(p.stdout), "ckpt"), out, "op", fmt="csv")
     rows = {line.split(",")[0]: int(line.split(",")[1]) for line in out.getvalue().splitlines()[1:]}
@@ -66,7 +69,7 @@ def test_group_by_op_keeps_recomputed_and_unlinked_backward_work_apart(tmp_path)
     sampled = os.path.join(os.path.dirname(TRACE), "hta_trace_filter_sampled_rank-0.json.gz")
     p = subprocess.run([sys.executable, "-m", "pyprof.parse", sampled], capture_output=True, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": ROOT}, check=True)
-    recs = [json.loads(line) for line in p.stdout.splitlines()]
+    recs = [json.loads(line) for line in p.stdout.splitlines() if not line.startswith(END)]
     out = io.StringIO()
     summarize(iter_records(io.BytesIO(p.stdout), "sampled"), out, "op", fmt="csv")
     rows = {line.split(",")[0]: int(line.split(",")[1]) for line in out.getvalue().splitlines()[1:]}

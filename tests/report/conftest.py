@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 from report_helpers import CORPUS, DATA, ROOT, ParseFailed
+from pyprof.common import END_PREFIX
+
+END = END_PREFIX  # parse's end line, which closes its records
 
 
 def _parse(path: Path) -> list[dict]:
@@ -18,7 +21,7 @@ def _parse(path: Path) -> list[dict]:
     p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(path)], capture_output=True, cwd=ROOT)
     if p.returncode:
         raise ParseFailed(f"pyprof.parse {path.name} exited {p.returncode}: {p.stderr.decode()[-600:]}")
-    return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+    return [json.loads(line) for line in p.stdout.splitlines() if line.strip() and not line.startswith(END)]
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import sys
 import pytest
 from report_helpers import ROOT
 
+from pyprof.common import end_line
 from pyprof.report.cli import is_records, main
 
 EXPORTS = ["nsys/nsys2026.1_jacc_report1.sqlite", "nsys/nsys2024.6_no_cuda.sqlite"]
@@ -40,7 +41,10 @@ def empty_records(request, corpus, tmp_path):
     export = corpus / request.param
     assert _activities(export) == 0
     p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(export)], capture_output=True, cwd=ROOT)
-    assert p.returncode == 0 and p.stdout == b"" and "no GPU kernels" in p.stderr.decode()
+    # no records: parse's end line alone ({"pyprof_end":true, ..., "records":0}), the sign that parse finished
+    assert p.returncode == 0 and "no GPU kernels" in p.stderr.decode()
+    (end,) = p.stdout.splitlines()
+    assert json.loads(end) == {"pyprof_end": True, "schema": 2, "records": 0}
     out = tmp_path / "empty.dict"
     out.write_bytes(p.stdout)
     return export, out
@@ -77,7 +81,8 @@ def test_an_empty_or_blank_file_is_records(tmp_path):
 
 def test_a_page_with_activity_has_no_notice(records, tmp_path):
     recs = tmp_path / "l.dict"
-    recs.write_text("".join(json.dumps(d) + "\n" for d in records("nsys/pyprof/lenet.sqlite.xz")))
+    lenet = records("nsys/pyprof/lenet.sqlite.xz")
+    recs.write_text("".join(json.dumps(d) + "\n" for d in lenet) + end_line(len(lenet)) + "\n")
     out = tmp_path / "r.html"
     assert main([str(recs), "-o", str(out)]) == 0
     page = out.read_text()

@@ -9,6 +9,9 @@ import pytest
 
 from pyprof.parse import parse_file
 from pyprof.report.trace import GPU_PID_BASE, events, write_trace
+from pyprof.common import END_PREFIX
+
+END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 DATA = pathlib.Path(__file__).parents[1] / "data" / "nsys" / "pyprof"
 
@@ -17,7 +20,7 @@ DATA = pathlib.Path(__file__).parents[1] / "data" / "nsys" / "pyprof"
 def resnet() -> list[dict]:
     buf = io.StringIO()
     parse_file(str(DATA / "resnet.sqlite.xz"), buf)
-    return [json.loads(line) for line in buf.getvalue().splitlines()]
+    return [json.loads(line) for line in buf.getvalue().splitlines() if not line.startswith(END)]
 
 
 def _trace(resnet, **kw) -> dict:

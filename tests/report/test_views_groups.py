@@ -9,6 +9,9 @@ from report_helpers import ROOT, kernel
 
 from pyprof.report.aggregate import aggregate
 from pyprof.report.views import build
+from pyprof.common import END_PREFIX
+
+END = END_PREFIX  # parse's end line, which closes its records
 
 CAPTURES = ["nsys/pyprof/transformer.sqlite.xz", "nsys/pyprof/resnet.sqlite.xz",
             "nsys/emit_nvtx/transformer.sqlite.xz", "kineto/resnet.pt.trace.json.gz"]
@@ -161,7 +164,7 @@ def _parse(path) -> list[dict]:
     import sys
 
     p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(path)], capture_output=True, cwd=ROOT, check=True)
-    return [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+    return [json.loads(line) for line in p.stdout.splitlines() if line.strip() and not line.startswith(END)]
 
 
 def test_kernels_that_share_a_short_name_are_two_rows():

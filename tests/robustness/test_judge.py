@@ -10,7 +10,7 @@ from robust_helpers import ROOT  # noqa: F401  (puts the checkout on sys.path fo
 
 from bench.fuzz.judge import judge, traceback_signature
 from bench.fuzz.registry import Command
-from bench.fuzz.validate import check_csv, check_html, check_jsonl, check_text, strict_json
+from bench.fuzz.validate import check_csv, check_ended, check_html, check_jsonl, check_text, strict_json
 
 
 @pytest.mark.parametrize("text", ["NaN", "[Infinity]", '{"a": -Infinity}', "[1e999]", "-1e400"])
@@ -62,21 +62,35 @@ def _run(tmp_path: Path, **kw):
 ONE_LINE = "python -m pyprof.parse: error: /in/net.sqlite: not a profile\n"
 
 
+END1 = b'{"pyprof_end":true,"schema":2,"records":1}\n'  # parse's end line after one record
+END0 = b'{"pyprof_end":true,"schema":2,"records":0}\n'  # ... after none
+
+
+def test_parse_records_end_with_an_end_line_that_counts_them():
+    assert check_ended(b'{"a": 1}\n' + END1) is None
+    assert check_ended(b'{"a": 1}\n' + END1 + b'{"b": 2}\n' + END1) is None  # two inputs, each closed
+    assert check_ended(END0) is None  # a profile without kernels: the end line alone
+    assert "do not end with parse's end line" in check_ended(b'{"a": 1}\n')
+    assert "do not end with parse's end line" in check_ended(b"")
+    assert "counts 1 records, 2 came before it" in check_ended(b'{"a": 1}\n{"b": 2}\n' + END1)
+
+
 def test_outcomes(tmp_path):
-    assert _run(tmp_path, rc=0, stdout=b'{"a": 1}\n') == "ok"
+    assert _run(tmp_path, rc=0, stdout=b'{"a": 1}\n' + END1) == "ok"
+    assert _run(tmp_path, rc=0, stdout=b'{"a": 1}\n') == "invalid-output"  # exit 0 with records cut short
     assert _run(tmp_path, stderr=ONE_LINE) == "refused"
     assert _run(tmp_path, stderr=ONE_LINE, must_succeed=True) == "refused-valid"
     assert _run(tmp_path, killed=True, stderr=ONE_LINE) == "hang"
     assert _run(tmp_path, rc=-9) == "crash"
     assert _run(tmp_path, rss_mb=501.0, stderr=ONE_LINE) == "over-memory"
     assert _run(tmp_path, stderr="Traceback (most recent call last):\n  x\nKeyError: 1\n") == "traceback"
-    assert _run(tmp_path, rc=0, stdout=b'{"a": NaN}\n') == "invalid-output"
+    assert _run(tmp_path, rc=0, stdout=b'{"a": NaN}\n' + END1) == "invalid-output"
     assert _run(tmp_path, stdout=b'{"a": 1}\n', stderr=ONE_LINE) == "partial-output"
     assert _run(tmp_path, stderr=ONE_LINE + "(lexical error)\n") == "multi-line-refusal"
     assert _run(tmp_path, stderr="python -m pyprof.parse: error: input: line 3: bad\n") == "nameless-refusal"
     assert _run(tmp_path, stderr=ONE_LINE, after={"net.sqlite.tmp"}) == "left-behind"
     (tmp_path / "tmp" / "spool").write_text("x")
-    assert _run(tmp_path, rc=0, stdout=b"") == "left-behind"
+    assert _run(tmp_path, rc=0, stdout=END0) == "left-behind"
 
 
 def test_traceback_signature_is_the_innermost_pyprof_frame():

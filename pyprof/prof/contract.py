@@ -1,0 +1,216 @@
+"""What prof and report accept as a record, checked as it is read: the types of the keys they read (docs/record.md),
+a bound on nesting, the schema versions known, and parse's end line at the end of a stream of schema 2 records.
+
+A record that breaks this is bad input: one InputError naming the file, the line and the key. The types are
+msgspec types, so that the per-kernel path (reader.lean_loads) checks them while it decodes, at C speed, and the
+other paths check a decoded record with the same declaration (``check``).
+"""
+from __future__ import annotations
+
+import io
+import os
+import stat
+from typing import IO, Annotated, Any, Optional, TypedDict, Union
+
+from pyprof.common import END_KEY, END_PREFIX, RECORD_SCHEMA, InputError
+
+try:
+    import msgspec
+except ImportError:  # pragma: no cover - msgspec is a dependency; without it records are not type-checked
+    msgspec = None
+
+#: Records nest a few levels (a forward link's arguments, a tensor list's items); deeper ones are refused before
+#: any code walks them (a walk that recursed would hit Python's limit on a hostile line).
+MAX_DEPTH = 24
+
+
+#: Integers are 64-bit (the readers keep times and counts in int64 arrays): JSON allows any size.
+_Int: Any = Annotated[int, msgspec.Meta(ge=-(2 ** 63), le=2 ** 63 - 1)] if msgspec is not None else int
+_Names = Union[str, list[str]]  # legacy PyProf lines and forward links may give one name instead of a list
+_Ints = list[Optional[_Int]]
+
+#: Container levels inside an argument's value (or a marker's, a GPU property's) that the fast, typed decoding
+#: takes: real values nest up to 3 (a tensor list: a list of objects holding shape lists). A line nested deeper
+#: is not refused for that: it is decoded whole and walked (``check``), which allows MAX_DEPTH.
+FAST_LEVELS = 5
+
+
+def _json(levels: int) -> Any:
+    """Any JSON value of at most ``levels`` levels of lists and objects. Unrolled, a level per union: msgspec
+    expands each reference, so the type grows as 2**levels (FAST_LEVELS keeps it small)."""
+    scalar = Union[None, bool, int, float, str]
+    value: Any = scalar
+    for _ in range(levels):
+        value = Union[scalar, list[value], dict[str, value]]  # type: ignore[valid-type]
+    return value
+
+
+def _types(value: Any) -> dict[str, Any]:
+    """The keys prof and report read, with the types docs/record.md gives them (null allowed where a reader
+    copes); ``value`` is the type of a value inside arguments, markers and GPU properties."""
+    arg = dict[str, value]
+    fwd = TypedDict("Fwd", {"mod": _Names, "op": _Names, "args": list[arg], "callsite": Optional[str],  # type: ignore[misc]
+                            "layer": list[str], "seq": Optional[_Int]}, total=False)
+    return {
+        "kind": str, "kShortName": Optional[str], "kLongName": Optional[str], "kDuration": Optional[_Int],
+        "start_ns": Optional[_Int], "end_ns": Optional[_Int], "pid": Optional[_Int], "tid": Optional[_Int],
+        "device": Optional[_Int], "stream": Optional[_Int], "correlation_id": Optional[_Int], "grid": _Ints,
+        "block": _Ints, "registers": Optional[_Int], "static_smem_bytes": Optional[_Int],
+        "dynamic_smem_bytes": Optional[_Int], "smem_bytes": Optional[_Int], "est_occupancy_pct": Optional[float],
+        "gpu": Optional[str], "gpu_props": Optional[dict[str, value]], "api": Optional[str],
+        "api_start_ns": Optional[_Int], "api_end_ns": Optional[_Int], "bytes": Optional[_Int],
+        "copy_kind": Optional[str], "layer": list[str], "trace": list[str],
+        "marker": list[Union[arg, str]],  # the original PyProf wrote its markers as Python reprs (strings)
+        "seqMarker": list[str], "seqId": _Ints, "subSeqId": Optional[_Int], "altSeqId": _Ints, "dir": Optional[str],
+        "recompute": bool, "mod": _Names, "op": _Names, "args": list[arg], "outputs": list[list[_Int]],
+        "callsite": Optional[str], "fwd": Optional[fwd], "ranges": list[str], "schema": _Int,
+        "reprMarkers": list[value],
+    }
+
+
+#: The declaration ``check`` converts a decoded record to (after bounding its depth with a walk).
+TYPES: dict[str, Any] = _types(Any)
+#: The same keys with nested values bounded by type (FAST_LEVELS): what decoding checks at C speed.
+FAST_TYPES: dict[str, Any] = _types(_json(FAST_LEVELS))
+
+#: Every key a reader keeps (the end line's key too, so that one written with other spacing is still seen): a
+#: record decoded with this type loses only keys no reader reads.
+FullRecord = TypedDict("FullRecord", {**TYPES, END_KEY: bool}, total=False)  # type: ignore[misc]
+_FastRecord = TypedDict("_FastRecord", {**FAST_TYPES, END_KEY: bool}, total=False)  # type: ignore[misc]
+
+if msgspec is not None:
+    _typed_decode = msgspec.json.Decoder(_FastRecord).decode
+    _TYPED_ERRORS: tuple = (msgspec.DecodeError, RecursionError)  # ValidationError is a DecodeError
+else:  # pragma: no cover
+    _typed_decode = None
+    _TYPED_ERRORS = ()
+
+
+def typed_loads(line: bytes, path: str, lineno: int) -> dict | None:
+    """The record on ``line`` decoded and checked in one pass (msgspec, at C speed: the keys of FullRecord only,
+    each of its type), or None when the line is something else (not JSON, not an object, a key of another type,
+    nested deeper than FAST_LEVELS, no msgspec): the caller then decodes it whole and ``check`` names the problem
+    (or accepts it: a line nested deeper than FAST_LEVELS and at most MAX_DEPTH is a record).
+    Raises InputError for a record of a newer schema."""
+    if _typed_decode is None:
+        return None
+    try:
+        d = _typed_decode(line)  # the types bound the nesting too (FAST_LEVELS)
+    except _TYPED_ERRORS:
+        return None
+    _known_schema(d, path, lineno)
+    return d
+
+
+def check(d: dict, path: str, lineno: int) -> None:
+    """Raise InputError naming ``path`` and ``lineno`` when record ``d`` has a key of the wrong type, nests deeper
+    than MAX_DEPTH, or comes from a newer writer than this reader."""
+    if deeper_than(d, MAX_DEPTH):
+        raise InputError(path, f"line {lineno}: a record nested deeper than {MAX_DEPTH} levels")
+    if msgspec is not None:
+        try:
+            msgspec.convert(d, FullRecord)
+        except msgspec.ValidationError as e:
+            raise InputError(path, f"line {lineno}: a record field has an unexpected type ({_first_line(e)})") from None
+    _known_schema(d, path, lineno)
+
+
+def _known_schema(d: dict, path: str, lineno: int) -> None:
+    schema = d.get("schema")
+    if type(schema) is int and schema > RECORD_SCHEMA:
+        raise InputError(path, f"line {lineno}: records of schema {schema}, newer than this pyprof reads "
+                               f"({RECORD_SCHEMA}): upgrade pyprof")
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def deeper_than(value: Any, limit: int) -> bool:
+    """True when ``value`` nests lists or dicts more than ``limit`` deep (walked level by level, never recursively:
+    the input decides the depth)."""
+    level, depth = [value], 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        level = [x for v in level for x in (v.values() if type(v) is dict else v) if type(x) in (list, dict)]
+    return False
+
+
+def is_end(line: bytes) -> bool:
+    """True for parse's end line (written exactly as common.end_line makes it)."""
+    return line.startswith(END_PREFIX)
+
+
+#: Bytes read at each end of a regular file by ``check_file_ending`` (a record line is a few kB).
+ENDS_BYTES = 1 << 20
+
+
+def check_file_ending(stream: IO[bytes], path: str) -> None:
+    """Before any output: raise the InputError of Ending.done when ``stream`` is a regular file whose first record
+    is of schema 2 or later and whose last line is not parse's end line. Other streams (pipes) are checked as
+    they end, after the rows of what came before (prof is a streaming filter)."""
+    try:
+        fd, pos = stream.fileno(), stream.tell()
+        st = os.fstat(fd)
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+        return
+    if not stat.S_ISREG(st.st_mode) or st.st_size <= pos:
+        return
+    head = os.pread(fd, min(ENDS_BYTES, st.st_size - pos), pos)
+    first = next((x for x in head.split(b"\n") if x.strip()), b"")
+    if b'"schema":' not in first:  # schema 1 records and PyProf's dict lines need no end line
+        return
+    try:
+        import orjson
+
+        d = orjson.loads(first)
+    except ValueError:
+        return  # the reader names the line
+    ending = Ending(path)
+    if type(d) is dict and not is_end(first):
+        ending.record(d, 1 + head[: head.find(first)].count(b"\n"))
+    at = max(pos, st.st_size - ENDS_BYTES)
+    tail = os.pread(fd, st.st_size - at, at)
+    last = next((x for x in reversed(tail.split(b"\n")) if x.strip()), b"")
+    if is_end(last):
+        ending.end()
+    ending.done()
+
+
+class Ending:
+    """Whether a stream of records ended as parse ends one: records of schema 2 and later are followed by parse's
+    end line once all of them are out; a stream whose last line is a record was cut short. Older records and the
+    original PyProf's dict lines end anyhow."""
+
+    __slots__ = ("path", "required", "ended")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.required = False
+        self.ended = False
+
+    def record(self, d: dict, lineno: int) -> None:
+        """A record line was read: the first of the stream, or the first after an end line (each run of records
+        comes from one parse, so its schema is that run's; a newer one is refused here, on the paths that check
+        only some keys of each record)."""
+        _known_schema(d, self.path, lineno)
+        if not self.required:
+            schema = d.get("schema")
+            self.required = type(schema) is int and schema >= 2
+        self.ended = False
+
+    def end(self) -> None:
+        """Parse's end line was read."""
+        self.ended = True
+
+    def done(self) -> None:
+        """The input is over: raise InputError if it was cut short."""
+        if self.required and not self.ended:
+            raise InputError(self.path, "the records end without parse's end line: the parse that wrote them did not "
+                                        "finish (it failed or was stopped part way); parse the profile again")
+
+
+__all__ = ["TYPES", "FAST_TYPES", "FullRecord", "typed_loads", "MAX_DEPTH", "END_KEY", "check", "deeper_than", "is_end", "Ending", "check_file_ending"]

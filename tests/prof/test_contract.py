@@ -1,0 +1,188 @@
+"""The records contract between parse and its readers (docs/record.md): parse closes each input's records with an
+end line that counts them, and prof and report refuse records of schema 2 that lack it (a parse that failed or
+was killed part way), fields of the wrong type, deep nesting and records of a newer schema, each in one line
+that names the file and the line, with nothing on stdout. On records parse made from a committed capture."""
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyprof.common import InputError
+from pyprof.prof import parallel
+from pyprof.prof.columns import COLUMNS
+from pyprof.prof.report import run_stream
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPTURE = ROOT / "tests" / "data" / "nsys" / "pyprof" / "lenet.sqlite.xz"
+
+
+def _cli(*argv: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *argv], input=stdin, capture_output=True, cwd=ROOT)
+
+
+@pytest.fixture(scope="module")
+def lenet(tmp_path_factory) -> tuple[Path, list[bytes]]:
+    """The capture's records file as parse writes it, and its lines."""
+    folder = tmp_path_factory.mktemp("contract")
+    export = folder / "lenet.sqlite"
+    export.write_bytes(lzma.decompress(CAPTURE.read_bytes()))
+    out = folder / "lenet.dict"
+    p = _cli("pyprof.parse", "-q", str(export), "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    return out, out.read_bytes().splitlines()
+
+
+def test_parse_ends_its_records_with_a_line_that_counts_them(lenet, tmp_path):
+    path, lines = lenet
+    end = json.loads(lines[-1])
+    assert end == {"pyprof_end": True, "schema": 2, "records": len(lines) - 1}
+    # The count is the export's GPU activities, by sqlite3: kernels, copies and sets.
+    export = tmp_path / "lenet.sqlite"
+    export.write_bytes(lzma.decompress(CAPTURE.read_bytes()))
+    con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
+    tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    activities = sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in
+                     ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+                     if t in tables)
+    con.close()
+    assert end["records"] == activities
+    # Two inputs: each input's records are closed by their own end line.
+    p = _cli("pyprof.parse", "-q", str(export), str(export))
+    both = p.stdout.splitlines()
+    assert p.returncode == 0 and len(both) == 2 * len(lines)
+    assert json.loads(both[len(lines) - 1]) == end and json.loads(both[-1]) == end
+
+
+def _cut(tmp_path: Path, lines: list[bytes], keep: int, last: bytes | None = None) -> Path:
+    out = tmp_path / "cut.dict"
+    body = lines[:keep] + ([last] if last is not None else [])
+    out.write_bytes(b"\n".join(body) + b"\n")
+    return out
+
+
+CUT = "the records end without parse's end line"
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_records_cut_short_are_refused_before_any_row(lenet, tmp_path, jobs):
+    path, lines = lenet
+    ok = _cli("pyprof.prof", "-q", "-j", jobs, str(path))
+    assert ok.returncode == 0 and len(ok.stdout.splitlines()) == len(lines)  # a header and a row per record
+    for keep, last in ((len(lines) - 1, None), (40, lines[40][:25])):  # the end line lost; a record cut mid-line
+        cut = _cut(tmp_path, lines, keep, last)
+        p = _cli("pyprof.prof", "-q", "-j", jobs, str(cut))
+        assert p.returncode == 1 and p.stdout == b""
+        assert p.stderr.decode().splitlines() == [f"pyprof.prof: error: {cut}: " + p.stderr.decode().split(
+            f"{cut}: ", 1)[1].rstrip("\n")]
+        assert CUT in p.stderr.decode()  # a record cut mid-line is not an end line either
+    # From a pipe (parse's stdout through `head`): the same refusal once the input ends.
+    p = _cli("pyprof.prof", "-q", "-j", jobs, "-", stdin=b"\n".join(lines[:100]) + b"\n")
+    assert p.returncode == 1 and CUT in p.stderr.decode() and "<stdin>" in p.stderr.decode()
+
+
+@pytest.mark.parametrize("cmd", [["pyprof.prof", "--group-by", "op"], ["pyprof.prof", "--view", "all"],
+                                 ["pyprof.report", "-o", "page.html"]])
+def test_every_reader_refuses_records_cut_short(lenet, tmp_path, cmd):
+    _path, lines = lenet
+    cut = _cut(tmp_path, lines, len(lines) - 1)
+    p = subprocess.run([sys.executable, "-m", *cmd[:1], str(cut), *cmd[1:]], capture_output=True, cwd=tmp_path)
+    assert p.returncode == 1 and p.stdout == b"" and CUT in p.stderr.decode() and str(cut) in p.stderr.decode()
+    assert not (tmp_path / "page.html").exists()
+
+
+def test_parallel_pipe_and_file_find_the_missing_end_line_across_chunks(lenet, monkeypatch):
+    """Several inputs' records joined (each closed by its end line) read the same serially and in parallel,
+    over chunks far smaller than the input; the same joined records without the last end line are refused by
+    every path."""
+    _path, lines = lenet
+    joined = b"\n".join(lines * 3) + b"\n"
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 16 << 10)
+    assert len(joined) > 20 * parallel.CHUNK_BYTES
+    cols = list(COLUMNS)
+    outs = []
+    for jobs in (1, 2, 3):
+        buf = io.StringIO()
+        run_stream(io.BytesIO(joined), "joined", buf, cols, "csv", jobs=jobs)
+        outs.append(buf.getvalue())
+    assert outs[0] == outs[1] == outs[2]
+    assert outs[0].count("\n") == 1 + 3 * (len(lines) - 1)  # the end lines get no row
+    cut = joined[: joined.rindex(b'{"pyprof_end"')]
+    for jobs in (1, 2, 3):
+        with pytest.raises(InputError, match=CUT):
+            run_stream(io.BytesIO(cut), "joined", io.StringIO(), cols, "csv", jobs=jobs)
+
+
+def test_records_of_schema_1_need_no_end_line(tmp_path, lenet):
+    """Files written before the end line existed (schema 1) still read."""
+    _path, lines = lenet
+    old = tmp_path / "old.dict"
+    old.write_bytes(b"\n".join(x.replace(b'"schema":2}', b'"schema":1}') for x in lines[:-1]) + b"\n")
+    p = _cli("pyprof.prof", "-q", str(old))
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == len(lines)
+
+
+def test_an_end_line_alone_is_no_records(tmp_path):
+    path = tmp_path / "none.dict"
+    path.write_text('{"pyprof_end":true,"schema":2,"records":0}\n')
+    p = _cli("pyprof.prof", "-q", "--csv", str(path))
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == 1  # the header
+
+
+# Per-kernel rows read a record's model keys and their columns' keys (reader.lean_loads), and check those; the
+# views, --group-by and report read, and check, every key of docs/record.md.
+_READ = [("kDuration", "500"), ("kDuration", 2 ** 70), ("gpu", 5), ("fwd", 5), ("args", [5]), ("args", {"a": 1}),
+         ("op", 5)]
+_VIEWS_ONLY = [("layer", 5), ("grid", {"x": 1}), ("start_ns", "x"), ("start_ns", -(2 ** 64)), ("ranges", [[1]])]
+
+
+@pytest.mark.parametrize("key, value, view", [(k, v, []) for k, v in _READ] +
+                         [(k, v, ["--view", "all"]) for k, v in _READ + _VIEWS_ONLY])
+def test_a_field_of_the_wrong_type_is_named(lenet, tmp_path, key, value, view):
+    _path, lines = lenet
+    bad = [*lines]
+    d = json.loads(bad[7])  # a max_pool2d kernel with its arguments (its formula reads them)
+    assert d["op"] == ["max_pool2d", "max_pool2d"] and d["args"]
+    d[key] = value
+    bad[7] = json.dumps(d).encode()
+    path = tmp_path / "typed.dict"
+    path.write_bytes(b"\n".join(bad) + b"\n")
+    p = _cli("pyprof.prof", "-q", *view, str(path))
+    err = p.stderr.decode()
+    assert p.returncode == 1 and p.stdout == b"" and len(err.splitlines()) == 1, err
+    assert f"{path}: line 8: a record field has an unexpected type" in err and key in err
+
+
+def test_deep_and_newer_records_are_refused(lenet, tmp_path):
+    _path, lines = lenet
+    d = json.loads(lines[3])  # a max_pool2d kernel: its formula reads the arguments
+    d["args"] = [{"type": "tuple", "value": "@"}]
+    deep = json.dumps(d).replace('"@"', "[" * 30 + "]" * 30).encode()
+    # 21 lists inside an argument's value: record (1), args (2), the argument (3), then 4..24: the deepest allowed.
+    deepest = json.dumps(d).replace('"@"', "[" * 21 + "]" * 21).encode()
+    path = tmp_path / "deepest.dict"
+    path.write_bytes(b"\n".join([*lines[:3], deepest, *lines[4:]]) + b"\n")
+    for view in ([], ["--view", "overview"]):
+        p = _cli("pyprof.prof", "-q", *view, str(path))
+        assert p.returncode == 0 and p.stdout, p.stderr
+    deeper = json.dumps(d).replace('"@"', "[" * 22 + "]" * 22).encode()
+    for line, says in ((deep, "nested deeper than 24 levels"), (deeper, "nested deeper than 24 levels")):
+        path = tmp_path / "x.dict"
+        path.write_bytes(b"\n".join([*lines[:3], line, *lines[4:]]) + b"\n")
+        for view in ([], ["--view", "overview"]):
+            p = _cli("pyprof.prof", "-q", *view, str(path))
+            assert p.returncode == 1 and p.stdout == b"", p.stderr
+            assert f"{path}: line 4:" in p.stderr.decode() and says in p.stderr.decode()
+    # Records a newer pyprof wrote (schema 3, end line included): refused at their first line.
+    path = tmp_path / "newer.dict"
+    path.write_bytes(b"\n".join(x.replace(b'"schema":2', b'"schema":3') for x in lines) + b"\n")
+    for view in ([], ["--view", "overview"], ["--group-by", "op"]):
+        p = _cli("pyprof.prof", "-q", *view, str(path))
+        assert p.returncode == 1 and p.stdout == b"", p.stderr
+        assert f"{path}: line 1: records of schema 3, newer than this pyprof reads (2)" in p.stderr.decode()
