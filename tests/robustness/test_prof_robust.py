@@ -170,7 +170,6 @@ def test_seeded_mutations(small_seeds, tmp_path, cls):
 
 #: Tests that break the promise today (issue 13), with what they show; conftest marks them xfail(strict=True).
 KNOWN: dict[str, str] = {
-    'test_huge_name_in_linear_time': 'hang: a 4 MB kernel name takes prof about 9 CPU s (2 s a MB; 20 MB: 37 s)',
     'test_deep_record': 'traceback: RecursionError in pyprof/prof/report.py:process_lines',
     'test_full_disk': 'traceback: OSError in pyprof/prof/cli.py:commit',
     'test_hostile_names_print_one_line_per_record[c1-csv]': 'invalid-output: stdout: raw control character U+0085 in CSV row 2',
