@@ -52,21 +52,30 @@ def printable(s: str, limit: int = MAX_FIELD_CHARS) -> str:
     return "".join([c if c.isprintable() else _escape(c) for c in s])
 
 
-#: A command's error message is one line of at most this many characters (it can quote the input).
+#: A command's error message is one line of at most about this many characters (it can quote the input).
 MESSAGE_CHARS = 1000
 
 
 def one_line_errors(body: Callable[[], int]) -> int:
-    """Run ``body``; a PyprofError it raises leaves with its message as one printable line of at most
-    MESSAGE_CHARS characters (a message can quote the input: a name holding a line break, a megabyte line)."""
+    """Run ``body``; a PyprofError it raises leaves with its message as one printable line of at most about
+    MESSAGE_CHARS characters (a message can quote the input: a name holding a line break, a megabyte line). The
+    file a message names is cut in its middle, so that its start and its name stay, and what was wrong is kept."""
     try:
         return body()
     except PyprofError as e:
         text = str(e)
-        line = printable(text, MESSAGE_CHARS)
+        path, problem = getattr(e, "path", None), getattr(e, "problem", None)
+        if isinstance(path, str) and isinstance(problem, str) and text == f"{path}: {problem}":
+            line = f"{_middle(printable(path, 1 << 16), MESSAGE_CHARS // 2)}: {printable(problem, MESSAGE_CHARS // 2)}"
+        else:
+            line = printable(text, MESSAGE_CHARS)
         if line != text:
             e.args = (line,)
         raise
+
+
+def _middle(s: str, n: int) -> str:
+    return s if len(s) <= n else f"{s[:n // 2]}...{s[len(s) - n // 2:]}"
 
 
 def _plain(lines: list[str]) -> bool:
