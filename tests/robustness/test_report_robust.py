@@ -163,14 +163,8 @@ def test_seeded_mutations(small_seeds, tmp_path, cls):
 
 #: Tests that break the promise today (issue 13), with what they show; conftest marks them xfail(strict=True).
 KNOWN: dict[str, str] = {
-    'test_records_with_a_long_first_line': 'refused-valid: records whose first line passes 1 MB are refused as a malformed JSON trace, on 4 lines',
-    'test_full_disk[--trace]': 'invalid-output: replaced the output device node with a regular file',
-    'test_full_disk[-o]': 'invalid-output: replaced the output device node with a regular file',
     'test_legacy_dict_line_of_odd_type[mod-5]': 'traceback: TypeError in pyprof/prof/reader.py:from_legacy',
     "test_legacy_dict_line_of_odd_type[op-b'mm']": 'nameless-refusal: pyprof report: error: input: line 1: a record field has an unexpected type (argume',
-    'test_output_path[existing folder]': 'traceback: IsADirectoryError in pyprof/report/cli.py:run',
-    'test_output_path[trace into folder]': 'traceback: IsADirectoryError in pyprof/report/cli.py:run',
-    'test_seeded_mutations[rec.hostile_name]': 'traceback: ValueError in pyprof/report/views/common.py:short_lines',
     'test_seeded_mutations[rec.legacy_odd]': 'traceback: TypeError in pyprof/report/aggregate.py:_add_record',
     'test_seeded_mutations[rec.wrong_type]': 'traceback: TypeError in pyprof/report/views/layers.py:layers',
     'test_wrong_type[api={"a": 1}]': 'traceback: TypeError in pyprof/report/html.py:timeline',
