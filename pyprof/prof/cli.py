@@ -3,11 +3,14 @@ is done by pyprof.prof.report / summary."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from typing import Sequence
 
-from pyprof.common import UsageError, open_input, run_command
+from pyprof.common import OutputError, UsageError, open_input, run_command
 from pyprof.prof.columns import DEFAULT, help_text, parse_columns
+from pyprof.prof.output import one_line_errors, printable
 
 EPILOG = """columns (-c, comma separated, or 'all'):
 {cols}
@@ -80,7 +83,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:
         return int(e.code or 0)
     out = _stdout()
-    return run_command("pyprof.prof", lambda: _run(args, out))
+    try:
+        return run_command("pyprof.prof", lambda: one_line_errors(lambda: _run(args, out)))
+    finally:
+        out.discard()
+
+
+def _report(text: str) -> None:
+    # The coverage lines quote op names from the input: each line printable, as the rows are.
+    print("\n".join(printable(line) for line in text.split("\n")), file=sys.stderr)
 
 
 def _run(args, out) -> int:
@@ -117,9 +128,9 @@ def _run(args, out) -> int:
     finally:
         if stream is not sys.stdin.buffer:
             stream.close()
-    out.commit()
+    out.publish()
     if not args.quiet or (args.strict and cov.reasons):
-        print(cov.text(), file=sys.stderr)
+        _report(cov.text())
     if args.strict and cov.reasons:
         print("pyprof.prof: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
         return 1
@@ -143,9 +154,9 @@ def _views(args, fmt: str, peaks, out) -> int:
         for t in tables:
             t.rows = t.rows[:args.top]
     print_tables(tables, out, None if args.quiet else sys.stderr, fmt, args.width, header=not args.no_header)
-    out.commit()
+    out.publish()
     if not args.quiet or (args.strict and agg.coverage.reasons):
-        print(agg.coverage.text(), file=sys.stderr)
+        _report(agg.coverage.text())
     if args.strict and agg.coverage.reasons:
         print("pyprof.prof: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
         return 1
@@ -158,8 +169,6 @@ PARALLEL_MIN_BYTES = 32 << 20
 
 def _jobs(n: int, path: str) -> int:
     """Worker count: as given, or by default one per CPU for a regular file of at least PARALLEL_MIN_BYTES."""
-    import os
-
     if n < 0:
         raise UsageError("--jobs must be >= 0")
     if n:
@@ -173,26 +182,86 @@ def _jobs(n: int, path: str) -> int:
 
 
 class Spool:
-    """Collects output text and hands it to stdout only on ``commit``: rows are committed every 64k rows and at
-    the end, so a malformed line in a small input leaves nothing on stdout (in a large one, the rows of the
-    chunks before it have already gone out: prof is a streaming filter; docs/prof.md)."""
+    """The command's output, held back until it has succeeded: ``publish`` hands it to stdout whole, so that a
+    malformed line anywhere in the input leaves nothing on stdout. Up to MEMORY_CHARS characters are held in
+    memory; beyond, the text moves to an unnamed temporary file (removed by the system however prof ends), at
+    the ``commit`` checkpoints that the row loops call every 64k rows."""
+
+    MEMORY_CHARS = 16 << 20
 
     def __init__(self, target) -> None:
         self._target = target
         self._parts: list[str] = []
+        self._held = 0  # characters in _parts
+        self._spill = None
 
     def write(self, s: str) -> int:
         self._parts.append(s)
+        self._held += len(s)
         return len(s)
 
-    def flush(self) -> None:  # the formats flush at close; only commit() writes
+    def flush(self) -> None:  # the formats flush at close; only publish() writes
         pass
 
     def commit(self) -> None:
-        if self._parts:
-            self._target.write("".join(self._parts))
+        """A checkpoint: move the text held in memory to the temporary file once there is much of it."""
+        if self._held >= self.MEMORY_CHARS:
+            self._to_spill()
+
+    def _to_spill(self) -> None:
+        try:
+            if self._spill is None:
+                self._spill = tempfile.TemporaryFile("w+", encoding="utf-8", errors="surrogatepass")
+            self._spill.write("".join(self._parts))
+        except OSError as e:
+            raise OutputError(tempfile.gettempdir(), f"cannot hold the output in a temporary file here "
+                                                     f"({e.strerror or e}; set TMPDIR)") from None
+        self._parts.clear()
+        self._held = 0
+
+    def publish(self) -> None:
+        """Write everything to stdout. Raises OutputError naming stdout when it cannot take it (a full disk);
+        a reader that went away stays a BrokenPipeError."""
+        target = self._target
+        try:
+            if self._spill is not None:
+                self._to_spill()
+                self._spill.seek(0)
+                while True:
+                    block = self._spill.read(1 << 20)
+                    if not block:
+                        break
+                    target.write(block)
+            elif self._parts:
+                target.write("".join(self._parts))
             self._parts.clear()
-        self._target.flush()
+            target.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as e:
+            _drop_stdout()
+            raise OutputError("<stdout>", f"cannot write ({e.strerror or e})") from None
+        finally:
+            self.discard()
+
+    def discard(self) -> None:
+        """Forget what is held (after a failure, or once published)."""
+        self._parts.clear()
+        self._held = 0
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+
+def _drop_stdout() -> None:
+    # What stdout failed to take is still in its buffer: the interpreter's exit would try again, fail again and
+    # print a second complaint. Pointing the descriptor at /dev/null lets that last flush succeed.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout replaced by an object without a descriptor (tests)
+        pass
 
 
 def _stdout() -> Spool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from pyprof.prof.tensorcores import TENSILE_GEMM, TENSILE_HELPER, dtype_from_kernel_name
+from pyprof.prof.tensorcores import NAME_SCAN_CHARS, TENSILE_GEMM, TENSILE_HELPER, dtype_from_kernel_name
 
 # Names that are always helpers:
 HELPER_KERNEL = re.compile(
@@ -44,6 +44,7 @@ _helper_cache: dict[str, bool] = {}
 
 def is_helper(name: str) -> bool:
     """True for kernels that only help a GEMM/conv/attention call (transposes, split-K reductions, casts ...)."""
+    name = name[:NAME_SCAN_CHARS]  # tensorcores.NAME_SCAN_CHARS says why
     v = _helper_cache.get(name)
     if v is None:
         if len(_helper_cache) > 65536:
@@ -60,6 +61,7 @@ _WGRAD = re.compile(r"wgrad", re.IGNORECASE)
 
 def named_role(name: str) -> str | None:
     """dgrad or wgrad when a backward GEMM/conv kernel's name says which gradient it computes (cuDNN, xmma)."""
+    name = name[:NAME_SCAN_CHARS]
     if _DGRAD.search(name):
         return "dgrad"
     if _WGRAD.search(name):

@@ -1,18 +1,88 @@
 """Output formats: small classes registered by name, each writing rows to a stream.
 
 ``space`` (default: one line per row, fields separated by one space, for awk, as the original), ``csv``
-(the csv module), ``columns`` (``-w WIDTH``: aligned with tabulate, never wider than WIDTH; buffers the table,
-since column widths depend on every row) and ``jsonl`` (one JSON object per row, null for na).
+(the csv module), ``columns`` (``-w WIDTH``: aligned, never wider than WIDTH; buffers the table, since column
+widths depend on every row) and ``jsonl`` (one JSON object per row, null for na).
 Rows stream out as they come except for ``columns``.
+
+The text formats (space, csv, columns) print every field through ``printable``: one line per row whatever a
+name holds (no newline, escape sequence or other control character reaches the terminal), and no field longer
+than MAX_FIELD_CHARS. JSON Lines needs neither: the encoder escapes every control and non-ASCII character, and
+keeps names whole.
 """
 from __future__ import annotations
 
 import csv
 import io
 import json
-from typing import IO, Sequence
+from typing import IO, Callable, Sequence
 
-from pyprof.common import UsageError
+from pyprof.common import PyprofError, UsageError
+
+#: Text formats cut a field longer than this to this many characters, followed by a marker saying how many more
+#: there were. Real kernel names are a few kB (the longest CUTLASS template instantiations about 10 kB); a name of
+#: megabytes (a corrupt export's) would make one row of megabytes, and every column of -w as wide.
+MAX_FIELD_CHARS = 1 << 16
+
+_ESCAPES: dict[str, str] = {}
+
+
+def _escape(c: str) -> str:
+    e = _ESCAPES.get(c)
+    if e is None:
+        # Python's own escape of a character it does not print: \t \n \r \x1b \x85 \u2028 \U000e0001.
+        e = _ESCAPES[c] = repr(c)[1:-1]
+    return e
+
+
+def bounded(s: str, limit: int = MAX_FIELD_CHARS) -> str:
+    """``s``, or when longer than ``limit`` characters its first ``limit`` followed by ``...[N more characters]``."""
+    return s if len(s) <= limit else f"{s[:limit]}...[{len(s) - limit} more characters]"
+
+
+def printable(s: str, limit: int = MAX_FIELD_CHARS) -> str:
+    """``s`` as one line of plain text: cut to ``limit`` characters followed by ``...[N more characters]`` when
+    longer, and every character that ``str.isprintable`` refuses (C0 and C1 controls, DEL, line and paragraph
+    separators, format characters such as the bidirectional overrides, spaces other than U+0020, surrogates,
+    unassigned code points) written as Python escapes it (``\\n``, ``\\x1b``, ``\\u2028``). A backslash is
+    printed as it is: the escapes are for reading, not for decoding back."""
+    s = bounded(s, limit)
+    if s.isprintable():
+        return s
+    return "".join([c if c.isprintable() else _escape(c) for c in s])
+
+
+#: A command's error message is one line of at most about this many characters (it can quote the input).
+MESSAGE_CHARS = 1000
+
+
+def one_line_errors(body: Callable[[], int]) -> int:
+    """Run ``body``; a PyprofError it raises leaves with its message as one printable line of at most about
+    MESSAGE_CHARS characters (a message can quote the input: a name holding a line break, a megabyte line). The
+    file a message names is cut in its middle, so that its start and its name stay, and what was wrong is kept."""
+    try:
+        return body()
+    except PyprofError as e:
+        text = str(e)
+        path, problem = getattr(e, "path", None), getattr(e, "problem", None)
+        if isinstance(path, str) and isinstance(problem, str) and text == f"{path}: {problem}":
+            line = f"{_middle(printable(path, 1 << 16), MESSAGE_CHARS // 2)}: {printable(problem, MESSAGE_CHARS // 2)}"
+        else:
+            line = printable(text, MESSAGE_CHARS)
+        if line != text:
+            e.args = (line,)
+        raise
+
+
+def _middle(s: str, n: int) -> str:
+    return s if len(s) <= n else f"{s[:n // 2]}...{s[len(s) - n // 2:]}"
+
+
+def _plain(lines: list[str]) -> bool:
+    """True when no field of these lines (each fields joined by printable separators) needs ``printable``: the
+    common case, checked once per batch in C instead of once per field."""
+    return " ".join(lines).isprintable() and max(map(len, lines), default=0) <= MAX_FIELD_CHARS
+
 
 FORMATS: dict[str, type["Format"]] = {}
 
@@ -55,15 +125,21 @@ class SpaceFormat(Format):
     """Fields separated by single spaces; spaces inside a field become '_' so that awk sees one field."""
 
     def header(self) -> None:
-        self.stream.write(" ".join(self.headers) + "\n")
+        self.stream.write(" ".join([printable(h).replace(" ", "_") for h in self.headers]) + "\n")
 
     def rows(self, rows: list[tuple]) -> None:
-        self.stream.write("".join(" ".join([str(v).replace(" ", "_") for v in r]) + "\n" for r in rows))
+        lines = [" ".join([str(v).replace(" ", "_") for v in r]) for r in rows]
+        if not _plain(lines):
+            lines = [" ".join([printable(str(v)).replace(" ", "_") for v in r]) for r in rows]
+        if lines:
+            self.stream.write("\n".join(lines) + "\n")
 
 
 @register_format("csv")
 class CsvFormat(Format):
-    """RFC 4180 CSV through the csv module."""
+    """RFC 4180 CSV through the csv module (a comma or a quote in a field: the field is quoted), one line per
+    row: a line break inside a field is escaped by ``printable`` as the other control characters, since
+    line-based tools (grep, wc -l, head) would take a quoted one for two rows."""
 
     def __init__(self, *a, **k):
         super().__init__(*a, **k)
@@ -78,11 +154,19 @@ class CsvFormat(Format):
         self._buf.truncate()
 
     def header(self) -> None:
-        self._w.writerow(self.headers)
+        self._w.writerow([printable(h) for h in self.headers])
         self._flush_buf()
 
     def rows(self, rows: list[tuple]) -> None:
         self._w.writerows(rows)
+        text = self._buf.getvalue()
+        lines = text.split("\n")
+        lines.pop()  # after the last line terminator
+        if len(lines) != len(rows) or not _plain(lines):  # a line break in a field, or another character to escape
+            self._buf.seek(0)
+            self._buf.truncate()
+            self._w.writerows([[v if v is None or type(v) in (int, float) else printable(str(v)) for v in r]
+                               for r in rows])
         self._flush_buf()
 
 
@@ -100,9 +184,12 @@ class JsonLinesFormat(Format):
 
 @register_format("columns")
 class ColumnsFormat(Format):
-    """Columnated with tabulate, never wider than ``width``: the widest columns are cut to fit."""
+    """Columnated, never wider than ``width`` characters: the widest columns are cut to fit. Fields go through
+    ``printable`` first, so that the width of a field is its number of characters (padded here, not by
+    tabulate, whose optional wcwidth mode would count a combining character as no column and pad past
+    ``width``)."""
 
-    GAP = 2  # tabulate's "plain" format separates columns with two spaces
+    GAP = 2  # columns are separated by two spaces
 
     def __init__(self, *a, **k):
         super().__init__(*a, **k)
@@ -113,22 +200,23 @@ class ColumnsFormat(Format):
                              f"(at least {n + self.GAP * (n - 1)} needed)")
 
     def rows(self, rows: list[tuple]) -> None:
-        self._rows.extend(tuple(str(v) for v in r) for r in rows)
+        cells = [tuple([str(v) for v in r]) for r in rows]
+        if not _plain([" ".join(c) for c in cells]):
+            cells = [tuple([printable(v) for v in c]) for c in cells]
+        self._rows.extend(cells)
 
     def close(self) -> None:
-        from tabulate import tabulate
-
+        headers = [printable(h) for h in self.headers]
         flexible = [j for j, c in enumerate(self.columns) if c in FLEXIBLE]
-        widths = fit_widths([len(h) for h in self.headers], self._rows, self.width, self.GAP, flexible)
-        cut = [[_cut(v, w) for v, w in zip(r, widths)] for r in self._rows]
-        heads = [_cut(h, w) for h, w in zip(self.headers, widths)]
-        # The header goes in as the first row: with headers=..., tabulate pads every column by MIN_PADDING.
-        text = tabulate([heads] + cut, tablefmt="plain", disable_numparse=True, stralign="left")
-        self.stream.write("".join(line.rstrip() + "\n" for line in text.splitlines()))
+        widths = fit_widths([len(h) for h in headers], self._rows, self.width, self.GAP, flexible)
+        gap = " " * self.GAP
+        self.stream.write("".join(gap.join([cut(v, w).ljust(w) for v, w in zip(r, widths)]).rstrip() + "\n"
+                                  for r in [headers, *self._rows]))
         self.stream.flush()
 
 
-def _cut(s: str, w: int) -> str:
+def cut(s: str, w: int) -> str:
+    """``s`` in at most ``w`` characters: cut, with ``~`` as its last one, when longer."""
     return s if len(s) <= w else s[: max(w - 1, 0)] + "~"
 
 

@@ -52,10 +52,20 @@ MATRIX_KERNEL = re.compile(
 #: DMMA kernels are recognised by name; a fp64 kernel that did not use them shows '-'.
 TC_DTYPES = frozenset({"float16", "bfloat16", "float32", "float8_e4m3fn", "float8_e5m2", "int8", "uint8", None})
 
+#: Names are classified by their first NAME_SCAN_CHARS characters. Real kernel names are a few kB (the longest
+#: CUTLASS template instantiations about 10 kB); the rules' alternations cost about 2 s a MB, so a name of
+#: megabytes (a corrupt export's, a fuzzer's) would take prof seconds per distinct name. The caches are keyed by
+#: the cut name, so that they never hold a huge one.
+NAME_SCAN_CHARS = 1 << 16
 
-@lru_cache(maxsize=65536)
+
 def tc_used(name: str) -> bool | None:
     """True if the kernel name says Tensor Cores, False if it says a CUDA-core matrix kernel, else None."""
+    return _tc_used(name[:NAME_SCAN_CHARS])
+
+
+@lru_cache(maxsize=65536)
+def _tc_used(name: str) -> bool | None:
     if _NOT_MATRIX.search(name) or TENSILE_HELPER.search(name):
         return None
     if TENSILE_GEMM.search(name):
@@ -67,14 +77,18 @@ def tc_used(name: str) -> bool | None:
     return None
 
 
-@lru_cache(maxsize=65536)
 def tc_column(name: str, matrix_role: bool, dtype: str | None) -> str:
     """The ``tc`` value: '1', '0' or '-'.
 
     ``matrix_role`` says the kernel is the matrix kernel of a GEMM/convolution/attention call (or named like
     one); ``dtype`` is the op's input dtype (None when the marker did not record it).
     """
-    used = tc_used(name)
+    return _tc_column(name[:NAME_SCAN_CHARS], matrix_role, dtype)
+
+
+@lru_cache(maxsize=65536)
+def _tc_column(name: str, matrix_role: bool, dtype: str | None) -> str:
+    used = _tc_used(name)
     if used:
         return "1"
     if used is None and (_NOT_MATRIX.search(name) or TENSILE_HELPER.search(name)):
@@ -99,10 +113,14 @@ _DTYPE_TOKENS = [
 ]
 
 
-@lru_cache(maxsize=65536)
 def dtype_from_kernel_name(name: str) -> str | None:
     """The data type a kernel name (or its template arguments) states, or None. A guess, used only for
     records whose markers carry shapes without dtypes (PyTorch's emit_nvtx alone)."""
+    return _dtype_from_kernel_name(name[:NAME_SCAN_CHARS])
+
+
+@lru_cache(maxsize=65536)
+def _dtype_from_kernel_name(name: str) -> str | None:
     for rx, dtype in _DTYPE_TOKENS:
         if rx.search(name):
             return dtype

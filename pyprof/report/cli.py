@@ -5,16 +5,20 @@ work is in pyprof.report.html / trace and the views.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import itertools
 import os
+import re
+import stat
 import tempfile
 from contextlib import ExitStack
-from typing import Iterator
+from typing import IO, Callable, Iterator
 
 import pyprof
-from pyprof.common import InputError, UsageError, run_command
+from pyprof.common import InputError, OutputError, Record, UsageError, output_stream, run_command
 from pyprof.parse.detect import GZIP_MAGIC, SQLITE_MAGIC, XZ_MAGIC
+from pyprof.prof.output import one_line_errors
 
 PROG = "pyprof report"
 #: Workers beyond this many get no per-worker tables of their own (the page would grow with each).
@@ -60,42 +64,49 @@ def main(argv: list[str] | None = None) -> int:
         run(args.inputs, args.output, args.trace, args.max_trace_events, args.timeline_events, args.title)
         return 0
 
-    return run_command(PROG, body)
+    return run_command(PROG, lambda: one_line_errors(body))
+
+
+#: The first key of the first line of records: a field of the record (parse writes ``kind`` first; a writer of
+#: records in another key order starts with another field) or parse's end line, alone in the records of a
+#: profile without GPU activity. A PyTorch profiler trace's keys (schemaVersion, traceEvents,
+#: deviceProperties ...) are none of them.
+RECORD_FIRST_KEYS = frozenset(f.name for f in dataclasses.fields(Record)) | {"pyprof_end"}
+_FIRST_KEY = re.compile(rb'\{\s*"([A-Za-z_][A-Za-z0-9_]{0,63})"\s*:')
+#: Leading blank space looked through for the first line; a file that is all blank so far is records (none).
+_BLANK_BYTES = 1 << 20
 
 
 def is_records(path: str) -> bool:
     """True when ``path`` holds JSON Lines records (parse's, or the original PyProf's dict lines), False for a
-    profiler export. Decided from the first line; an empty file (or blank lines only) is records, none of them:
-    what ``pyprof parse`` writes for a profile without GPU activity. Raises InputError if the file cannot be
-    read."""
+    profiler export. Decided from the first key of the first line, however long that line is (a 20 MB kernel
+    name, a deep value): at most the first MB of blank space and a few hundred bytes are read. An empty file
+    (or blank lines only) is records, none of them: what ``pyprof parse`` writes for a profile without GPU
+    activity. Raises InputError if the file cannot be read."""
     try:
         with open(path, "rb") as f:
-            head = f.read(64)
-            f.seek(0)
-            # A Kineto trace can be one huge line: a first line longer than this is not a record.
-            first = b""
-            for line in f:
-                if line.strip():
-                    first = line[: 1 << 20]
+            first = f.read(1 << 16)
+            start = first[3:] if first.startswith(b"\xef\xbb\xbf") else first
+            start = start.lstrip()
+            read = len(first)
+            while not start and read < _BLANK_BYTES:
+                block = f.read(1 << 16)
+                if not block:
                     break
-                if f.tell() > 1 << 20:
-                    break
+                read += len(block)
+                start = block.lstrip()
+            if 0 < len(start) < 256:  # the first key may run on into the next block
+                start += f.read(256)
     except OSError as e:
         raise InputError(path, f"cannot open: {e.strerror}") from None
-    if head.startswith((SQLITE_MAGIC, GZIP_MAGIC, XZ_MAGIC)):
+    if first.startswith((SQLITE_MAGIC, GZIP_MAGIC, XZ_MAGIC)):
         return False
-    text = first.strip()
-    if not text:
+    if not start:
         return True  # empty, or blank lines only: parse's output for a profile without GPU activity
-    if text.startswith(b"{'"):
+    if start.startswith(b"{'"):
         return True  # the original PyProf's Python-dict lines
-    try:
-        import orjson
-
-        d = orjson.loads(text)
-    except ValueError:
-        return False
-    return isinstance(d, dict) and ("kShortName" in d or "schema" in d)
+    m = _FIRST_KEY.match(start)
+    return m is not None and m.group(1).decode() in RECORD_FIRST_KEYS
 
 
 def _records(path: str, display: str) -> Iterator[dict]:
@@ -149,14 +160,22 @@ def _fallback_tables(sources: list[tuple[str, str]]) -> tuple[list, int]:
 def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace_events: int | None = None,
         timeline_events: int = 10000, title: str | None = None) -> None:
     """Write the report (and the trace) for ``inputs``. Every input is checked, and exports parsed, before
-    anything is written; the files appear only when complete (written to a temporary name, then renamed).
-    Raises InputError for bad input and UsageError for an impossible request."""
+    anything is written; the files appear only when complete (written to a temporary name beside them, then
+    renamed; a device such as /dev/null is written in place), and after a failure neither is left, nor any
+    temporary. Raises InputError for bad input, OutputError for an output that cannot be written (a folder, a
+    missing or read-only folder, a full disk) and UsageError for an impossible request."""
     from pyprof.report import html, trace
 
+    if trace_path is not None and _same_file(output, trace_path):
+        raise UsageError(f"{output}: given as both -o and --trace")
     with ExitStack() as stack:
-        # The output folders are checked before any work: a typo in -o should not cost a minute of parsing.
-        tmp_html = _temp_beside(output, stack)
-        tmp_trace = _temp_beside(trace_path, stack) if trace_path else None
+        # The outputs are opened before any work: a typo in -o should not cost a minute of parsing.
+        page = stack.enter_context(output_stream(output))
+        _shareable(page, output)
+        trace_out = None
+        if trace_path is not None:
+            trace_out = stack.enter_context(output_stream(trace_path))
+            _shareable(trace_out, trace_path)
         tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="pyprof-report-"))
         sources = []
         for i, path in enumerate(inputs):
@@ -180,8 +199,8 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
         tables, n_records = _tables(sources)
         # Each input (rank) gets its share of the timeline, so that the ranks can be compared side by side.
         share = timeline_events // len(sources)
-        first = itertools.chain.from_iterable(itertools.islice(_records(p, n), share) for n, p in sources)
-        tl_events = list(trace.events(first)) if share else None
+        firsts = [(n, itertools.islice(_numbered(p, n), share)) for n, p in sources]
+        tl_events = list(trace.source_events(firsts)) if share else None
         shown = sum(1 for e in tl_events or () if e["ph"] == "X" and e["pid"] >= trace.GPU_PID_BASE)
         meta = {"title": title or f"pyprof report: {', '.join(s[0] for s in sources)}",
                 "notice": None if n_records else NO_ACTIVITY,
@@ -190,33 +209,45 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
                              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
                 "trace_shown": shown, "trace_total": n_records, "trace_file": trace_path}
 
-        done = []
-        if tmp_trace:
-            with open(tmp_trace, "w", encoding="utf-8", buffering=1 << 20) as out:
-                trace.write_trace(_chain(sources), out, max_trace_events)
-            done.append((tmp_trace, trace_path))
-        with open(tmp_html, "w", encoding="utf-8") as out:
-            html.render(tables, meta, tl_events, out)
-        done.append((tmp_html, output))
-        for tmp, final in done:
-            os.replace(tmp, final)
+        # Written and flushed here, each under its own name: a full disk is told about the file it filled, and
+        # both files are complete before the first is renamed into place (leaving the with block).
+        if trace_out is not None:
+            _write(trace_path, trace_out, lambda: trace.write_source_trace(
+                [(n, _numbered(p, n)) for n, p in sources], trace_out, max_trace_events))
+        _write(output, page, lambda: html.render(tables, meta, tl_events, page))
 
 
-def _chain(sources: list[tuple[str, str]]) -> Iterator[dict]:
-    for name, path in sources:
-        yield from _records(path, name)
+def _same_file(a: str, b: str) -> bool:
+    # Both outputs to one file: the page's rename would replace the trace. A device (/dev/null) takes both.
+    if a == "-" or b == "-":
+        return a == b
+    return os.path.abspath(a) == os.path.abspath(b) and (os.path.isfile(a) or not os.path.exists(a))
 
 
-def _temp_beside(path: str, stack: ExitStack) -> str:
-    """A temporary file in ``path``'s folder (so the final rename is atomic), removed if never renamed."""
-    folder = os.path.dirname(os.path.abspath(path))
+def _write(path: str, out: IO[str], body: Callable[[], object]) -> None:
+    """Run ``body`` (which writes ``out``) and flush ``out``; an OSError of either is an OutputError naming
+    ``path``."""
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".pyprof-report-")
+        body()
+        out.flush()
+    except BrokenPipeError:
+        raise
     except OSError as e:
-        raise UsageError(f"{path}: cannot write: {e.strerror}") from None
-    os.close(fd)
+        raise OutputError("<stdout>" if path == "-" else path, f"cannot write ({e.strerror or e})") from None
+
+
+def _shareable(out: IO[str], path: str) -> None:
+    # output_stream writes a regular file to a temporary from mkstemp, which is private to its writer (0600);
+    # the page gets the mode of any new file (0666 less the umask). Never a device written in place, nor stdout.
+    if path == "-" or not stat.S_ISREG(os.fstat(out.fileno()).st_mode):
+        return
     umask = os.umask(0)
     os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would make the report private to its writer
-    stack.callback(lambda: os.path.exists(tmp) and os.unlink(tmp))
-    return tmp
+    os.fchmod(out.fileno(), 0o666 & ~umask)
+
+
+def _numbered(path: str, display: str) -> Iterator[tuple[int, dict]]:
+    from pyprof.prof.reader import iter_records
+
+    with open(path, "rb") as f:
+        yield from iter_records(f, display)

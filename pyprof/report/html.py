@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import html
 import json
+import math
 from importlib import resources
 from typing import IO, Iterable
 
 import orjson
 
+from pyprof.prof.output import bounded, printable
 from pyprof.report.model import Table
 
 #: Most timeline events embedded in a page: about 40 bytes each, so the page stays a few MB at most.
@@ -29,13 +31,43 @@ def _asset(name: str) -> str:
     return resources.files("pyprof.report").joinpath("static", name).read_text(encoding="utf-8")
 
 
+def json_text(obj) -> str:
+    """Strict JSON text of ``obj`` (no NaN or Infinity: null, as orjson writes them)."""
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+    except orjson.JSONEncodeError:
+        # An int beyond 64 bits (a FLOP total) or a string that is no valid UTF-8 (a lone surrogate, which a
+        # legacy dict line can hold as '\ud800'): the standard encoder writes digits and \u escapes.
+        return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False, default=str)
+
+
+def _finite(obj):
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _bounded(obj):
+    # Every string of the page's data cut as prof's text formats cut fields (output.MAX_FIELD_CHARS): a name of
+    # megabytes would otherwise be in the page several times (table, chart, timeline name and tip).
+    if isinstance(obj, str):
+        return bounded(obj)
+    if isinstance(obj, dict):
+        return {k: _bounded(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_bounded(v) for v in obj]
+    return obj
+
+
 def embed_json(obj) -> str:
     """JSON text safe inside a ``<script>`` element: ``<``, ``>`` and ``&`` become \\u escapes, so no string in
-    the data (a kernel name like ``foo<bar></script>``) can close the element or open a comment."""
-    try:
-        text = orjson.dumps(obj, option=orjson.OPT_SERIALIZE_NUMPY).decode()
-    except orjson.JSONEncodeError:  # an int beyond 64 bits (a FLOP total): the slower encoder has no limit
-        text = json.dumps(obj, ensure_ascii=False, allow_nan=False, default=str)
+    the data (a kernel name like ``foo<bar></script>``, ``<!--``) can close the element or open a comment, and
+    U+2028/U+2029 too (a script that took the text as a JavaScript literal would break its line there)."""
+    text = json_text(obj)
     return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
@@ -97,8 +129,13 @@ def render(tables: list[Table], meta: dict, trace_events: list | None, out: IO[s
     section; more than TIMELINE_CAP complete events are cut. Raises nothing of its own.
     """
     tl = timeline(trace_events) if trace_events else None
-    data = {"meta": meta, "tables": [t.to_dict() if isinstance(t, Table) else t for t in tables], "timeline": tl}
-    esc = html.escape
+    data = _bounded({"meta": meta, "tables": [t.to_dict() if isinstance(t, Table) else t for t in tables],
+                     "timeline": tl})
+    # The header's text can hold file names (the input's, --title's): escaped for HTML, and their control
+    # characters shown as escapes, as prof prints names.
+    def esc(text) -> str:
+        return html.escape(printable(str(text)))
+
     title = meta.get("title") or "pyprof report"
     info = " \u00b7 ".join(str(meta[k]) for k in ("source", "gpu", "summary", "generated") if meta.get(k))
     out.write("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"

@@ -1,10 +1,12 @@
 """Tables in the terminal: a view's rows through prof's output formats (space, csv, columns, jsonl) on one
-stream, its notes on another (stderr), so that ``pyprof prof --view lines | awk ...`` sees rows only."""
+stream, its notes on another (stderr), so that ``pyprof prof --view lines | awk ...`` sees rows only. Titles and
+notes can hold names from the input (a worker's file, an op): they are printed through ``printable`` as the
+formats print fields, one line each."""
 from __future__ import annotations
 
 from typing import IO
 
-from pyprof.prof.output import FORMATS
+from pyprof.prof.output import FORMATS, cut, printable
 from pyprof.report.model import Table
 
 
@@ -21,7 +23,8 @@ def print_tables(tables: list[Table], out: IO[str], err: IO[str] | None, fmt: st
         elif many:
             if i:
                 out.write("\n")
-            out.write(f"# {t.title}{' (worker ' + t.worker + ')' if t.worker else ''}\n")
+            title = printable(f"# {t.title}{' (worker ' + str(t.worker) + ')' if t.worker else ''}")
+            out.write((cut(title, width) if width else title) + "\n")
         w = cls(out, cols, heads, width)
         if header:
             w.header()
@@ -33,4 +36,4 @@ def print_tables(tables: list[Table], out: IO[str], err: IO[str] | None, fmt: st
         w.close()
         if err is not None:
             for n in t.notes:
-                err.write(f"pyprof.prof: {t.name}: {n}\n")
+                err.write(printable(f"pyprof.prof: {t.name}: {n}") + "\n")

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import IO, Iterable, Iterator
 
-import orjson
-
+from pyprof.common import InputError
 from pyprof.prof.model import Modeller
 from pyprof.prof.report import Coverage, rows as model_rows
+from pyprof.report.html import json_text
 
 #: Synthetic process ids of the GPU rows: far above any OS pid (Linux caps pids at 2**22), so a GPU never
 #: shares a process row with a CPU process.
@@ -142,13 +142,35 @@ def events(records: Iterable[dict], max_events: int | None = None,
     ``max_events`` caps the GPU activities (their launches and flows come with them); ``stats`` is filled in.
     Never raises for a record missing launch fields: the activity is drawn without its launch.
     """
+    return source_events([("<records>", enumerate(records, 1))], max_events, stats)
+
+
+#: The name rows() gives a record of a wrong type when it is told no file (a caller's name replaces it).
+_UNNAMED = ("input", "<input>")
+
+
+def source_events(sources: Iterable[tuple[str, Iterable[tuple[int, dict]]]], max_events: int | None = None,
+                  stats: TraceStats | None = None) -> Iterator[dict]:
+    """``events`` of several inputs, each ``(name, (line number, record) pairs)``: one set of rows and flow
+    ids, each input's op calls on their own (a call never spans two files). Raises InputError naming the
+    input and line of a record field of a wrong type."""
     st = stats if stats is not None else TraceStats()
     rows, launches = _Rows(), _Launches()
+    for name, numbered in sources:
+        try:
+            yield from _input_events(numbered, max_events, st, rows, launches)
+        except InputError as e:
+            if e.path not in _UNNAMED:
+                raise
+            raise InputError(name, e.problem) from None
+
+
+def _input_events(numbered: Iterable[tuple[int, dict]], max_events: int | None, st: TraceStats, rows: "_Rows",
+                  launches: "_Launches") -> Iterator[dict]:
     out: list = []
-    flow_id = 0
     # Each kernel shows its share of its op call's numbers, as prof's rows do (report.rows holds a record until
     # its call is closed).
-    for _idx, d, m, _roof in model_rows(enumerate(records, 1), Modeller(share=True), None, False, Coverage()):
+    for _idx, d, m, _roof in model_rows(numbered, Modeller(share=True), None, False, Coverage()):
         st.seen += 1
         if max_events is not None and st.activities >= max_events:
             st.truncated = True
@@ -170,13 +192,13 @@ def events(records: Iterable[dict], max_events: int | None = None,
                             "tid": tid, "ts": _us(a0), "dur": _us(a1 - a0),
                             "args": {"correlation id": d.get("correlation_id"), "kernel": name}})
             # Flow ids count kernels rather than reuse the correlation id: that id is unique only within a
-            # process, and a graph launch gives one id to many kernels, each of which needs its own arrow.
-            flow_id += 1
+            # process, and a graph launch gives one id to many kernels, each of which needs its own arrow: the
+            # count of flows so far, over every input.
             st.flows += 1
             # "s" sits inside the launch slice; "f" with bp "e" binds to the kernel slice that encloses its ts.
-            out.append({"ph": "s", "name": "launch", "cat": "launch", "id": flow_id, "pid": pid, "tid": tid,
+            out.append({"ph": "s", "name": "launch", "cat": "launch", "id": st.flows, "pid": pid, "tid": tid,
                         "ts": _us(a0)})
-            out.append({"ph": "f", "bp": "e", "name": "launch", "cat": "launch", "id": flow_id, "pid": gpid,
+            out.append({"ph": "f", "bp": "e", "name": "launch", "cat": "launch", "id": st.flows, "pid": gpid,
                         "tid": gtid, "ts": ts})
         yield from out
         out.clear()
@@ -187,14 +209,21 @@ def write_trace(records: Iterable[dict], out: IO[str], max_events: int | None = 
 
     The JSON stays valid when cut by ``max_events``; ``otherData`` says how many activities it shows of how many.
     """
+    return write_source_trace([("<records>", enumerate(records, 1))], out, max_events)
+
+
+def write_source_trace(sources: Iterable[tuple[str, Iterable[tuple[int, dict]]]], out: IO[str],
+                       max_events: int | None = None) -> TraceStats:
+    """``write_trace`` of several inputs, as ``source_events`` takes them. Raises InputError naming the input
+    and line of a record field of a wrong type."""
     st = TraceStats()
     out.write('{"traceEvents":[\n')
     sep = ""
-    for ev in events(records, max_events, st):
+    for ev in source_events(sources, max_events, st):
         out.write(sep)
-        out.write(orjson.dumps(ev).decode())
+        out.write(json_text(ev))
         sep = ",\n"
     other = {"producer": "pyprof report --trace", "activities": st.activities, "activities_in_input": st.seen,
              "truncated": st.truncated}
-    out.write('\n],"displayTimeUnit":"ns","otherData":' + orjson.dumps(other).decode() + "}\n")
+    out.write('\n],"displayTimeUnit":"ns","otherData":' + json_text(other) + "}\n")
     return st

@@ -5,6 +5,7 @@ import csv
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
 
@@ -191,3 +192,57 @@ def test_strict_fails_on_unmodelled_kernels(dict_file):
 def test_record_with_fields_of_wrong_types_is_bad_input():
     p = prof("-", stdin='{"kShortName": "k", "tid": [1], "op": ["add"], "mod": ["torch"], "args": []}\n')
     assert p.returncode == 1 and p.stdout == "" and "line 1" in p.stderr and "Traceback" not in p.stderr
+
+
+# -- Output: nothing on stdout unless the whole input was good; a full disk is one line --------------------------
+
+def test_spool_holds_everything_until_publish(tmp_path, monkeypatch):
+    from pyprof.prof.cli import Spool
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    target = io.StringIO()
+    s = Spool(target)
+    s.MEMORY_CHARS = 10  # the text moves to the temporary file at the second checkpoint
+    s.write("0123")
+    s.commit()
+    s.write("456789abcdef\n")
+    s.commit()
+    s.write("tail\u00e9\n")
+    assert target.getvalue() == "" and os.listdir(tmp_path) == []  # an unnamed temporary: nothing to leave behind
+    s.publish()
+    assert target.getvalue() == "0123456789abcdef\ntail\u00e9\n"
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_malformed_line_after_many_rows_leaves_stdout_empty(tmp_path, jobs):
+    # 70k rows: more than one 64k-row checkpoint before the bad line (with workers, many chunks).
+    line = json.dumps(records()[2]) + "\n"
+    path = tmp_path / "net.dict"
+    path.write_text(line * 70_000 + "not a record\n")
+    p = prof("-q", "-j", jobs, str(path))
+    assert p.returncode == 1 and p.stdout == "" and p.stderr.count("\n") == 1 and "line 70001" in p.stderr
+
+
+def test_full_disk_is_one_line_and_the_device_stays(tmp_path, dict_file):
+    full = tmp_path / "full"
+    try:  # a private node of /dev/full's device: never the machine's own, which a rename could replace
+        os.mknod(full, 0o666 | stat.S_IFCHR, os.makedev(1, 7))
+    except OSError:
+        pytest.skip("mknod not allowed here")
+    with open(full, "w") as out:
+        p = subprocess.run([sys.executable, "-m", "pyprof.prof", dict_file], stdout=out, stderr=subprocess.PIPE,
+                           text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+    assert p.returncode == 1 and p.stderr == "pyprof.prof: error: <stdout>: cannot write (No space left on device)\n"
+    assert stat.S_ISCHR(os.lstat(full).st_mode)
+
+
+def test_a_message_is_one_printable_line(tmp_path):
+    # A message names the file: a name holding an escape sequence and a line break, in a path of 2,400 characters.
+    path = str(tmp_path / (("x" * 200 + "/") * 12) / "net\x1b[2J\n.dict")
+    p = prof("-q", path)
+    assert p.returncode == 1 and p.stdout == "" and p.stderr.count("\n") == 1 and "\x1b" not in p.stderr
+    # The path cut in its middle: where it starts and the file's name stay, and what was wrong.
+    assert p.stderr.startswith("pyprof.prof: error: " + str(tmp_path))
+    assert p.stderr.endswith("xxx/net\\x1b[2J\\n.dict: cannot open: No such file or directory\n")
+    assert len(p.stderr) < 600

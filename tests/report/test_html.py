@@ -1,13 +1,16 @@
 """The HTML page: self-contained, every string escaped, data embedded as it was; and the report command."""
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import pathlib
 import re
+import stat
 import subprocess
 import sys
+from html.parser import HTMLParser
 
 import pytest
 
@@ -132,3 +135,151 @@ def test_fallback_tables(tmp_path):
     tables, n = _fallback_tables([("r", str(recs))])
     assert n == 2 and [t.name for t in tables] == ["op", "kernel"]
     assert tables[0].rows == [["mm", 2, 4.0]] and tables[1].rows == [["a", 1, 3.0], ["b", 1, 1.0]]
+
+
+# -- Hostile names in a whole report, read back by a real HTML parser (issue 13) -------------------------------
+
+HOSTILE = ["</script><script>window.pwned=1</script>", "<!--", "<!-- <script>", "</SCRIPT >x",
+           "<img src=x onerror=alert(1)>", "a\u2028b\u2029c", "&lt;amp&gt; &amp;", "\x1b[31mred\x1b[0m", "q'\"`"]
+
+
+class _Parsed(HTMLParser):
+    """Every element the page holds, the text of its title and the bodies of its script elements."""
+
+    def __init__(self, page: str):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.scripts: list[tuple[dict, str]] = []
+        self.title = ""
+        self._in: str | None = None
+        self._attrs: dict = {}
+        self.feed(page)
+        self.close()
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self._in, self._attrs = tag, dict(attrs)
+        if tag == "script":
+            self.scripts.append((self._attrs, ""))
+
+    def handle_data(self, data):
+        if self._in == "script":
+            self.scripts[-1] = (self._attrs, self.scripts[-1][1] + data)
+        elif self._in == "title":
+            self.title += data
+
+    def handle_endtag(self, tag):
+        self._in = None
+
+
+def _strings(obj) -> set:
+    out, stack = set(), [obj]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.add(v)
+        elif isinstance(v, dict):
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return out
+
+
+def _records_named(path: pathlib.Path, names: list[str]) -> pathlib.Path:
+    lines = []
+    for i, n in enumerate(names):
+        t = 10_000 * i
+        lines.append(json.dumps({
+            "kind": "kernel", "kShortName": n, "kLongName": f"void {n}<float>()", "kDuration": 500, "start_ns": t,
+            "end_ns": t + 500, "pid": 1, "tid": 2, "device": 0, "stream": 7, "correlation_id": i + 1,
+            "api": "cudaLaunchKernel", "api_start_ns": t - 100, "api_end_ns": t - 50, "gpu": "NVIDIA H100 80GB HBM3",
+            "op": [n], "mod": ["torch"], "layer": ["Net", n], "callsite": f"/src/{n}.py:7", "dir": "fprop",
+            "seqId": [i], "args": [{"type": "tensor", "shape": [4, 8], "dtype": "float32"}], "schema": 1}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_hostile_names_stay_text_for_an_html_parser(tmp_path):
+    """A page of records whose kernel, op, layer and call site are hostile, against the same page with plain
+    names: the same elements, no script beyond the page's three, and every name back as it was from the data."""
+    pages = {}
+    for kind, names, title in (("plain", [f"name{i}" for i in range(len(HOSTILE))], "plain title"),
+                               ("hostile", HOSTILE, "</title><script>window.pwned=1</script> & <b>")):
+        recs = _records_named(tmp_path / f"{kind}.dict", names)
+        out = tmp_path / f"{kind}.html"
+        assert main([str(recs), "-o", str(out), "--title", title, "--trace", str(tmp_path / f"{kind}.json")]) == 0
+        pages[kind] = _Parsed(out.read_text(encoding="utf-8"))
+    plain, hostile = pages["plain"], pages["hostile"]
+    assert hostile.tags == plain.tags  # no element injected, none closed early
+    assert hostile.title == "</title><script>window.pwned=1</script> & <b>"  # shown as text, literally
+    assert [a for a, _ in hostile.scripts] == [{"type": "application/json", "id": "pyprof-data"}, {}, {}]
+    data = json.loads(hostile.scripts[0][1])
+    strings = _strings(data)
+    for name in HOSTILE:
+        assert name in strings, name  # a kernels row, an op row, a timeline name: the text as it was
+        assert f"/src/{name}.py:7" in strings or any(name in s for s in strings)
+    trace = json.loads((tmp_path / "hostile.json").read_text(encoding="utf-8"))
+    assert {e["name"] for e in trace["traceEvents"] if e.get("cat") == "kernel"} == set(HOSTILE)
+
+
+@pytest.mark.parametrize("text,records", [
+    ('{"kind":"kernel","kLongName":"void k<' + "x" * (3 << 20) + '>()","schema":1}\n', True),  # 3 MB first line
+    ('{"args":' + "[" * 100_000 + "]" * 100_000 + ',"kShortName":"k"}\n', True),  # sorted keys, a deep value
+    ('\n\n  {"pyprof_end":true,"schema":2,"records":0}\n', True),  # parse's end line alone: no GPU activity
+    ('{"schemaVersion":1,"traceEvents":[' + '{"ph":"X"},' * 200_000 + '{}]}', False),  # a one-line Kineto trace
+    ('{\n  "traceEvents": []\n}\n', False), ("[{}]\n", False), ("{}\n", False), ("not json\n", False),
+], ids=["long-first-line", "deep-value", "end-line", "kineto-one-line", "kineto", "array", "empty-object", "text"])
+def test_is_records_by_its_first_key(tmp_path, text, records):
+    path = tmp_path / "in"
+    path.write_text(text)
+    assert is_records(str(path)) is records
+
+
+def _report_to(tmp_path, *extra) -> tuple[int, str]:
+    recs = _records_named(tmp_path / "net.dict", ["k0", "k1"])
+    with io.StringIO() as err, contextlib.redirect_stderr(err):
+        code = main([str(recs), *extra])
+        return code, err.getvalue()
+
+
+def _device(path, minor: int) -> str:
+    """A private node of a memory device (3: null, 7: full): never the machine's own, which a rename would
+    replace."""
+    try:
+        os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+    except OSError:
+        pytest.skip("mknod not allowed here")
+    return str(path)
+
+
+# A read-only folder: tests/robustness/test_report_robust.py (it needs chattr as root).
+@pytest.mark.parametrize("where", ["-o folder", "--trace folder", "missing folder", "-o full disk",
+                                   "--trace full disk", "same file twice"])
+def test_output_that_cannot_be_written(tmp_path, where):
+    """One line naming the path at fault, exit 1 (2 for the usage error), and nothing left: no page, no trace,
+    no temporary; a folder keeps what it held and a device stays a device."""
+    out = tmp_path / "out"
+    out.mkdir()
+    folder = out / "adir"
+    folder.mkdir()
+    (folder / "keep.txt").write_text("the user's")
+    page, trace = str(out / "r.html"), str(out / "t.json")
+    bad = {"-o folder": str(folder), "--trace folder": str(folder), "missing folder": str(out / "no" / "r.html"),
+           "same file twice": page}.get(where) or _device(out / "full", 7)
+    before = sorted(os.listdir(out))
+    args = ["-o", page, "--trace", bad] if where.startswith("--trace") or where == "same file twice" \
+        else ["-o", bad, "--trace", trace]
+    code, err = _report_to(tmp_path, *args)
+    assert code == (2 if where == "same file twice" else 1)
+    assert err.count("\n") == 1 and err.startswith("pyprof report: error: ") and bad in err, err
+    assert sorted(os.listdir(out)) == before and os.listdir(folder) == ["keep.txt"]
+    if where.endswith("full disk"):
+        assert stat.S_ISCHR(os.lstat(bad).st_mode)
+
+
+def test_a_device_is_written_in_place(tmp_path):
+    null = _device(tmp_path / "null", 3)
+    code, err = _report_to(tmp_path, "-o", null, "--trace", null)  # a device takes both
+    assert code == 0, err
+    assert stat.S_ISCHR(os.lstat(null).st_mode)
+    assert sorted(os.listdir(tmp_path)) == ["net.dict", "null"]

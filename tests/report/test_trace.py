@@ -96,3 +96,25 @@ def test_graph_launch_drawn_once_and_missing_launch_tolerated():
     assert sum(1 for e in evs if e["ph"] == "X" and e["pid"] == 1) == 1  # one graph launch call
     assert sum(1 for e in evs if e["ph"] == "f") == 2  # two of its kernels, an arrow each
     assert sum(1 for e in evs if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE) == 3
+
+
+def test_a_field_of_a_wrong_type_names_its_input_and_line():
+    # Records that skipped the reader's checks (a caller's dicts): the message names the input they came from.
+    from pyprof.common import InputError
+    from pyprof.report.trace import write_source_trace
+
+    good = {"kind": "kernel", "kShortName": "k", "kDuration": 10, "start_ns": 0, "gpu": "NVIDIA H100 80GB HBM3"}
+    sources = [("rank0.dict", [(1, good)]), ("rank1.dict", [(1, good), (2, dict(good, kDuration="10"))])]
+    with pytest.raises(InputError) as e:
+        write_source_trace(sources, io.StringIO())
+    assert e.value.path == "rank1.dict" and e.value.problem.startswith("line 2: ")
+
+
+def test_names_are_whole_and_strict_json():
+    # The trace is for tools: names whole (a page cuts them), escaped by the encoder; a legacy line's lone
+    # surrogate too, which orjson refuses.
+    name = "</script>\x1b\u2028" + "x" * 100_000 + "\ud800"
+    out = io.StringIO()
+    write_trace([{"kind": "kernel", "kShortName": name, "kDuration": 10, "start_ns": 0}], out)
+    assert "\x1b" not in out.getvalue()
+    assert [e["name"] for e in json.loads(out.getvalue())["traceEvents"] if e["ph"] == "X"] == [name]

@@ -17,15 +17,6 @@ def _unlocked(tmp_path):
     unlock_tree(tmp_path)
 
 
-def pytest_collection_modifyitems(config, items):
-    # Each module lists its tests that fail today in KNOWN (test name -> what it shows): strict xfails, so that a
-    # fix shows up as a failure until its line is deleted.
-    for item in items:
-        reason = getattr(item.module, "KNOWN", {}).get(item.name)
-        if reason:
-            item.add_marker(pytest.mark.xfail(strict=True, reason=f"issue 13: {reason}"))
-
-
 @pytest.fixture(scope="session")
 def small_seeds(tmp_path_factory):
     """Committed captures (one nsys export of each marker kind, two Kineto traces), one nvprof file of the shared

@@ -2,9 +2,7 @@
 line naming it, nothing on stdout and nothing left behind; within time and memory bounds.
 
 One regression test per class of the issue on a small hand-made input, then a seeded sweep of each mutation
-class of bench/fuzz over small real captures. Tests that fail today are listed in ``KNOWN`` with what they show;
-conftest marks them ``xfail(strict=True, reason="issue 13: ...")``, so that each turns into a failure when its
-class is fixed: then delete its line here.
+class of bench/fuzz over small real captures.
 """
 from __future__ import annotations
 
@@ -314,7 +312,3 @@ def test_seeded_mutations(small_seeds, tmp_path, cls):
                 broken.append(f"case {k} ({built.detail}): {v}")
     assert not broken, "\n".join(broken)
 
-
-#: Tests that break the promise today (issue 13), with what they show; conftest marks them xfail(strict=True).
-KNOWN: dict[str, str] = {
-}

@@ -3,8 +3,7 @@ gives a valid table (strict JSON lines with --jsonl; one line per record, no raw
 wider than -w in the text formats), or is refused with one line naming the file, nothing on stdout.
 
 Regression tests per class on hand-made records, then a seeded sweep of the records mutation classes over
-records that parse made from small real captures. Tests failing today are listed in ``KNOWN`` (conftest marks
-them strict xfails).
+records that parse made from small real captures.
 """
 from __future__ import annotations
 
@@ -120,6 +119,21 @@ def test_hostile_names_print_one_line_per_record(case, name, fmt):
     keeps_promise(run(prof(path, fmt, n_records=2, must_succeed=True), case), must_succeed=True)
 
 
+@pytest.mark.parametrize("argv,width", [([], None), (["-w", "80"], 80), (["--csv"], None)], ids=["space", "w80", "csv"])
+def test_hostile_names_in_views(case, argv, width):
+    # Every view, titles and notes included: names in tables, the file name in the titles, op names in notes.
+    name = HOSTILE["esc"] + HOSTILE["newline"] + HOSTILE["u2028"] + HOSTILE["c1"]
+    path = tiny.records(case / "in" / ("net\x1b[2J" + "x" * 100 + ".dict"), tiny.record(
+        kShortName=name, kLongName=name, op=[name], layer=[name, name], callsite=name + ":7"), tiny.record())
+    cmd = Command("prof", ["-q", "--view", "all", *argv, str(path)], (str(path),),
+                  stdout_kind="csv" if argv == ["--csv"] else "text", width=width, must_succeed=True)
+    v = run(cmd, case)
+    if argv != ["--csv"]:  # the CSV of several views is one CSV per view, one after the other
+        keeps_promise(v, must_succeed=True)
+    else:
+        assert v.rc == 0 and not any(c in v.stdout.decode() for c in "\x1b\r\u2028\x85"), v
+
+
 def test_huge_name_in_linear_time(case):
     def make(mb, folder):
         name = "void k<" + "x" * (mb << 20) + ">()" if mb else "void k<float>()"
@@ -167,27 +181,3 @@ def test_seeded_mutations(small_seeds, tmp_path, cls):
                 broken.append(f"case {k} ({built.detail}): {v}")
     assert not broken, "\n".join(broken)
 
-
-#: Tests that break the promise today (issue 13), with what they show; conftest marks them xfail(strict=True).
-KNOWN: dict[str, str] = {
-    'test_huge_name_in_linear_time': 'hang: a 4 MB kernel name takes prof about 9 CPU s (2 s a MB; 20 MB: 37 s)',
-    'test_full_disk': 'traceback: OSError in pyprof/prof/cli.py:commit',
-    'test_hostile_names_print_one_line_per_record[c1-csv]': 'invalid-output: stdout: raw control character U+0085 in CSV row 2',
-    'test_hostile_names_print_one_line_per_record[c1-space]': 'invalid-output: stdout: raw control character U+0085 on line 2',
-    'test_hostile_names_print_one_line_per_record[c1-w80]': 'invalid-output: stdout: 5 lines for a header and 2 records',
-    'test_hostile_names_print_one_line_per_record[cr-csv]': 'invalid-output: stdout: CSV row 2 has 5 fields, the header 8',
-    'test_hostile_names_print_one_line_per_record[cr-space]': 'invalid-output: stdout: raw control character U+000D on line 2',
-    'test_hostile_names_print_one_line_per_record[cr-w80]': 'invalid-output: stdout: 4 lines for a header and 2 records',
-    'test_hostile_names_print_one_line_per_record[esc-csv]': 'invalid-output: stdout: raw control character U+001B in CSV row 2',
-    'test_hostile_names_print_one_line_per_record[esc-space]': 'invalid-output: stdout: raw control character U+001B on line 2',
-    'test_hostile_names_print_one_line_per_record[esc-w80]': 'invalid-output: stdout: raw control character U+001B on line 2',
-    'test_hostile_names_print_one_line_per_record[newline-space]': 'invalid-output: stdout: 5 lines for a header and 2 records',
-    'test_hostile_names_print_one_line_per_record[newline-w80]': 'invalid-output: stdout: 4 lines for a header and 2 records',
-    'test_hostile_names_print_one_line_per_record[nul-csv]': 'invalid-output: stdout: raw control character U+0000 in CSV row 2',
-    'test_hostile_names_print_one_line_per_record[nul-space]': 'invalid-output: stdout: raw control character U+0000 on line 2',
-    'test_hostile_names_print_one_line_per_record[nul-w80]': 'invalid-output: stdout: raw control character U+0000 on line 2',
-    'test_hostile_names_print_one_line_per_record[u2028-csv]': 'invalid-output: stdout: raw control character U+2028 in CSV row 2',
-    'test_hostile_names_print_one_line_per_record[u2028-space]': 'invalid-output: stdout: raw control character U+2028 on line 2',
-    'test_hostile_names_print_one_line_per_record[u2028-w80]': 'invalid-output: stdout: 5 lines for a header and 2 records',
-    'test_refusal_after_output': 'partial-output: exit 1 after 53652 lines on stdout',
-}

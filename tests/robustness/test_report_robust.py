@@ -3,7 +3,7 @@ strict JSON (no name can close its script element), or is refused with one line 
 trace or temporary is left behind; output paths that cannot be written are refused the same way.
 
 Regression tests per class on hand-made inputs, then a seeded sweep of the records mutation classes and of the
-output-path class. Tests failing today are listed in ``KNOWN`` (conftest marks them strict xfails).
+output-path class.
 """
 from __future__ import annotations
 
@@ -160,13 +160,3 @@ def test_seeded_mutations(small_seeds, tmp_path, cls):
                 broken.append(f"case {k} ({built.detail}): {v}")
     assert not broken, "\n".join(broken)
 
-
-#: Tests that break the promise today (issue 13), with what they show; conftest marks them xfail(strict=True).
-KNOWN: dict[str, str] = {
-    'test_records_with_a_long_first_line': 'refused-valid: records whose first line passes 1 MB are refused as a malformed JSON trace, on 4 lines',
-    'test_full_disk[--trace]': 'invalid-output: replaced the output device node with a regular file',
-    'test_full_disk[-o]': 'invalid-output: replaced the output device node with a regular file',
-    'test_output_path[existing folder]': 'traceback: IsADirectoryError in pyprof/report/cli.py:run',
-    'test_output_path[trace into folder]': 'traceback: IsADirectoryError in pyprof/report/cli.py:run',
-    'test_seeded_mutations[rec.hostile_name]': 'traceback: ValueError in pyprof/report/views/common.py:short_lines',
-}

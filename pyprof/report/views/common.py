@@ -57,7 +57,10 @@ def short_lines(callsites) -> tuple[str, dict]:
     capture machine are long and alike. The folder is '' when the paths share nothing but the root."""
     keys = [k for k in callsites if k != "-"]
     paths = [k.rpartition(":")[0] for k in keys]
-    prefix = os.path.commonpath(paths) if paths else ""
+    try:
+        prefix = os.path.commonpath(paths) if paths else ""
+    except ValueError:  # absolute and relative paths together (a call site from another tool): nothing shared
+        prefix = ""
     if prefix in paths:  # a single file: keep its name
         prefix = os.path.dirname(prefix)
     if len(prefix) <= 1:
