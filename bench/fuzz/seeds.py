@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyprof.common import END_KEY
+from pyprof.common import END_KEY, END_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("PYPROF_SHARED", ROOT.parent / "shared"))
@@ -179,6 +179,6 @@ def choose(rng, pool: list, key=lambda p: p):
 
 
 def count_lines(path: Path) -> int:
-    """Non-blank lines of a records file (one record each)."""
+    """Records of a records file: its non-blank lines but parse's end lines."""
     with open(path, "rb") as f:
-        return sum(1 for line in f if line.strip())
+        return sum(1 for line in f if line.strip() and not line.startswith(END_PREFIX))

@@ -11,6 +11,7 @@ import tempfile
 import zlib
 
 from pyprof.common import InputError, expansion_cap, too_expanded
+from pyprof.parse.sqlrows import SQLITE_ERRORS, describe, lossy_text
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -56,12 +57,13 @@ def sqlite_flavour(path: str, display: str) -> str:
     check_sqlite_size(path, display)
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db.text_factory = lossy_text  # a table name that is not UTF-8 is no table of ours, not an error
         try:
             tables = {t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
             db.close()
-    except sqlite3.DatabaseError as e:
-        raise InputError(display, f"corrupted or truncated SQLite database ({e})") from None
+    except SQLITE_ERRORS as e:
+        raise InputError(display, f"corrupted or truncated SQLite database ({describe(e)})") from None
     if "StringIds" in tables:
         return "nsys"
     if "StringTable" in tables and "Version" in tables:

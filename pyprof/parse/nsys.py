@@ -6,12 +6,11 @@ adds columns over the years. Rows are read with cursors in start-time order; not
 from __future__ import annotations
 
 import heapq
-import sqlite3
 from typing import Iterator
 
 from pyprof.common import InputError
 from pyprof.parse.model import Activity, GpuInfo, Launch
-from pyprof.parse.sqlrows import Rows, connect, integer
+from pyprof.parse.sqlrows import SQLITE_ERRORS, Rows, connect, integer
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -96,10 +95,7 @@ class NsysSource:
         the rows whose times or ids are unusable (they are left out of the reading)."""
         for table in (KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds"):
             if table in self.cols:
-                # The last rows sit on the last pages: reading them finds a truncated file. A WITHOUT ROWID
-                # table (no nsys version writes one) is read whole instead.
-                order = "" if self._without_rowid(table) else "ORDER BY rowid DESC"
-                self.rows.all(f"SELECT * FROM {table} {order} LIMIT 1")
+                self.rows.last_row(table)
         # Ranges without an end (never closed, marks) were always left out: only broken rows are counted.
         for table, where, what in ((KERNEL, _VALID_ACTIVITY, "kernel"), (MEMCPY, _VALID_ACTIVITY, "memcpy"),
                                    (MEMSET, _VALID_ACTIVITY, "memset"), (RUNTIME, _VALID_LAUNCH, "launch call"),
@@ -109,10 +105,6 @@ class NsysSource:
                 self.rows.skip(f"{what} rows with a start, end or id that is not an integer (or ends before it "
                                "starts), left out",
                                self.rows.count(f"SELECT count(*) FROM {table} e WHERE NOT ({where})"))
-
-    def _without_rowid(self, table: str) -> bool:
-        sql = self.rows.all("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
-        return bool(sql) and "WITHOUT ROWID" in str(sql[0][0] or "").upper()
 
     def has_gpu_work(self) -> bool:
         """True when the export holds at least one kernel, memcpy or memset row."""
@@ -163,7 +155,7 @@ class NsysSource:
         if clause is None:
             try:
                 clause = "" if self._stored_by_start(table, where) else f"ORDER BY {alias}start, {alias}rowid"
-            except sqlite3.DatabaseError:  # a table without rowids (no nsys version writes one): sort by start
+            except SQLITE_ERRORS:  # a table without rowids (no nsys version writes one): sort by start
                 clause = f"ORDER BY {alias}start"
             self._stored[(table, where, alias)] = clause
         return clause

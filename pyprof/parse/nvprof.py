@@ -72,7 +72,7 @@ class NvprofSource:
         rows whose times or ids are unusable (they are left out)."""
         for t in (*KERNEL_TABLES, MEMCPY, MEMSET, RUNTIME, DRIVER, MARKER, "StringTable"):
             if t in self.cols:
-                self.rows.all(f"SELECT * FROM {t} ORDER BY rowid DESC LIMIT 1")
+                self.rows.last_row(t)
         if self.kernel_table and not {"start", "end", "correlationId", "name"} <= self.cols[self.kernel_table]:
             raise InputError(self.path, f"table {self.kernel_table} lacks the start/end/correlationId/name columns")
         self.strings  # a StringTable without its columns is refused here, before any output
@@ -131,7 +131,8 @@ class NvprofSource:
                 c = lambda col, t=table: integer(col) if col in self.cols[t] else "NULL"  # noqa: E731
                 sql = (f"SELECT start, end, {c('processId')}, {c('threadId')}, correlationId, {c('cbid')} "
                        f"FROM {table} WHERE {_valid(('start', 'end', 'correlationId'))} "
-                       f"AND correlationId IN ({' UNION '.join(work)}) ORDER BY start, rowid")
+                       f"AND correlationId IN ({' UNION '.join(work)}) ORDER BY start"
+                       f"{'' if self.rows.without_rowid(table) else ', rowid'}")
                 streams.append(self._launch_rows(sql, names, table == DRIVER))
         yield from heapq.merge(*streams, key=lambda launch: launch.start_ns)
 

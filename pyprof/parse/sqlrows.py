@@ -16,6 +16,10 @@ from pyprof.common import InputError
 
 #: Text as SQLite stores it, decoded with replacement characters where it is not UTF-8 (a GPU name in Latin-1).
 lossy_text = functools.partial(str, encoding="utf-8", errors="replace")
+
+#: What a query of a damaged export raises: SQLite's errors, and UnicodeDecodeError when the sqlite3 module
+#: cannot decode SQLite's own error message (it quotes a corrupt schema's bytes).
+SQLITE_ERRORS = (sqlite3.DatabaseError, UnicodeDecodeError)
 NOT_UTF8 = "texts that are not UTF-8, read with replacement characters"
 
 
@@ -34,8 +38,8 @@ def connect(path: str, display: str, text_factory=None) -> sqlite3.Connection:
     try:
         db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         db.execute("PRAGMA query_only = 1")
-    except sqlite3.DatabaseError as e:
-        raise InputError(display, f"not a readable SQLite database ({e})") from None
+    except SQLITE_ERRORS as e:
+        raise InputError(display, f"not a readable SQLite database ({describe(e)})") from None
     if text_factory is not None:
         db.text_factory = text_factory
     return db
@@ -58,11 +62,22 @@ class Rows:
             self._lossy = connect(self.file, self.display, lossy_text)
         return self._lossy
 
+    def without_rowid(self, table: str) -> bool:
+        """True for a table declared WITHOUT ROWID (no profiler writes one; a user's rebuilt export may): it has
+        no rowid to order or to find its last row by."""
+        sql = self.all("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,))
+        return bool(sql) and "WITHOUT ROWID" in str(sql[0][0] or "").upper()
+
+    def last_row(self, table: str) -> None:
+        """Read the last row of ``table``: it sits on the last pages, so a truncated file fails here, before any
+        output. A WITHOUT ROWID table is read whole instead."""
+        self.all(f"SELECT * FROM {table} {'' if self.without_rowid(table) else 'ORDER BY rowid DESC'} LIMIT 1")
+
     def all(self, sql: str, params: tuple = ()) -> list:
         """Every row of a small query (names, metadata), text decoded leniently."""
         try:
             return self.lossy().execute(sql, params).fetchall()
-        except sqlite3.DatabaseError as e:
+        except SQLITE_ERRORS as e:
             raise self.error(e) from None
 
     def stream(self, sql: str, params: tuple = ()) -> Iterator[tuple]:
@@ -77,7 +92,7 @@ class Rows:
         except sqlite3.OperationalError as e:
             if "decode" not in str(e):
                 raise self.error(e) from None
-        except sqlite3.DatabaseError as e:
+        except SQLITE_ERRORS as e:
             raise self.error(e) from None
         self.oddities[NOT_UTF8] = self.oddities.get(NOT_UTF8, 0) + 1
         try:
@@ -85,19 +100,19 @@ class Rows:
             for _ in range(given):
                 cursor.fetchone()
             yield from cursor
-        except sqlite3.DatabaseError as e:
+        except SQLITE_ERRORS as e:
             raise self.error(e) from None
 
     def count(self, sql: str, params: tuple = ()) -> int:
         """The single integer a COUNT query gives."""
         try:
             return self.db.execute(sql, params).fetchone()[0]
-        except sqlite3.DatabaseError as e:
+        except SQLITE_ERRORS as e:
             raise self.error(e) from None
 
-    def error(self, e: sqlite3.DatabaseError) -> InputError:
+    def error(self, e: Exception) -> InputError:
         """The one-line error for an SQLite failure while reading (a corrupt or truncated page, most often)."""
-        return InputError(self.display, f"corrupted or unreadable SQLite database ({str(e).splitlines()[0][:200]})")
+        return InputError(self.display, f"corrupted or unreadable SQLite database ({describe(e)})")
 
     def close(self) -> None:
         """Close the lenient connection if one was opened."""
@@ -109,3 +124,10 @@ class Rows:
         """Count ``n`` rows left out for ``reason``."""
         if n:
             self.oddities[reason] = self.oddities.get(reason, 0) + n
+
+
+def describe(e: Exception) -> str:
+    """What an SQLite failure says, in one short line."""
+    if isinstance(e, UnicodeDecodeError):
+        return "SQLite's error message is not text: a corrupt schema"
+    return (str(e).splitlines() or [type(e).__name__])[0][:200]

@@ -80,7 +80,8 @@ _FastRecord = TypedDict("_FastRecord", {**FAST_TYPES, END_KEY: bool}, total=Fals
 
 if msgspec is not None:
     _typed_decode = msgspec.json.Decoder(_FastRecord).decode
-    _TYPED_ERRORS: tuple = (msgspec.DecodeError, RecursionError)  # ValidationError is a DecodeError
+    # ValidationError is a DecodeError; text that is not UTF-8 raises UnicodeDecodeError
+    _TYPED_ERRORS: tuple = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)
 else:  # pragma: no cover
     _typed_decode = None
     _TYPED_ERRORS = ()

@@ -28,7 +28,7 @@ try:
 
     Raw: type = msgspec.Raw
     # ValidationError is a DecodeError; msgspec refuses a line nested past its own stack limit with RecursionError
-    LEAN_ERRORS: tuple = (msgspec.DecodeError, RecursionError)
+    LEAN_ERRORS: tuple = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)  # (text not UTF-8)
 except ImportError:  # pragma: no cover - msgspec is optional: every line then takes the full decode
     msgspec = None
 

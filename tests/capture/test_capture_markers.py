@@ -1,7 +1,6 @@
 """What the markers say: op, module, arguments, call site; and that torch behaves exactly as before."""
 from __future__ import annotations
 
-import inspect
 import sys
 import types
 

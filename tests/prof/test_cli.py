@@ -13,7 +13,7 @@ import pytest
 
 from pyprof.prof.cli import main
 
-from .helpers import S, T, rec
+from .helpers import T, rec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_kernel__5x_cublas"

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from report_helpers import DATA, ROOT, ParseFailed
+from report_helpers import DATA, ROOT
 
 from pyprof.report.aggregate import aggregate
 from pyprof.report.steps import no_process

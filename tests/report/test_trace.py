@@ -59,14 +59,12 @@ def test_launches_on_cpu_rows_and_flows_pair_up(resnet):
 
 
 def test_rows_are_named(resnet):
-    records = resnet
     evs = _trace(resnet)["traceEvents"]
     names = {e["args"]["name"] for e in evs if e["ph"] == "M" and e["name"] in ("process_name", "thread_name")}
     assert {"GPU 0 (NVIDIA H200)", "stream 7", "CPU process 1105", "thread 1105", "thread 1134"} <= names
 
 
 def test_args_carry_op_and_model(resnet):
-    records = resnet
     evs = _trace(resnet)["traceEvents"]
     first = next(e for e in evs if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE)
     a = first["args"]
@@ -80,7 +78,6 @@ def test_args_carry_op_and_model(resnet):
 
 
 def test_cap_keeps_valid_json_and_says_so(resnet):
-    records = resnet
     t = _trace(resnet, max_events=10)
     assert sum(1 for e in t["traceEvents"] if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE) == 10
     assert t["otherData"] == {"producer": "pyprof report --trace", "activities": 10, "activities_in_input": 784,

@@ -146,6 +146,31 @@ def test_without_rowid_table_is_valid(export, case):
     keeps_promise(run(parse(export, must_succeed=True), case), must_succeed=True)
 
 
+@pytest.mark.parametrize("table", ["CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMSET",
+                                   "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL"])
+def test_nvprof_table_without_rowid_gives_the_same_records(case, table):
+    # nvprof exports declare _id_ the primary key of each table; rebuilt WITHOUT ROWID (same rows), the file
+    # must give the records the original gives.
+    original = CORPUS / "nvprof" / "nvprof_v18_vectoradd.nvvp"
+    rebuilt = case / "in" / "rebuilt.nvvp"
+    rebuilt.write_bytes(original.read_bytes())
+    db = sqlite3.connect(rebuilt)
+    info = list(db.execute(f'PRAGMA table_info("{table}")'))
+    assert [c[1] for c in info if c[5]] == ["_id_"]
+    cols = ", ".join(f'"{c[1]}" {c[2]}' for c in info)
+    db.execute(f'CREATE TABLE "_n" ({cols}, PRIMARY KEY (_id_)) WITHOUT ROWID')
+    db.execute(f'INSERT INTO "_n" SELECT * FROM "{table}"')
+    db.execute(f'DROP TABLE "{table}"')
+    db.execute(f'ALTER TABLE "_n" RENAME TO "{table}"')
+    db.commit()
+    db.close()
+    before = run(parse(original, must_succeed=True), case)
+    after = run(parse(rebuilt, must_succeed=True), case)
+    keeps_promise(after, must_succeed=True)
+    assert sorted(after.stdout.splitlines()) == sorted(before.stdout.splitlines())
+    assert before.stdout.endswith(b'"records":4}\n')  # 1 kernel, 3 copies, 0 memsets (sqlite3 counts them)
+
+
 # -- Kineto traces ----------------------------------------------------------------------------------------------
 
 def _trace(case, data=None, **kw):
