@@ -157,7 +157,7 @@ def _shapes(args) -> str:
                 out.append(a["shape"])
                 continue
             items = a.get("items")
-            if items:
+            if items and type(items) is list:
                 out.append([i.get("shape", []) if type(i) is dict else [] for i in items])
                 continue
         out.append([])

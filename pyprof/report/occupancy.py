@@ -63,9 +63,12 @@ def limits(props: dict | None) -> Limits | None:
 
 
 def _count(dims) -> int:
+    """The product of a launch configuration's dimensions; 0 (unknown) when any is missing or not positive."""
     n = 1
     for v in dims or ():
-        n *= int(v)
+        if type(v) is not int or v <= 0:
+            return 0
+        n *= v
     return n if dims else 0
 
 

@@ -44,8 +44,8 @@ def _shapes(args: list) -> str:
     for a in args or ():
         if type(a) is not dict:
             continue
-        if "shape" in a:
-            parts.append(f"{a.get('dtype') or '?'}{list(a['shape'])}")
+        if type(a.get("shape")) is list:
+            parts.append(f"{a.get('dtype') or '?'}{a['shape']}")
         elif "value" in a:
             parts.append(repr(a["value"]))
     return ", ".join(parts)

@@ -115,3 +115,15 @@ def test_names_are_whole_and_strict_json():
     write_trace([{"kind": "kernel", "kShortName": name, "kDuration": 10, "start_ns": 0}], out)
     assert "\x1b" not in out.getvalue()
     assert [e["name"] for e in json.loads(out.getvalue())["traceEvents"] if e["ph"] == "X"] == [name]
+
+
+def test_arguments_of_odd_types_are_shown_as_they_are():
+    # The record contract allows any JSON in an argument: a shape that is not a list is no shape.
+    d = {"kind": "kernel", "kShortName": "k", "kLongName": "k", "kDuration": 1000, "start_ns": 0, "end_ns": 1000,
+         "pid": 1, "tid": 1, "device": 0, "stream": 7, "op": ["mm"], "mod": ["aten"],
+         "args": [{"name": "a", "type": "tensor", "shape": True, "value": 3}, {"name": "b", "shape": [2, 3],
+                                                                              "dtype": "float32"}]}
+    out = io.StringIO()
+    write_trace(iter([d]), out)
+    (gpu,) = [e for e in json.loads(out.getvalue())["traceEvents"] if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE]
+    assert gpu["args"]["shapes"] == "3, float32[2, 3]"

@@ -227,3 +227,10 @@ def test_estimated_occupancy(grid, block, regs, smem, expected):
 def test_occupancy_na_without_limits():
     assert est_occupancy([1, 1, 1], [32, 1, 1], 32, 0, 0, limits(None)) is None
     assert est_occupancy([1, 1, 1], [32, 1, 1], 32, None, None, limits(H200)) is None
+
+
+@pytest.mark.parametrize("grid,block", [([16, None, 1], [256, 1, 1]), ([16, 1, 1], [256, None, 1]),
+                                        ([16, 1, 1], [-256, 1, 1]), ([0, 1, 1], [256, 1, 1])])
+def test_occupancy_na_for_an_unknown_or_impossible_launch(grid, block):
+    # A dimension an export left NULL (or a negative one) makes the launch unknown: no estimate, never an error.
+    assert est_occupancy(grid, block, 32, 0, 0, limits(H200)) is None
