@@ -54,8 +54,8 @@ def demangle(name: str) -> str:
         _libc.free(ptr)
 
 
-#: Longer names keep themselves as their short name: the scan below runs in Python, about 0.2 s a MB, and a real
-#: kernel name (a CUTLASS template included) is a few kB. prof classifies names by as many characters.
+#: Longer names are shortened from their first this many characters: the scan below runs in Python, about 0.2 s
+#: a MB, and a real kernel name (a CUTLASS template included) is a few kB. prof classifies names by as many.
 SHORT_NAME_SCAN_CHARS = 1 << 16
 
 
@@ -65,11 +65,12 @@ def short_name(demangled: str) -> str:
     ``void at::native::foo<float, 4>(float*, int)`` -> ``foo``: the name before the parameter list, without
     return type, template arguments and namespaces. Template arguments may hold expressions with parentheses
     and comparisons (``std::enable_if<(((8)>(0))), void>::type vllm::fused_add_rms_norm_kernel<...>(...)``),
-    so angle brackets count only outside parentheses. Returns the input when it has no such shape, or is longer
-    than SHORT_NAME_SCAN_CHARS.
+    so angle brackets count only outside parentheses. Returns the input when it has no such shape. A name
+    longer than SHORT_NAME_SCAN_CHARS is shortened from its beginning (the function's name comes before its
+    template arguments and parameters), at most that long.
     """
     if len(demangled) > SHORT_NAME_SCAN_CHARS:
-        return demangled
+        return short_name(demangled[:SHORT_NAME_SCAN_CHARS])
     params = _parameter_list(demangled)
     head = demangled[:params] if params is not None else demangled
     out = []

@@ -73,10 +73,19 @@ def _ints(v) -> tuple:
     return tuple(v) if type(v) is list and len(v) <= 3 and all(type(x) is int for x in v) else ()
 
 
+#: Bytes ijson reads at a time: yajl copies a string that spans reads once per read, so a string's cost grows
+#: with its length squared over this (a 20 MB name: 1.5 s at ijson's default 64 kB, 0.1 s at 4 MB).
+READ_BYTES = 4 << 20
+#: The longest stretch between two string boundaries a trace may hold (a real kernel name or call stack is kB;
+#: one of this length costs yajl about 0.5 s).
+MAX_STRING_BYTES = 64 << 20
+
+
 class _Guarded:
     """The bytes of a trace as ijson reads them, watched for JSON nested deeper than MAX_DEPTH (whose objects
     would grow without bound in memory), counting brackets as they pass (brackets inside strings too: they are
-    balanced in real names, and only inflate the count)."""
+    balanced in real names, and only inflate the count), and for a string longer than MAX_STRING_BYTES (whose
+    cost in yajl grows as its square)."""
 
     def __init__(self, f: IO[bytes], path: str, cap_bytes: int | None) -> None:
         self.f = f
@@ -84,6 +93,8 @@ class _Guarded:
         self.depth = 0
         self.cap_bytes = cap_bytes  # decompressed bytes allowed (detect.expansion_cap); None: not compressed
         self.read_bytes = 0
+        self.since_quote = 0  # bytes since the last quote that surely bounds a string
+        self.last_byte = 0
 
     def read(self, n: int = -1) -> bytes:
         import numpy as np
@@ -94,6 +105,7 @@ class _Guarded:
             raise too_expanded(self.path)
         if data:
             b = np.frombuffer(data, np.uint8)
+            self._strings(np, b)
             step = (b == 91).astype(np.int32) + (b == 123) - (b == 93) - (b == 125)  # [ { ] }
             levels = np.cumsum(step, dtype=np.int64)
             if self.depth + int(levels.max()) > MAX_DEPTH:
@@ -101,6 +113,25 @@ class _Guarded:
                                             "trace")
             self.depth += int(levels[-1])
         return data
+
+    def _strings(self, np, b) -> None:
+        # A quote that no backslash precedes bounds a string (inside one, a quote is escaped); one after a
+        # backslash may not, so it is not counted: the stretch measured is never shorter than the string.
+        quotes = np.flatnonzero(b == 34)
+        if quotes.size:
+            before = b[np.maximum(quotes - 1, 0)]
+            if quotes[0] == 0:
+                before[0] = self.last_byte
+            quotes = quotes[before != 92]
+        if quotes.size:
+            longest = max(self.since_quote + int(quotes[0]), int(np.diff(quotes).max()) if quotes.size > 1 else 0)
+            self.since_quote = len(b) - int(quotes[-1]) - 1
+        else:
+            longest = self.since_quote = self.since_quote + len(b)
+        self.last_byte = int(b[-1])
+        if longest > MAX_STRING_BYTES:
+            raise InputError(self.path, f"a JSON string or value longer than {MAX_STRING_BYTES >> 20} MB: not a "
+                                        "PyTorch profiler trace")
 
 
 class KinetoSource:
@@ -145,7 +176,7 @@ class KinetoSource:
             prefix = self._events_prefix()
             with self._open() as f:
                 seen = False
-                for ev in ijson.items(_Guarded(f, self.path, self._cap), prefix):
+                for ev in ijson.items(_Guarded(f, self.path, self._cap), prefix, buf_size=READ_BYTES):
                     if isinstance(ev, dict) and "ph" in ev:
                         seen = True
                         if ev["ph"] == "X":
@@ -155,7 +186,8 @@ class KinetoSource:
                 if not seen and not self._has_key(ijson, "traceEvents"):
                     raise InputError(self.path, "JSON without 'traceEvents': not a PyTorch profiler trace")
             with self._open() as f:
-                devices = ijson.items(_Guarded(f, self.path, self._cap), "deviceProperties.item") if prefix != "item" else ()
+                devices = ijson.items(_Guarded(f, self.path, self._cap), "deviceProperties.item",
+                                     buf_size=READ_BYTES) if prefix != "item" else ()
                 for dev in devices:
                     if isinstance(dev, dict) and type(dev.get("id")) is int:
                         props = {k: _num(v) for k, v in dev.items() if k not in ("id", "name")
@@ -202,7 +234,7 @@ class KinetoSource:
     def _has_key(self, ijson, key: str) -> bool:
         with self._open() as f:
             return any(prefix == "" and event == "map_key" and value == key
-                       for prefix, event, value in ijson.parse(f))
+                       for prefix, event, value in ijson.parse(f, buf_size=READ_BYTES))
 
     def _take(self, ev: dict) -> None:
         try:

@@ -204,3 +204,24 @@ def test_pytorch_1_8_preview_layout(tmp_path):
     (rec,) = [json.loads(line) for line in out.getvalue().splitlines() if not line.startswith(END)]
     assert rec["op"] == ["mm"] and rec["tid"] == MAIN and rec["ranges"] == ["ProfilerStep#3", "aten::mm"]
     assert [a["shape"] for a in rec["args"]] == [[2, 4], [4, 8]]
+
+
+@pytest.mark.parametrize("filler", ["x", 'x\\"'], ids=["plain", "escaped quotes"])
+def test_a_string_past_the_bound_is_refused(tmp_path, monkeypatch, filler):
+    # kineto.MAX_STRING_BYTES lowered to 1 MB for the test: a kernel name of 2 MB (escaped quotes inside it do not
+    # end it) is refused before any output; one of half a MB parses, name whole.
+    import pyprof.parse.kineto as kineto
+
+    monkeypatch.setattr(kineto, "MAX_STRING_BYTES", 1 << 20)
+    for mb, ok in ((0.5, True), (2, False)):
+        name = "void k<" + filler * int((mb * (1 << 20)) // len(filler)) + ">(int)"
+        t = trace()
+        t["traceEvents"] = [kernel(name, e["ts"], e["dur"], e["args"]["correlation"]) if e["cat"] == "kernel" else e
+                            for e in t["traceEvents"]]
+        path = tmp_path / "t.json"
+        path.write_text(json.dumps(t))
+        if ok:
+            assert [d["kLongName"] for d in parse(path) if d["kind"] == "kernel"] == [name] * 3
+        else:
+            with pytest.raises(InputError, match="longer than 1 MB"):
+                parse(path)
