@@ -104,7 +104,7 @@ def drop_column(db: sqlite3.Connection, table: str, column: str) -> None:
     try:
         db.execute(f'ALTER TABLE "{table}" DROP COLUMN "{column}"')
     except sqlite3.OperationalError:
-        keep = ", ".join(f'"{c}"' for c in _columns(db, table) if c != column) or "NULL AS nothing"
+        keep = ", ".join(f'"{c}"' for c in _columns(db, table) if c != column) or "NULL AS _nothing"
         db.execute(f'CREATE TABLE "_rebuilt" AS SELECT {keep} FROM "{table}"')
         db.execute(f'DROP TABLE "{table}"')
         db.execute(f'ALTER TABLE "_rebuilt" RENAME TO "{table}"')

@@ -260,6 +260,8 @@ class Correlator:
         if s is not None and s[1] is not None and s[1].until_ns >= end_ns:
             return s[1]
         chain = [row for row in st if row[2] >= end_ns]
+        if not chain:  # the call ends after every open range (a broken end time): no range encloses it
+            return _BACKWARD_BARE if self._backward_thread.get(thread) else _EMPTY
         info = self._attribute(chain)
         if len(chain) == len(st):  # else a range of another domain closed inside: do not cache
             if s is None:

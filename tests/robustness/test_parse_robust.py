@@ -72,6 +72,15 @@ def test_missing_column(export, case, table, column):
     keeps_promise(run(parse(export), case))
 
 
+def test_launch_ending_after_every_range(export, case):
+    # A launch call whose end is the largest time SQLite holds is enclosed by no range: its kernel is kept,
+    # attributed to nothing (the chain of enclosing ranges was empty: a ValueError in correlate).
+    sql(export, f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = {2 ** 63 - 1}")
+    v = run(parse(export, must_succeed=True), case)
+    keeps_promise(v, must_succeed=True)
+    assert v.stdout.count(b"\n") == 2 and b'"op":[]' in v.stdout.split(b"\n")[0]
+
+
 @pytest.mark.parametrize("table,column", [("NVTX_EVENTS", "text"), ("StringIds", "value"),
                                           ("META_DATA_EXPORT", "value")])
 def test_invalid_utf8_text(export, case, table, column):
