@@ -73,8 +73,8 @@ class _FileAhead:
     def __init__(self, fd: int, pos: int) -> None:
         self.fd, self.pos = fd, pos
         self.lines: list = []  # whole lines read and not taken
-        self.partial = b""  # the start of the line after them
-        self.done = False
+        self.partial: list = []  # the blocks of the start of the line after them (joined once it ends: a line of
+        self.done = False        # megabytes is copied once, not once per block)
 
     def take(self, n: int) -> list:
         while len(self.lines) < n and not self.done:
@@ -82,11 +82,15 @@ class _FileAhead:
             if not block:
                 self.done = True
                 if self.partial:  # the last line, without a newline
-                    self.lines.append(self.partial)
+                    self.lines.append(b"".join(self.partial))
                 break
             self.pos += len(block)
-            more = (self.partial + block).split(b"\n")
-            self.partial = more.pop()
+            if block.find(b"\n") < 0:
+                self.partial.append(block)
+                continue
+            more = b"".join([*self.partial, block]).split(b"\n")
+            last = more.pop()
+            self.partial = [last] if last else []
             self.lines += more
         out, self.lines = self.lines[:n], self.lines[n:]
         return out
@@ -305,7 +309,7 @@ def _file_chunks(fd: int, pos: int, size: int, path: str) -> Iterator[tuple]:
             chunk = data[:cut or len(data)]
             cut = len(chunk)
             n, empty = chunk.count(b"\n"), empty_lines(chunk)
-            ends = [i for i, c in enumerate(chunk) if c == 10][-(LOOKBACK + 1):]
+            ends = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10)[-(LOOKBACK + 1):].tolist()
         else:
             cut = cut or got  # the last line, without a newline
             nl = np.equal(arr[:cut], 10, out=is_nl[:cut])
