@@ -130,10 +130,16 @@ def _legacy(line: bytes, path: str, lineno: int) -> dict:
     if deeper_than(d, MAX_DEPTH):
         raise InputError(path, f"line {lineno}: a record nested deeper than {MAX_DEPTH} levels")
     try:
-        return from_legacy(d)
+        out = from_legacy(d)
     except (TypeError, ValueError, AttributeError) as e:
         raise InputError(path, f"line {lineno}: a PyProf dict line whose fields have unexpected types ({e})") \
             from None
+    # Python literals hold what JSON cannot (a set, bytes, a complex number): the record is made of JSON's
+    # values, as parse's are (tuples become lists), or refused.
+    try:
+        return json.loads(json.dumps(out, allow_nan=False))
+    except (TypeError, ValueError) as e:
+        raise InputError(path, f"line {lineno}: a PyProf dict line with a value JSON cannot hold ({e})") from None
 
 
 #: The original PyProf's dict lines are a few kB; literal_eval's cost grows with a line's length.
@@ -148,8 +154,10 @@ def from_legacy(d: dict) -> dict:
     """Map an original PyProf dict line to this project's record keys (args decoded from ``marker``)."""
     if "schema" in d or "args" in d:
         return d
-    mods = [_LEGACY_MOD.get(m, m) for m in (d.get("mod") or [])]
-    ops = list(d.get("op") or [])
+    mod, op = d.get("mod") or [], d.get("op") or []
+    # One name as a string, not a list of one (a line written by hand): a name, never its characters.
+    mods = [_LEGACY_MOD.get(m, m) for m in ([mod] if isinstance(mod, str) else mod)]
+    ops = [op] if isinstance(op, str) else list(op)
     d["mod"], d["op"] = mods, ops
     args: list = []
     for m in d.get("marker") or []:

@@ -186,3 +186,14 @@ def test_deep_and_newer_records_are_refused(lenet, tmp_path):
         p = _cli("pyprof.prof", "-q", *view, str(path))
         assert p.returncode == 1 and p.stdout == b"", p.stderr
         assert f"{path}: line 1: records of schema 3, newer than this pyprof reads (2)" in p.stderr.decode()
+
+
+def test_a_legacy_line_naming_one_op_as_a_string(tmp_path):
+    # The original PyProf wrote mod and op as lists; a line giving one name as a string is that name, not its
+    # characters (which showed as module "t", op "m").
+    path = tmp_path / "old.dict"
+    path.write_text("{'kShortName': 'k', 'kLongName': 'k', 'kDuration': 100, 'dir': 'fprop', 'mod': 'torch', "
+                    "'op': 'mm', 'marker': [], 'seqId': [], 'altSeqId': [], 'layer': [], 'trace': [], "
+                    "'grid': (1, 1, 1), 'block': (32, 1, 1)}\n")
+    p = _cli("pyprof.prof", "-q", "-c", "mod,op", str(path))
+    assert p.returncode == 0 and p.stdout.decode().split() == ["Module", "Op", "torch", "mm"], p.stderr

@@ -64,7 +64,7 @@ def test_wrong_type(case, key, value, fmt):
 
 LEGACY = [("mod", "5"), ("mod", "{1, 2}"), ("op", "b'mm'"), ("grid", "1j"), ("kDuration", "1e999"),
           ("kDuration", "'500'"), ("marker", "[5]"), ("marker", "['{1, 2}']"), ("dir", "None"), ("layer", "{'a': 1}"),
-          ("seqId", "(1, 2)"), ("kShortName", "None"), ("args", "5")]
+          ("seqId", "(1, 2)"), ("seqId", "{1, 2}"), ("kShortName", "None"), ("args", "5")]
 
 
 @pytest.mark.parametrize("key,source", LEGACY, ids=[f"{k}={v}" for k, v in LEGACY])

@@ -59,7 +59,8 @@ def test_wrong_type(case, key, value):
 
 
 @pytest.mark.parametrize("key,source", [("mod", "5"), ("mod", "{1, 2}"), ("op", "b'mm'"), ("grid", "1j"),
-                                        ("kDuration", "1e999"), ("marker", "[5]")])
+                                        ("kDuration", "1e999"), ("marker", "[5]"), ("seqId", "{1, 2}"),
+                                        ("altSeqId", "(3, 4)"), ("layer", "[b'x']")])
 def test_legacy_dict_line_of_odd_type(case, key, source):
     keeps_promise(run(report(tiny.legacy(case / "in" / "old.dict", **{key: source})), case))
 
