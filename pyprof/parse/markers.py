@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from typing import Any
 
 from pyprof.parse import encode
@@ -143,6 +144,13 @@ MAX_MARKER_DEPTH = 16
 MAX_MARKER_CHARS = 4 << 20
 
 
+def _literal(text: str):
+    """ast.literal_eval, without the SyntaxWarning an odd escape in a string prints to stderr (Python 3.12)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.literal_eval(text)
+
+
 def _non_finite(name: str) -> str:
     """NaN, Infinity and -Infinity, which JSON has no numbers for, as docs/markers.md writes them: strings."""
     return {"NaN": "nan", "Infinity": "inf", "-Infinity": "-inf"}[name]
@@ -163,7 +171,7 @@ def _decode_dict(text: str) -> Marker | None:
     except ValueError:
         try:
             # Legacy PyProf wrote Python reprs (single quotes, tuples): literal_eval parses them safely.
-            data = ast.literal_eval(text)
+            data = _literal(text)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return None
     if not isinstance(data, dict) or _deeper_than(data, MAX_MARKER_DEPTH):
@@ -452,7 +460,7 @@ def _scalar_entry(dtype: str | None, value) -> dict:
         return {"type": "str", "value": value[:MAX_SCALAR_CHARS] + "..."}
     else:
         try:
-            v = ast.literal_eval(value)
+            v = _literal(value)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             v = value
     if isinstance(v, bool):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import json
+import warnings
 from typing import IO, Any, Callable, Iterable, Iterator, Optional, TypedDict, Union
 
 from pyprof.common import END_KEY, InputError
@@ -122,7 +123,9 @@ def _legacy(line: bytes, path: str, lineno: int) -> dict:
     if len(text) > MAX_LEGACY_CHARS:
         raise InputError(path, f"line {lineno}: a PyProf dict line longer than {MAX_LEGACY_CHARS} characters")
     try:
-        d = ast.literal_eval(text)
+        with warnings.catch_warnings():  # an odd escape in a string is a SyntaxWarning on stderr, not our output
+            warnings.simplefilter("ignore")
+            d = ast.literal_eval(text)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         raise InputError(path, f"line {lineno}: not a JSON record nor a PyProf dict line") from None
     if not isinstance(d, dict):
@@ -162,8 +165,10 @@ def from_legacy(d: dict) -> dict:
     args: list = []
     for m in d.get("marker") or []:
         try:
-            mk = ast.literal_eval(m) if isinstance(m, str) else m
-        except (ValueError, SyntaxError):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                mk = ast.literal_eval(m) if isinstance(m, str) else m
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
             continue
         if isinstance(mk, dict) and ops and mk.get("op") == ops[0]:
             args = [_legacy_arg(a) for a in mk.get("args") or [] if isinstance(a, dict)]

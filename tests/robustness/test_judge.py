@@ -85,7 +85,11 @@ def test_outcomes(tmp_path):
     assert _run(tmp_path, rss_mb=501.0, stderr=ONE_LINE) == "over-memory"
     assert _run(tmp_path, stderr="Traceback (most recent call last):\n  x\nKeyError: 1\n") == "traceback"
     assert _run(tmp_path, rc=0, stdout=b'{"a": NaN}\n' + END1) == "invalid-output"
-    assert _run(tmp_path, stdout=b'{"a": 1}\n', stderr=ONE_LINE) == "partial-output"
+    # parse's records cut by a failure part way, whole lines without the end line: refused (prof and report
+    # refuse such a stream); a complete stream, or a half-written line, before a refusal is partial output.
+    assert _run(tmp_path, stdout=b'{"a": 1}\n', stderr=ONE_LINE) == "refused"
+    assert _run(tmp_path, stdout=b'{"a": 1}\n' + END1, stderr=ONE_LINE) == "partial-output"
+    assert _run(tmp_path, stdout=b'{"a": 1}\n{"b"', stderr=ONE_LINE) == "partial-output"
     assert _run(tmp_path, stderr=ONE_LINE + "(lexical error)\n") == "multi-line-refusal"
     assert _run(tmp_path, stderr="python -m pyprof.parse: error: input: line 3: bad\n") == "nameless-refusal"
     assert _run(tmp_path, stderr=ONE_LINE, after={"net.sqlite.tmp"}) == "left-behind"
