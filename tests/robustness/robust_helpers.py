@@ -161,6 +161,25 @@ def linear_time(make, sizes: tuple[int, int], case_dir: Path, per_unit_s: float,
     return None
 
 
+def seeded_sweep(cls: str, seeds, folder: Path, seed: int, cases: int, bounded_classes: set, pick) -> list[str]:
+    """Run ``cases`` seeded cases of mutation class ``cls`` (bench/fuzz) and return what broke the promise.
+    ``pick(cmd)`` gives the command to run for each of a case's commands (None: skip it); a class in
+    ``bounded_classes`` runs as a process with time and memory bounds."""
+    from bench.fuzz.cases import case_rng
+    from bench.fuzz.registry import MUTATIONS
+
+    broken = []
+    for k in range(cases):
+        case_dir = folder / f"case-{k}"
+        (case_dir / "in").mkdir(parents=True)
+        built = MUTATIONS[cls].fn(case_rng(seed, k), seeds, case_dir / "in")
+        for cmd in filter(None, map(pick, built.commands)):
+            v = bounded(cmd, case_dir, 60) if cls in bounded_classes else run(cmd, case_dir)
+            if v.outcome not in (("ok",) if cmd.must_succeed else ("ok", "refused")):
+                broken.append(f"case {k} ({built.detail}): {v}")
+    return broken
+
+
 def keeps_promise(v: Verdict, must_succeed: bool = False) -> None:
     """Assert the promise: ok with valid output, or (unless the input is valid) one clean refusal line."""
     allowed = ("ok",) if must_succeed else ("ok", "refused")

@@ -11,9 +11,8 @@ import sqlite3
 import pytest
 
 import tiny_inputs as tiny
-from robust_helpers import CORPUS, bounded, keeps_promise, linear_time, run
+from robust_helpers import CORPUS, bounded, keeps_promise, linear_time, run, seeded_sweep
 
-from bench.fuzz.cases import case_rng
 from bench.fuzz.judge import lock
 from bench.fuzz.paths_mut import full_device
 from bench.fuzz.registry import MUTATIONS, Command, load_all
@@ -333,16 +332,7 @@ CASES_PER_CLASS = 4
 
 @pytest.mark.parametrize("cls", PARSE_CLASSES)
 def test_seeded_mutations(small_seeds, tmp_path, cls):
-    broken = []
-    for k in range(CASES_PER_CLASS):
-        case_dir = tmp_path / f"case-{k}"
-        (case_dir / "in").mkdir(parents=True)
-        built = MUTATIONS[cls].fn(case_rng(13, k), small_seeds, case_dir / "in")
-        for cmd in built.commands:
-            if cmd.stage != "parse":
-                continue
-            v = bounded(cmd, case_dir, 60) if cls in BOUNDED else run(cmd, case_dir)
-            if v.outcome not in (("ok",) if cmd.must_succeed else ("ok", "refused")):
-                broken.append(f"case {k} ({built.detail}): {v}")
+    broken = seeded_sweep(cls, small_seeds, tmp_path, 13, CASES_PER_CLASS, BOUNDED,
+                          lambda cmd: cmd if cmd.stage == "parse" else None)
     assert not broken, "\n".join(broken)
 

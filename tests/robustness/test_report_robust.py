@@ -12,9 +12,8 @@ import json
 import pytest
 
 import tiny_inputs as tiny
-from robust_helpers import bounded, keeps_promise, run
+from robust_helpers import bounded, keeps_promise, run, seeded_sweep
 
-from bench.fuzz.cases import case_rng
 from bench.fuzz.judge import lock
 from bench.fuzz.paths_mut import full_device
 from bench.fuzz.registry import MUTATIONS, Command, load_all
@@ -147,17 +146,12 @@ CASES_PER_CLASS = 3
 
 @pytest.mark.parametrize("cls", CLASSES)
 def test_seeded_mutations(small_seeds, tmp_path, cls):
-    broken = []
-    for k in range(CASES_PER_CLASS):
-        case_dir = tmp_path / f"case-{k}"
-        (case_dir / "in").mkdir(parents=True)
-        built = MUTATIONS[cls].fn(case_rng(19, k), small_seeds, case_dir / "in")
-        for cmd in built.commands:
-            if cmd.stage == "prof":  # prof's own sweep covers it; the report runs on the same input
-                cmd = Command("report", [cmd.argv[-1], "-o", "out.html"], cmd.names, stdout_kind=None,
-                              output="out.html", output_kind="html", must_succeed=cmd.must_succeed)
-            v = bounded(cmd, case_dir, 60) if cls in BOUNDED else run(cmd, case_dir)
-            if v.outcome not in (("ok",) if cmd.must_succeed else ("ok", "refused")):
-                broken.append(f"case {k} ({built.detail}): {v}")
+    def pick(cmd):
+        if cmd.stage == "prof":  # prof's own sweep covers it; the report runs on the same input
+            return Command("report", [cmd.argv[-1], "-o", "out.html"], cmd.names, stdout_kind=None,
+                           output="out.html", output_kind="html", must_succeed=cmd.must_succeed)
+        return cmd
+
+    broken = seeded_sweep(cls, small_seeds, tmp_path, 19, CASES_PER_CLASS, BOUNDED, pick)
     assert not broken, "\n".join(broken)
 
