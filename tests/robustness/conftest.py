@@ -17,6 +17,13 @@ def _unlocked(tmp_path):
     unlock_tree(tmp_path)
 
 
+@pytest.fixture
+def case(tmp_path):
+    """A case's folder, with the ``in`` folder its inputs go in."""
+    (tmp_path / "in").mkdir()
+    return tmp_path
+
+
 @pytest.fixture(scope="session")
 def small_seeds(tmp_path_factory):
     """Committed captures (one nsys export of each marker kind, two Kineto traces), one nvprof file of the shared

@@ -33,12 +33,6 @@ def sql(path, *statements):
 
 
 @pytest.fixture
-def case(tmp_path):
-    (tmp_path / "in").mkdir()
-    return tmp_path
-
-
-@pytest.fixture
 def export(case):
     return tiny.nsys(case / "in" / "tiny.sqlite")
 

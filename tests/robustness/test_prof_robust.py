@@ -29,12 +29,6 @@ def prof(path, fmt: str = "space", n_records: int | None = None, must_succeed: b
                    expect_lines=expect, must_succeed=must_succeed)
 
 
-@pytest.fixture
-def case(tmp_path):
-    (tmp_path / "in").mkdir()
-    return tmp_path
-
-
 def _records(case, *lines):
     return tiny.records(case / "in" / "net.dict", *lines)
 

@@ -27,12 +27,6 @@ def report(path, out: str = "out.html", trace: str | None = None, names=(), must
                    must_succeed=must_succeed)
 
 
-@pytest.fixture
-def case(tmp_path):
-    (tmp_path / "in").mkdir()
-    return tmp_path
-
-
 def _records(case, *lines):
     return tiny.records(case / "in" / "net.dict", *lines)
 
