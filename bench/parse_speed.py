@@ -61,7 +61,7 @@ def _tables_of(q: str) -> list[str]:
 
 def _parse(path: str, worker: bool | None) -> int:
     from pyprof.parse import open_source
-    from pyprof.parse.output import lines
+    from pyprof.parse.writer import lines
 
     src = open_source(path)
     with open(os.devnull, "w") as out:
@@ -93,7 +93,7 @@ def _floor(path: str) -> int:
         for launch in getattr(src, "launch_times", src.launches)():
             stacks.get(launch[0])
         os._exit(0)
-    from pyprof.parse.output import CLOCK_SKEW_NS
+    from pyprof.parse.writer import CLOCK_SKEW_NS
 
     src = open_source(path)  # the writer's share: launches joined as they come, as parse's writer does
     launches = iter(src.launches())
@@ -117,7 +117,7 @@ def _floor(path: str) -> int:
 
 def _child(mode: str, path: str, worker: bool | None) -> None:
     if mode != "raw":
-        importlib.import_module("pyprof.parse.output")  # importing is not parsing: outside the timing
+        importlib.import_module("pyprof.parse.writer")  # importing is not parsing: outside the timing
     t0 = time.perf_counter()
     n = _raw(path) if mode == "raw" else _floor(path) if mode == "floor" else _parse(path, worker)
     seconds = time.perf_counter() - t0

@@ -30,9 +30,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 from pyprof.common import END_KEY, Record, end_line  # noqa: E402
-from pyprof.prof.report import lean_decoder, run_stream  # noqa: E402
+from pyprof.prof.rows import lean_decoder  # noqa: E402
+from pyprof.prof.per_kernel import run_stream  # noqa: E402
 from pyprof.prof.columns import DEFAULT  # noqa: E402
-from pyprof.prof.reader import _loads  # noqa: E402
+from pyprof.prof.reader import loads  # noqa: E402
 
 
 def _t(shape, dtype="bfloat16"):
@@ -105,7 +106,7 @@ def replicate(src: str, path: str, rows: int) -> None:
         f.write(end_line(rows) + "\n")
 
 
-def baseline(path: str, loads=_loads, name: str = "baseline") -> float:
+def baseline(path: str, loads=loads, name: str = "baseline") -> float:
     """Seconds to decode every line with ``loads`` and csv.writer its raw default-column fields."""
     t0 = time.perf_counter()
     c0 = time.process_time()
@@ -146,7 +147,7 @@ _cpu: dict = {}  # CPU seconds of this process per measurement: robust to other 
 
 _CHILD = """
 import io, sys, time
-from pyprof.prof.report import run_stream
+from pyprof.prof.per_kernel import run_stream
 from pyprof.prof.columns import DEFAULT
 class Sink(io.StringIO):
     def write(self, s):
@@ -190,7 +191,7 @@ def main() -> int:
         tj = prof(path, jobs)
         print(f"input: {a.rows} rows, {os.path.getsize(path) / a.rows:.0f} bytes/row, {jobs} CPU(s); prof decodes "
               f"{'only the fields it reads (msgspec)' if lean is not None else 'whole records'}")
-        print(f"baseline (one process: whole-record decode ({_loads.__module__ or 'json'}) + csv.writer of raw "
+        print(f"baseline (one process: whole-record decode ({loads.__module__ or 'json'}) + csv.writer of raw "
               f"fields): {a.rows / tb:,.0f} rows/s")
         if tl is not None:
             print(f"baseline with prof's decoder (only the fields prof reads): {a.rows / tl:,.0f} rows/s")

@@ -24,9 +24,9 @@ sys.path.insert(0, ROOT)
 import orjson  # noqa: E402
 
 from pyprof.common import END_KEY, end_line  # noqa: E402
-from pyprof.prof.reader import _loads  # noqa: E402
-from pyprof.report.aggregate import aggregate_files  # noqa: E402
-from pyprof.report.views import build  # noqa: E402
+from pyprof.prof.reader import loads  # noqa: E402
+from pyprof.prof.aggregate import aggregate_files  # noqa: E402
+from pyprof.prof.views import build  # noqa: E402
 
 DEFAULT_EXPORT = os.path.join(ROOT, "tests", "data", "nsys", "pyprof", "transformer.sqlite.xz")
 
@@ -34,10 +34,10 @@ DEFAULT_EXPORT = os.path.join(ROOT, "tests", "data", "nsys", "pyprof", "transfor
 def _templates(path: str | None) -> list[dict]:
     if path:
         with open(path, "rb") as f:
-            lines = [_loads(line) for line in f if line.strip()]
+            lines = [loads(line) for line in f if line.strip()]
     else:
         p = subprocess.run([sys.executable, "-m", "pyprof.parse", DEFAULT_EXPORT], capture_output=True, check=True)
-        lines = [_loads(line) for line in p.stdout.splitlines() if line.strip()]
+        lines = [loads(line) for line in p.stdout.splitlines() if line.strip()]
     return [d for d in lines if END_KEY not in d]  # parse's end lines: written again after the copies
 
 
@@ -88,7 +88,7 @@ def main() -> None:
         n = 0
         with open(path, "rb") as f:
             for line in f:
-                _loads(line)
+                loads(line)
                 n += 1
         n -= 1  # the last line is parse's end line, decoded (the readers read it too) but not a record
         base_s = time.perf_counter() - t

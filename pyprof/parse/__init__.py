@@ -14,7 +14,7 @@ from typing import IO, Iterator
 from pyprof.common import Record, end_line
 from pyprof.parse.correlate import Stats
 from pyprof.parse.detect import open_source
-from pyprof.parse.output import lines, records
+from pyprof.parse.writer import lines, records
 
 __all__ = ["parse_file", "iter_records", "open_source", "close_source", "Stats"]
 

@@ -87,7 +87,7 @@ def _want_progress(args: argparse.Namespace) -> bool:
 
 
 def _write(src, out: IO[str], progress: bool = False, worker: bool | None = None) -> Stats:
-    from pyprof.parse.output import lines as record_lines
+    from pyprof.parse.writer import lines as record_lines
 
     lines, stats = record_lines(src, worker)
     bar = None

@@ -21,7 +21,7 @@ from typing import Iterable, Iterator, NamedTuple
 from pyprof.parse import encode
 from pyprof.parse import markers as mk
 from pyprof.parse.markers import quick_seq
-from pyprof.parse.model import Source, Window
+from pyprof.parse.activities import Source, Window
 
 #: Forward ranges remembered for backward links: at least this many, the newest (up to twice as many are
 #: kept, and the oldest half dropped at once). A forward pass with more autograd ops than this before its

@@ -16,7 +16,7 @@ from typing import IO, Iterator
 
 from pyprof.common import InputError, expansion_cap, too_expanded
 from pyprof.parse import markers as mk
-from pyprof.parse.model import Activity, GpuInfo, Launch
+from pyprof.parse.activities import Activity, GpuInfo, Launch
 
 _KERNEL_CATS = {"kernel"}
 _COPY_CATS = {"gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}

@@ -9,7 +9,7 @@ import heapq
 from typing import Iterator
 
 from pyprof.common import InputError
-from pyprof.parse.model import Activity, GpuInfo, Launch
+from pyprof.parse.activities import Activity, GpuInfo, Launch
 from pyprof.parse.sqlrows import SQLITE_ERRORS, Rows, connect, integer
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"

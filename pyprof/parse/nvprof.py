@@ -13,7 +13,7 @@ from typing import Iterator
 
 from pyprof.common import InputError
 from pyprof.parse.demangle import demangle, short_name
-from pyprof.parse.model import Activity, GpuInfo, Launch
+from pyprof.parse.activities import Activity, GpuInfo, Launch
 from pyprof.parse.nsys import MEMCPY_KINDS
 from pyprof.parse.sqlrows import Rows, connect, integer
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from pyprof.prof import formulas  # noqa: F401  (registers the built-in formulas)
 from pyprof.prof.args import Args, Tensor, estimate
-from pyprof.prof.model import Modeller, Result
+from pyprof.prof.modeller import Modeller, Result
 from pyprof.prof.reader import iter_records
 from pyprof.prof.registry import Estimate, NotModelled, names, register
-from pyprof.prof.report import Coverage, run
+from pyprof.prof.coverage import Coverage
+from pyprof.prof.per_kernel import run
 from pyprof.prof.roofline import Peaks
 from pyprof.prof.summary import summarize
 

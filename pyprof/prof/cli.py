@@ -10,7 +10,7 @@ from typing import Sequence
 
 from pyprof.common import OutputError, UsageError, open_input, run_command
 from pyprof.prof.columns import DEFAULT, help_text, parse_columns
-from pyprof.prof.output import one_line_errors, printable
+from pyprof.prof.formats import one_line_errors, printable
 
 EPILOG = """columns (-c, comma separated, or 'all'):
 {cols}
@@ -99,7 +99,7 @@ def _run(args, out) -> int:
     import pyprof.prof  # noqa: F401  (registers the built-in formulas)
     from pyprof.prof.plugins import load_plugin
     from pyprof.prof.reader import iter_records
-    from pyprof.prof.report import run_stream
+    from pyprof.prof.per_kernel import run_stream
     from pyprof.prof.roofline import Peaks
     from pyprof.prof.summary import summarize
 
@@ -139,9 +139,9 @@ def _run(args, out) -> int:
 
 def _views(args, fmt: str, peaks, out) -> int:
     """--view: aggregate the inputs once and print the named view(s); notes and coverage on stderr."""
-    from pyprof.report.aggregate import aggregate_files
-    from pyprof.report.terminal import print_tables
-    from pyprof.report.views import build, names
+    from pyprof.prof.aggregate import aggregate_files
+    from pyprof.prof.terminal import print_tables
+    from pyprof.prof.views import build, names
 
     wanted = None if args.view == "all" else [args.view]
     if wanted and wanted[0] not in names():

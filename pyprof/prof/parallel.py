@@ -30,9 +30,11 @@ from typing import IO, Iterator, NamedTuple
 from pyprof.common import InputError
 from pyprof.prof.contract import Ending
 from pyprof.prof.columns import ROOFLINE_COLUMNS, compile_row
-from pyprof.prof.model import Modeller
-from pyprof.prof.output import FORMATS, Format
+from pyprof.prof.modeller import Modeller
+from pyprof.prof.formats import FORMATS, Format
+from pyprof.prof.coverage import Coverage
 from pyprof.prof.roofline import Peaks
+from pyprof.prof.rows import COMMIT_BATCHES, RowStream, lean_decoder
 from pyprof.prof.share import WINDOW
 
 CHUNK_BYTES = 4 << 20
@@ -53,8 +55,6 @@ def available() -> bool:
 
 def _init(columns: list, fmt: str, peaks: Peaks) -> None:
     cls = FORMATS[fmt]
-    from pyprof.prof.report import lean_decoder
-
     _state.update(columns=columns, cls=cls, peaks=peaks, modeller=Modeller(share=True), lean=lean_decoder(columns),
                   row=compile_row(columns, raw=cls.raw), need_roof=bool(ROOFLINE_COLUMNS.intersection(columns)))
 
@@ -109,8 +109,6 @@ class _BytesAhead:
 
 
 def _work(task: tuple) -> tuple:
-    from pyprof.prof.report import Coverage, RowStream
-
     if task[0] == "file":  # (tag, fd, lookback start, chunk start, chunk end, path, lineno, idx, at input start)
         _tag, fd, lb, start, end, path, lineno, idx, from_start = task
         data = os.pread(fd, end - lb, lb)
@@ -383,8 +381,6 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
     with the task), and the results are taken back in chunk order, so the output is the input's order. Plain
     pipes and no pool: a pool's helper threads in this process cost CPU that, on a two-core machine, the
     workers need. Raises InputError for a malformed line (chunks before it have been written)."""
-    from pyprof.prof.report import COMMIT_BATCHES, Coverage
-
     if not available():
         raise RuntimeError("parallel prof needs the fork start method")
     coverage = Coverage()

@@ -11,9 +11,10 @@ import re
 from typing import IO, Iterable
 
 from pyprof.common import UsageError
-from pyprof.prof.model import Modeller
-from pyprof.prof.output import FORMATS
-from pyprof.prof.report import Coverage, rows
+from pyprof.prof.modeller import Modeller
+from pyprof.prof.formats import FORMATS
+from pyprof.prof.coverage import Coverage
+from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks
 
 def _op_key(d: dict) -> str:

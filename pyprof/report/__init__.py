@@ -1,9 +1,6 @@
-"""Views over parse's records (issue 6): step breakdown, operators, kernels, GPU time per source line, layers,
-recommendations, workers; rendered in the terminal (``pyprof prof --view NAME``) and as one self-contained
-HTML page (``pyprof report``), plus a Chrome/Perfetto trace export.
+"""The report stage: prof's views over parse's records rendered as one self-contained HTML page
+(``pyprof report``, pyprof.report.page), and the records as a Chrome/Perfetto trace (pyprof.report.perfetto).
 
-The contract between the views and the renderers is :class:`pyprof.report.model.Table`.
+The views and the Table they produce are prof's (pyprof.prof.views, pyprof.prof.tables); this package only
+renders them.
 """
-from pyprof.report.model import Table
-
-__all__ = ["Table"]

@@ -1,6 +1,6 @@
 """``pyprof report``: records (or a profiler export, parsed on the way) -> one self-contained HTML page with the
 views, and optionally the Chrome/Perfetto trace JSON. Argument parsing and errors-to-exit-codes only; the
-work is in pyprof.report.html / trace and the views.
+work is in pyprof.report.page / perfetto and prof's views.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import IO, Callable, Iterator
 import pyprof
 from pyprof.common import InputError, OutputError, Record, UsageError, output_stream, run_command
 from pyprof.parse.detect import GZIP_MAGIC, SQLITE_MAGIC, XZ_MAGIC
-from pyprof.prof.output import one_line_errors
+from pyprof.prof.formats import one_line_errors
 
 PROG = "pyprof report"
 #: Workers beyond this many get no per-worker tables of their own (the page would grow with each).
@@ -119,42 +119,15 @@ def _records(path: str, display: str) -> Iterator[dict]:
 
 def _tables(sources: list[tuple[str, str]]) -> tuple[list, int]:
     """The views' Tables (all workers, then each worker when there are several) and the record count."""
-    try:
-        from pyprof.report import views
-        from pyprof.report.aggregate import aggregate
-    except ModuleNotFoundError as e:
-        if e.name not in ("pyprof.report.views", "pyprof.report.aggregate"):
-            raise  # an import failing inside the views is a bug, not a missing module
-        return _fallback_tables(sources)
+    from pyprof.prof import views
+    from pyprof.prof.aggregate import aggregate
+
     agg = aggregate([(name, _records(path, name)) for name, path in sources])
     tables = views.build(agg)
     if len(agg.workers) > 1:
         for w in list(agg.workers)[:MAX_WORKER_TABLES]:
             tables += views.build(agg, worker=w)
     return tables, agg.coverage.kernels
-
-
-def _fallback_tables(sources: list[tuple[str, str]]) -> tuple[list, int]:
-    # Fallback for a checkout without pyprof.report.views (built in parallel, issue 6): operators and kernels
-    # grouped with prof's own summary keys, GPU time only. The real views replace this when present.
-    from pyprof.prof.summary import GROUP_KEYS
-    from pyprof.report.model import Table
-
-    groups: dict = {"op": {}, "kernel": {}}
-    n = 0
-    for name, path in sources:
-        for d in _records(path, name):
-            n += 1
-            for key, g in groups.items():
-                acc = g.setdefault(GROUP_KEYS[key](d), [0, 0])
-                acc[0] += 1
-                acc[1] += d.get("kDuration") or 0
-    tables = []
-    for key, title in (("op", "Operators"), ("kernel", "Kernels")):
-        rows = sorted(([k, c, ns / 1e6] for k, (c, ns) in groups[key].items()), key=lambda r: -r[2])
-        tables.append(Table(key, title, ["key", "calls", "time_ms"], [title[:-1], "Calls", "GPU time (ms)"], rows,
-                            chart={"type": "bar", "label": "key", "values": ["time_ms"]}))
-    return tables, n
 
 
 def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace_events: int | None = None,
@@ -164,7 +137,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
     renamed; a device such as /dev/null is written in place), and after a failure neither is left, nor any
     temporary. Raises InputError for bad input, OutputError for an output that cannot be written (a folder, a
     missing or read-only folder, a full disk) and UsageError for an impossible request."""
-    from pyprof.report import html, trace
+    from pyprof.report import page as page_html, perfetto
 
     if trace_path is not None and _same_file(output, trace_path):
         raise UsageError(f"{output}: given as both -o and --trace")
@@ -200,8 +173,8 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
         # Each input (rank) gets its share of the timeline, so that the ranks can be compared side by side.
         share = timeline_events // len(sources)
         firsts = [(n, itertools.islice(_numbered(p, n), share)) for n, p in sources]
-        tl_events = list(trace.source_events(firsts)) if share else None
-        shown = sum(1 for e in tl_events or () if e["ph"] == "X" and e["pid"] >= trace.GPU_PID_BASE)
+        tl_events = list(perfetto.source_events(firsts)) if share else None
+        shown = sum(1 for e in tl_events or () if e["ph"] == "X" and e["pid"] >= perfetto.GPU_PID_BASE)
         meta = {"title": title or f"pyprof report: {', '.join(s[0] for s in sources)}",
                 "notice": None if n_records else NO_ACTIVITY,
                 "source": ", ".join(s[0] for s in sources), "summary": f"{n_records:,} GPU activities",
@@ -212,9 +185,9 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
         # Written and flushed here, each under its own name: a full disk is told about the file it filled, and
         # both files are complete before the first is renamed into place (leaving the with block).
         if trace_out is not None:
-            _write(trace_path, trace_out, lambda: trace.write_source_trace(
+            _write(trace_path, trace_out, lambda: perfetto.write_source_trace(
                 [(n, _numbered(p, n)) for n, p in sources], trace_out, max_trace_events))
-        _write(output, page, lambda: html.render(tables, meta, tl_events, page))
+        _write(output, page, lambda: page_html.render(tables, meta, tl_events, page))
 
 
 def _same_file(a: str, b: str) -> bool:

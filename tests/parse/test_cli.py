@@ -144,8 +144,8 @@ def test_worker_refers_to_attributions_it_sent_by_number(monkeypatch):
     """Through the worker, an attribution crosses the pipe once and later launches refer to it by
     number; both sides forget the oldest alike. With a window of 3 and batches of 5 on a real pyprof capture
     (thousands of reuses and evictions), the lines are those of the in-process sweep."""
-    from pyprof.parse import close_source, model, open_source, pipeline
-    from pyprof.parse.output import lines
+    from pyprof.parse import activities as model, close_source, open_source, sweep_worker as pipeline
+    from pyprof.parse.writer import lines
 
     export = Path(__file__).resolve().parents[1] / "data" / "nsys" / "pyprof" / "transformer.sqlite.xz"
     monkeypatch.setattr(model, "WINDOW", 3)
@@ -167,7 +167,7 @@ def test_writer_and_worker_must_read_the_same_launch_calls(change):
     import itertools
 
     from pyprof.parse import close_source, open_source
-    from pyprof.parse.pipeline import WorkerError, launch_infos_from_worker
+    from pyprof.parse.sweep_worker import WorkerError, launch_infos_from_worker
 
     export = Path(__file__).resolve().parents[1] / "data" / "nsys" / "pyprof" / "lenet.sqlite.xz"
     src = open_source(str(export))

@@ -176,7 +176,7 @@ def test_real_torch_profiler_cpu_trace_with_injected_gpu_events(tmp_path):
 
 def test_worker_request_falls_back_in_process_for_traces(tmp_path):
     from pyprof.parse import open_source
-    from pyprof.parse.output import lines
+    from pyprof.parse.writer import lines
 
     path = tmp_path / "t.json"
     path.write_text(json.dumps(trace()))

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from pyprof.prof.report import run_stream
+from pyprof.prof.per_kernel import run_stream
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The shared corpus beside the repository (tests/parse/parse_synth.py): read in place, never copied.

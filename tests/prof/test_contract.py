@@ -17,7 +17,7 @@ import pytest
 from pyprof.common import InputError
 from pyprof.prof import parallel
 from pyprof.prof.columns import COLUMNS
-from pyprof.prof.report import run_stream
+from pyprof.prof.per_kernel import run_stream
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = ROOT / "tests" / "data" / "nsys" / "pyprof" / "lenet.sqlite.xz"

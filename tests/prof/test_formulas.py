@@ -11,7 +11,7 @@ from pyprof.prof.formulas import loss as loss_mod
 from pyprof.prof.formulas import optim as optim_mod
 from pyprof.prof.formulas import pointwise as pw
 from pyprof.prof.formulas import reduce as red
-from pyprof.prof.model import Modeller
+from pyprof.prof.modeller import Modeller
 
 from .helpers import D, L, S, T, rec, split_name
 

@@ -13,10 +13,12 @@ import sys
 import pytest
 
 from pyprof.common import InputError
-from pyprof.prof import reader, report
+from pyprof.prof import reader, rows
 from pyprof.prof.columns import COLUMNS, compile_row
-from pyprof.prof.model import Modeller
-from pyprof.prof.report import Coverage, lean_decoder, process_lines, run_stream
+from pyprof.prof.modeller import Modeller
+from pyprof.prof.coverage import Coverage
+from pyprof.prof.rows import lean_decoder, process_lines
+from pyprof.prof.per_kernel import run_stream
 from pyprof.prof.roofline import Peaks
 
 from .helpers import T, rec
@@ -113,7 +115,7 @@ def test_without_msgspec_every_line_is_decoded_whole(monkeypatch):
     for missing in (False, True):
         if missing:
             monkeypatch.setattr(reader, "msgspec", None)
-            assert report.lean_decoder(ALL) is None
+            assert rows.lean_decoder(ALL) is None
         out = io.StringIO()
         run_stream(io.BytesIO(data), "in", out, ALL, "csv")
         outs.append(out.getvalue())

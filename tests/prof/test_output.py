@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from pyprof.prof.output import FORMATS, MAX_FIELD_CHARS, printable
+from pyprof.prof.formats import FORMATS, MAX_FIELD_CHARS, printable
 
 COLUMNS = ["idx", "kernel", "sil"]
 HEADERS = ["Idx", "Kernel", "Sil(ns)"]

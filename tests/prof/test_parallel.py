@@ -8,7 +8,7 @@ import pytest
 
 from pyprof.prof import parallel
 from pyprof.prof.columns import COLUMNS
-from pyprof.prof.report import run_stream
+from pyprof.prof.per_kernel import run_stream
 
 from .helpers import L, S, T, rec
 

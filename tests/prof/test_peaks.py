@@ -9,8 +9,9 @@ import json
 import pytest
 
 from pyprof.prof.peaks import GpuPeaks, lookup
-from pyprof.prof.report import Coverage, rows
-from pyprof.prof.model import Modeller
+from pyprof.prof.coverage import Coverage
+from pyprof.prof.rows import rows
+from pyprof.prof.modeller import Modeller
 from pyprof.prof.roofline import Peaks, roofline
 from pyprof.prof.summary import summarize
 

@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from pyprof.common import END_PREFIX
-from pyprof.prof.model import Modeller
+from pyprof.prof.modeller import Modeller
 from pyprof.prof.registry import COUNTED_FAMILIES
 from pyprof.prof.tensorcores import tc_used
 

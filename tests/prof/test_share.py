@@ -8,8 +8,10 @@ import json
 import pytest
 
 from pyprof.prof.columns import COLUMNS
-from pyprof.prof.model import Modeller
-from pyprof.prof.report import Coverage, rows, run_stream
+from pyprof.prof.modeller import Modeller
+from pyprof.prof.coverage import Coverage
+from pyprof.prof.rows import rows
+from pyprof.prof.per_kernel import run_stream
 from pyprof.prof.roofline import Peaks
 from pyprof.prof.share import WINDOW, apportion
 from pyprof.prof.summary import _op_key

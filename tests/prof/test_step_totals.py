@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from pyprof.prof.model import Modeller  # noqa: E402
+from pyprof.prof.modeller import Modeller  # noqa: E402
 from pyprof.prof.registry import COUNTED_FAMILIES  # noqa: E402
 
 

@@ -14,9 +14,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from pyprof.report import html
+from pyprof.report import page as report_page
 from pyprof.report.cli import is_records, main
-from pyprof.report.model import Table
+from pyprof.prof.tables import Table
 
 DATA = pathlib.Path(__file__).parents[1] / "data" / "nsys" / "pyprof"
 EVIL = "</script><script>alert(1)</script><!-- &amp; <b>x</b>"
@@ -24,7 +24,7 @@ EVIL = "</script><script>alert(1)</script><!-- &amp; <b>x</b>"
 
 def _page(tables, trace_events=None, meta=None) -> str:
     out = io.StringIO()
-    html.render(tables, meta or {"title": "t"}, trace_events, out)
+    report_page.render(tables, meta or {"title": "t"}, trace_events, out)
     return out.getvalue()
 
 
@@ -65,11 +65,11 @@ def test_timeline_cap_and_rows():
     evs += [{"ph": "X", "name": f"k{i % 3}", "pid": 7, "tid": 1, "ts": 1000.0 + i, "dur": 0.5,
              "args": {"op": "conv2d"}} for i in range(50)]
     evs += [{"ph": "X", "name": "cudaLaunchKernel", "pid": 3, "tid": 4, "ts": 999.0, "dur": 0.25}]
-    tl = html.timeline(evs, cap=51)
+    tl = report_page.timeline(evs, cap=51)
     assert tl["rows"] == ["GPU 0 \u00b7 stream 7", "pid 3 \u00b7 4"]  # GPU rows first
     assert len(tl["ev"]) == 51 * 5 and tl["t0_us"] == 999.0 and tl["names"] == ["k0", "k1", "k2", "cudaLaunchKernel"]
     assert tl["ev"][:5] == [0, 1.0, 0.5, 0, 1]  # row, ts from t0, dur, name, tip
-    assert len(html.timeline(evs, cap=10)["ev"]) == 10 * 5
+    assert len(report_page.timeline(evs, cap=10)["ev"]) == 10 * 5
 
 
 def test_is_records(tmp_path):
@@ -123,18 +123,6 @@ def test_console_script_and_module(tmp_path, cmd):
     assert out.read_text().startswith("<!DOCTYPE html>")
     p = subprocess.run(cmd + ["-o", str(out)], capture_output=True, text=True)
     assert p.returncode == 2 and "usage" in p.stderr
-
-
-def test_fallback_tables(tmp_path):
-    # Used only where pyprof.report.views is absent: operators and kernels by prof's group keys.
-    from pyprof.report.cli import _fallback_tables
-
-    recs = tmp_path / "r.dict"
-    recs.write_text('{"kind":"kernel","kShortName":"a","kDuration":3000000,"op":["mm"],"schema":1}\n'
-                    '{"kind":"kernel","kShortName":"b","kDuration":1000000,"op":["mm"],"schema":1}\n')
-    tables, n = _fallback_tables([("r", str(recs))])
-    assert n == 2 and [t.name for t in tables] == ["op", "kernel"]
-    assert tables[0].rows == [["mm", 2, 4.0]] and tables[1].rows == [["a", 1, 3.0], ["b", 1, 1.0]]
 
 
 # -- Hostile names in a whole report, read back by a real HTML parser (issue 13) -------------------------------

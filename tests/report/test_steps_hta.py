@@ -32,9 +32,9 @@ from typing import NamedTuple
 import pytest
 from report_helpers import DATA, ROOT
 
-from pyprof.report.aggregate import aggregate
-from pyprof.report.steps import no_process
-from pyprof.report.views import build
+from pyprof.prof.aggregate import aggregate
+from pyprof.prof.steps import no_process
+from pyprof.prof.views import build
 
 HTA_VERSION = "0.5.0"
 

@@ -8,8 +8,8 @@ import random
 import pytest
 from report_helpers import kernel
 
-from pyprof.report.aggregate import aggregate
-from pyprof.report.steps import steps
+from pyprof.prof.aggregate import aggregate
+from pyprof.prof.steps import steps
 
 _KINDS = ("kernel", "memcpy", "memset")
 

@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 from pyprof.parse import parse_file
-from pyprof.report.trace import GPU_PID_BASE, events, write_trace
+from pyprof.report.perfetto import GPU_PID_BASE, events, write_trace
 from pyprof.common import END_PREFIX
 
 END = END_PREFIX.decode()  # parse's end line, which closes its records
@@ -98,7 +98,7 @@ def test_graph_launch_drawn_once_and_missing_launch_tolerated():
 def test_a_field_of_a_wrong_type_names_its_input_and_line():
     # Records that skipped the reader's checks (a caller's dicts): the message names the input they came from.
     from pyprof.common import InputError
-    from pyprof.report.trace import write_source_trace
+    from pyprof.report.perfetto import write_source_trace
 
     good = {"kind": "kernel", "kShortName": "k", "kDuration": 10, "start_ns": 0, "gpu": "NVIDIA H100 80GB HBM3"}
     sources = [("rank0.dict", [(1, good)]), ("rank1.dict", [(1, good), (2, dict(good, kDuration="10"))])]

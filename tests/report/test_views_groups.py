@@ -7,8 +7,8 @@ from collections import Counter
 import pytest
 from report_helpers import ROOT, kernel
 
-from pyprof.report.aggregate import aggregate
-from pyprof.report.views import build
+from pyprof.prof.aggregate import aggregate
+from pyprof.prof.views import build
 from pyprof.common import END_PREFIX
 
 END = END_PREFIX  # parse's end line, which closes its records

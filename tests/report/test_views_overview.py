@@ -9,10 +9,10 @@ import sqlite3
 import pytest
 from report_helpers import DATA, kernel
 
-from pyprof.report.aggregate import aggregate
-from pyprof.report.occupancy import est_occupancy, limits
-from pyprof.report.steps import steps
-from pyprof.report.views import build
+from pyprof.prof.aggregate import aggregate
+from pyprof.prof.occupancy import est_occupancy, limits
+from pyprof.prof.steps import steps
+from pyprof.prof.views import build
 
 
 _TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")

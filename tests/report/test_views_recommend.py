@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from report_helpers import kernel
 
-from pyprof.report.aggregate import aggregate
-from pyprof.report.views import build
-from pyprof.report.views.recommend import misaligned
+from pyprof.prof.aggregate import aggregate
+from pyprof.prof.views import build
+from pyprof.prof.views.recommend import misaligned
 
 H200 = {"smCount": 132, "maxWarpsPerSm": 64, "maxRegistersPerSm": 65536, "maxShmemPerSm": 233472,
         "computeMajor": 9, "computeMinor": 0}

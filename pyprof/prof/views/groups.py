@@ -3,11 +3,11 @@ source line. Backward kernels are charged to their forward op and line (pyprof.p
 from __future__ import annotations
 
 from pyprof.prof.summary import kernel_labels
-from pyprof.report.aggregate import Aggregate
-from pyprof.report.model import Table
-from pyprof.report.source import source_line
-from pyprof.report.views import view
-from pyprof.report.views.common import merged, ms, pct, short_lines, tflops, total
+from pyprof.prof.aggregate import Aggregate
+from pyprof.prof.tables import Table
+from pyprof.prof.source_lines import source_line
+from pyprof.prof.views.registry import view
+from pyprof.prof.views.common import merged, ms, pct, short_lines, tflops, total
 
 _ROOF_NOTE = ("Roofline % = time the group's FLOPs or bytes (whichever is longer) would take at the GPU's peak, "
               "over its measured time; kernels without modelled numbers add time but no ideal time; na when none "

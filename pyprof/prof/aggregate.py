@@ -12,12 +12,14 @@ from array import array
 from typing import Iterable
 
 from pyprof.common import UsageError
-from pyprof.prof.model import _key as _dumps
-from pyprof.prof.model import Modeller
-from pyprof.prof.report import Coverage, no_cyclic_gc, rows
+from pyprof.prof.modeller import _key as _dumps
+from pyprof.prof.modeller import Modeller
+from pyprof.prof.coverage import Coverage
+from pyprof.common import no_cyclic_gc
+from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks
 from pyprof.prof.summary import _callsite_key, _op_key, kernel_key, layer_path
-from pyprof.report.occupancy import est_occupancy, limits, sm_fraction
+from pyprof.prof.occupancy import est_occupancy, limits, sm_fraction
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 _KIND = {"kernel": KERNEL, "memcpy": MEMCPY, "memset": MEMSET}

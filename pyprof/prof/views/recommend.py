@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-from pyprof.report.aggregate import Aggregate
-from pyprof.report.model import Table
-from pyprof.report.steps import steps
-from pyprof.report.views import view
-from pyprof.report.views.common import merged, ms, pct, short_lines, total
+from pyprof.prof.aggregate import Aggregate
+from pyprof.prof.tables import Table
+from pyprof.prof.steps import steps
+from pyprof.prof.views.registry import view
+from pyprof.prof.views.common import merged, ms, pct, short_lines, total
 
 HOTSPOT_SHARE = 5.0  # % of GPU time for a line/kernel to count as a hotspot
 NEAR_ROOFLINE = 60.0  # roofline % at or above which a hotspot is near what the GPU can do

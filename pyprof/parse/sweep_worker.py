@@ -20,7 +20,7 @@ from typing import Iterator
 
 from pyprof.common import InputError
 from pyprof.parse.correlate import Correlator
-from pyprof.parse.model import Window
+from pyprof.parse.activities import Window
 
 BATCH = 2048
 AHEAD = 16  # batches the worker may send ahead of the writer (about 0.8 MB each on a pyprof capture)

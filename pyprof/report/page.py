@@ -3,7 +3,7 @@ renders the views' Tables as sortable tables with charts, and a timeline of the 
 
 The page is data plus a small script: the Tables go in as JSON (``Table.to_dict``) and static/report.js draws
 them, so what the page shows is exactly what the views computed. The timeline takes the Chrome trace events
-of ``pyprof.report.trace.events`` (already capped by the caller) in a compact form.
+of ``pyprof.report.perfetto.events`` (already capped by the caller) in a compact form.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from typing import IO, Iterable
 
 import orjson
 
-from pyprof.prof.output import bounded, printable
-from pyprof.report.model import Table
+from pyprof.prof.formats import bounded, printable
+from pyprof.prof.tables import Table
 
 #: Most timeline events embedded in a page: about 40 bytes each, so the page stays a few MB at most.
 TIMELINE_CAP = 20000

@@ -19,7 +19,7 @@ from typing import Iterator
 from pyprof.common import Record
 from pyprof.parse import encode
 from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
-from pyprof.parse.model import Source, Window
+from pyprof.parse.activities import Source, Window
 
 #: How far a GPU timestamp may run ahead of the launch call's CPU timestamp (clock conversion jitter).
 CLOCK_SKEW_NS = 50_000_000
@@ -38,7 +38,7 @@ def lines(source: Source, worker: bool | None = None) -> tuple[Iterator[str], St
     if worker is None:
         worker = _worth_a_worker(source)
     if worker and getattr(source, "reopen_args", None) is not None:  # Kineto traces are read in memory
-        from pyprof.parse.pipeline import launch_infos_from_worker
+        from pyprof.parse.sweep_worker import launch_infos_from_worker
 
         stats = Stats(oddities=source.oddities)
         infos = launch_infos_from_worker(source, stats.oddities)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyprof.report.aggregate import KERNEL, MEMCPY, NO_STEP, WorkerData
+from pyprof.prof.aggregate import KERNEL, MEMCPY, NO_STEP, WorkerData
 
 
 @dataclass(frozen=True)

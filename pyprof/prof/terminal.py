@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import IO
 
-from pyprof.prof.output import FORMATS, cut, printable
-from pyprof.report.model import Table
+from pyprof.prof.formats import FORMATS, cut, printable
+from pyprof.prof.tables import Table
 
 
 def print_tables(tables: list[Table], out: IO[str], err: IO[str] | None, fmt: str = "space", width: int = 0,

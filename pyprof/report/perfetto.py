@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import IO, Iterable, Iterator
 
 from pyprof.common import InputError
-from pyprof.prof.model import Modeller
-from pyprof.prof.report import Coverage, rows as model_rows
-from pyprof.report.html import json_text
+from pyprof.prof.modeller import Modeller
+from pyprof.prof.coverage import Coverage
+from pyprof.prof.rows import rows as model_rows
+from pyprof.report.page import json_text
 
 #: Synthetic process ids of the GPU rows: far above any OS pid (Linux caps pids at 2**22), so a GPU never
 #: shares a process row with a CPU process.

@@ -2,11 +2,11 @@
 copy and communication time; the slowest worker is named in the notes, as the plugin's distributed view did."""
 from __future__ import annotations
 
-from pyprof.report.aggregate import Aggregate
-from pyprof.report.model import Table
-from pyprof.report.steps import no_process, steps
-from pyprof.report.views import view
-from pyprof.report.views.common import ms, pct
+from pyprof.prof.aggregate import Aggregate
+from pyprof.prof.tables import Table
+from pyprof.prof.steps import no_process, steps
+from pyprof.prof.views.registry import view
+from pyprof.prof.views.common import ms, pct
 
 
 @view("workers")

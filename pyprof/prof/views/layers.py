@@ -2,10 +2,10 @@
 FLOPs, roofline and TC share; backward kernels charged to their forward op's layer."""
 from __future__ import annotations
 
-from pyprof.report.aggregate import Aggregate
-from pyprof.report.model import Table
-from pyprof.report.views import view
-from pyprof.report.views.common import merged, ms, pct, tflops, total
+from pyprof.prof.aggregate import Aggregate
+from pyprof.prof.tables import Table
+from pyprof.prof.views.registry import view
+from pyprof.prof.views.common import merged, ms, pct, tflops, total
 
 NO_LAYER = "(no layer)"
 

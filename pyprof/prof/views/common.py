@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from pyprof.report.aggregate import WorkerData
+from pyprof.prof.aggregate import WorkerData
 
 
 def ms(ns: float | None) -> float | None:

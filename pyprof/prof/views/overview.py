@@ -1,14 +1,14 @@
 """The overview: per step, where the GPU's wall time went (kernel, memcpy, memset, idle; overlapping time
 charged once in that order, as the PyTorch profiler's TensorBoard plugin did), GPU utilisation, estimated SM
 efficiency and estimated achieved occupancy. Steps are windows that partition each worker's GPU timeline
-(pyprof.report.steps)."""
+(pyprof.prof.steps)."""
 from __future__ import annotations
 
-from pyprof.report.aggregate import Aggregate
-from pyprof.report.model import Table
-from pyprof.report.steps import Step, no_process, steps
-from pyprof.report.views import view
-from pyprof.report.views.common import ms, pct
+from pyprof.prof.aggregate import Aggregate
+from pyprof.prof.tables import Table
+from pyprof.prof.steps import Step, no_process, steps
+from pyprof.prof.views.registry import view
+from pyprof.prof.views.common import ms, pct
 
 COLUMNS = [("step", "Step"), ("span_ms", "Span (ms)"), ("kernel_ms", "Kernel (ms)"), ("memcpy_ms", "Memcpy (ms)"),
            ("memset_ms", "Memset (ms)"), ("idle_ms", "Idle (ms)"), ("gpu_util_pct", "GPU util %"),

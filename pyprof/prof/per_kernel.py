@@ -1,0 +1,83 @@
+"""The per-kernel table of ``pyprof prof``: one row per record, written in a format, serially or spread over
+worker processes (``--jobs``, pyprof.prof.parallel); returns the coverage.
+
+``run_stream`` is what the CLI calls; it is importable and takes streams, so tests pass ``io`` objects.
+"""
+from __future__ import annotations
+
+from typing import IO, Iterable, Sequence
+
+from pyprof.common import no_cyclic_gc
+from pyprof.prof import parallel
+from pyprof.prof.columns import COLUMNS, ROOFLINE_COLUMNS, compile_row
+from pyprof.prof.contract import check_file_ending
+from pyprof.prof.coverage import Coverage
+from pyprof.prof.formats import FORMATS
+from pyprof.prof.modeller import Modeller
+from pyprof.prof.roofline import Peaks
+from pyprof.prof.rows import BATCH, COMMIT_BATCHES, RowStream, lean_decoder, line_blocks, rows
+
+
+def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str], fmt: str = "space",
+               width: int = 0, peaks: Peaks | None = None, header: bool = True, jobs: int = 1) -> Coverage:
+    """Read JSON Lines / PyProf dict lines from a binary stream and write one row per record.
+
+    ``jobs`` > 1 spreads the work over processes (streaming formats only; pyprof.prof.parallel).
+    Returns the coverage. Raises InputError naming the line of a malformed record.
+    """
+    check_file_ending(stream, path)  # a file cut short is refused before any row goes out
+    cls = FORMATS[fmt]
+    writer = cls(out, columns, [COLUMNS[c].header for c in columns], width)
+    if header:
+        writer.header()
+    peaks = peaks or Peaks()
+    if jobs > 1 and fmt != "columns":
+        if parallel.available():
+            coverage = parallel.run_parallel(stream, path, out, writer, list(columns), fmt, peaks, jobs)
+            writer.close()
+            return coverage
+    row = compile_row(list(columns), raw=cls.raw, short_trace=(fmt == "columns"))
+    coverage = Coverage()
+    need_roof = bool(ROOFLINE_COLUMNS.intersection(columns))
+    rows_ = RowStream(Modeller(share=True), row, peaks, need_roof, coverage, lean_decoder(columns))
+    with no_cyclic_gc():
+        _serial(stream, path, writer, rows_, getattr(out, "commit", None), fmt)
+    writer.close()
+    return coverage
+
+
+
+def _serial(stream: IO[bytes], path: str, writer, rows_: RowStream, commit, fmt: str) -> None:
+    lineno = idx = n_batches = 0
+    for lines in line_blocks(stream):
+        n_lines, n_recs = rows_.feed(lines, path, lineno, idx)
+        lineno += n_lines
+        idx += n_recs
+        writer.rows(rows_.ready(lineno))
+        n_batches += 1
+        if commit is not None and n_batches % COMMIT_BATCHES == 0 and fmt != "columns":
+            commit()
+    writer.rows(rows_.ready(None))
+    rows_.ending.done()
+
+
+def run(records: Iterable[tuple[int, dict]], out: IO[str], columns: Sequence[str], fmt: str = "space",
+        width: int = 0, peaks: Peaks | None = None, header: bool = True) -> Coverage:
+    """Write one row per already-decoded record (``(lineno, dict)`` pairs, as iter_records yields) in format
+    ``fmt``; return the coverage (the caller reports it)."""
+    cls = FORMATS[fmt]
+    writer = cls(out, columns, [COLUMNS[c].header for c in columns], width)
+    row = compile_row(list(columns), raw=cls.raw, short_trace=(fmt == "columns"))
+    coverage = Coverage()
+    need_roof = bool(ROOFLINE_COLUMNS.intersection(columns))
+    if header:
+        writer.header()
+    batch: list = []
+    for i, d, m, r in rows(records, Modeller(share=True), peaks or Peaks(), need_roof, coverage):
+        batch.append(row(i, d, m, r))
+        if len(batch) >= BATCH:
+            writer.rows(batch)
+            batch.clear()
+    writer.rows(batch)
+    writer.close()
+    return coverage
