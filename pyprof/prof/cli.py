@@ -1,5 +1,5 @@
 """``python -m pyprof.prof``: argument parsing and turning errors into messages and exit codes; the work
-is done by pyprof.prof.report / summary."""
+is done by pyprof.prof.per_kernel, summary and views."""
 from __future__ import annotations
 
 import argparse

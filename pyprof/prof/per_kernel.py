@@ -31,11 +31,10 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
     if header:
         writer.header()
     peaks = peaks or Peaks()
-    if jobs > 1 and fmt != "columns":
-        if parallel.available():
-            coverage = parallel.run_parallel(stream, path, out, writer, list(columns), fmt, peaks, jobs)
-            writer.close()
-            return coverage
+    if jobs > 1 and fmt != "columns" and parallel.available():
+        coverage = parallel.run_parallel(stream, path, out, writer, list(columns), fmt, peaks, jobs)
+        writer.close()
+        return coverage
     row = compile_row(list(columns), raw=cls.raw, short_trace=(fmt == "columns"))
     coverage = Coverage()
     need_roof = bool(ROOFLINE_COLUMNS.intersection(columns))
@@ -44,7 +43,6 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
         _serial(stream, path, writer, rows_, getattr(out, "commit", None), fmt)
     writer.close()
     return coverage
-
 
 
 def _serial(stream: IO[bytes], path: str, writer, rows_: RowStream, commit, fmt: str) -> None:
