@@ -13,8 +13,10 @@ stderr, and the exit codes.
 
 The parse output itself is hashed as its records, not its bytes: one sha256 over each record's JSON with the
 keys sorted, after dropping what a version of the record may carry differently on purpose (``schema``, the raw
-``seqMarker`` texts, ``gpu_props``, which schema 3 writes once per device) and skipping parse's end and header
-lines. So a new record schema compares equal when it says the same about every activity.
+``seqMarker`` texts, ``gpu_props``, which schema 3 writes once per device), putting back the keys schema 3
+leaves out at their defaults (SCHEMA3_DEFAULTS, written here from docs/record.md, not taken from pyprof) and the
+``"dtype": null`` it leaves out of a tensor argument, and skipping parse's end and header lines. So a new record
+schema compares equal when it says the same about every activity.
 """
 from __future__ import annotations
 
@@ -29,6 +31,18 @@ import tempfile
 
 SKIP_SUFFIXES = (".md", ".py", ".sh", "counts.json", ".txt")
 VOLATILE_KEYS = ("schema", "seqMarker", "gpu_props")
+SCHEMA3_DEFAULTS = {"correlation_id": None, "registers": None, "static_smem_bytes": None, "dynamic_smem_bytes": None,
+                    "smem_bytes": None, "est_occupancy_pct": None, "gpu": None, "api": None, "api_start_ns": None,
+                    "api_end_ns": None, "bytes": None, "copy_kind": None, "recompute": False, "args": [],
+                    "outputs": [], "callsite": None, "fwd": None, "ranges": []}
+
+
+def _tensor_dtypes(args) -> None:
+    for a in args if type(args) is list else ():
+        if type(a) is dict:
+            if a.get("type") == "tensor":
+                a.setdefault("dtype", None)
+            _tensor_dtypes(a.get("items"))
 PROF_RUNS = {
     "kernels": ["-c", "all", "--jsonl"],
     **{f"group_{g}": ["--group-by", g, "--jsonl"] for g in ("op", "layer", "kernel", "callsite", "dir")},
@@ -64,6 +78,11 @@ def records_digest(path: str) -> tuple[str, int]:
                 continue
             for k in VOLATILE_KEYS:
                 d.pop(k, None)
+            for k, v in SCHEMA3_DEFAULTS.items():
+                d.setdefault(k, v)
+            _tensor_dtypes(d.get("args"))
+            if type(d.get("fwd")) is dict:
+                _tensor_dtypes(d["fwd"].get("args"))
             h.update(json.dumps(d, sort_keys=True).encode())
             n += 1
     return h.hexdigest()[:16], n

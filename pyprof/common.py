@@ -1,36 +1,17 @@
-"""What the three stages share: the record of one GPU activity, the error root, and JSON Lines I/O.
+"""What the stages share besides the record (pyprof.record): the error root, opening inputs and writing outputs
+whole or not at all, turning errors into one line and an exit code, and the decompression guard.
 
-Stages talk through files of records (one JSON object per line); nothing here imports torch.
+Nothing here imports torch.
 """
 from __future__ import annotations
 
 import contextlib
 import gc
 import io
-import json
 import os
 import sys
 import tempfile
-from dataclasses import dataclass, field, fields
 from typing import IO, Callable, Iterator
-
-#: Version of the record layout written by ``pyprof.parse``. Bump when a key changes meaning. 2: a stream of
-#: records ends with parse's end line (end_line), which readers require of schema 2 records.
-RECORD_SCHEMA = 2
-
-#: The line that ends parse's records of one input: written only once every record is out, so a stream
-#: without it was cut short (a parse that failed or was killed part way). Readers skip it.
-END_KEY = "pyprof_end"
-END_PREFIX = b'{"pyprof_end":'
-
-
-def end_line(records: int) -> str:
-    """Parse's end line for a run of ``records`` records (no newline)."""
-    return f'{{"{END_KEY}":true,"schema":{RECORD_SCHEMA},"records":{records}}}'
-
-#: Version of the NVTX marker payload written by ``pyprof.init()`` (docs/markers.md).
-MARKER_VERSION = 1
-
 
 class PyprofError(Exception):
     """Root of every error pyprof raises on purpose (bad input, bad usage).
@@ -60,82 +41,6 @@ class OutputError(PyprofError):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
-
-
-@dataclass(slots=True)
-class Record:
-    """One GPU activity (kernel, memcpy or memset) with everything known about what launched it.
-
-    Keys from NVIDIA PyProf's dict lines are kept with their old names and meanings so that
-    existing scripts keep working (``kShortName`` ... ``block``); new keys carry units in their
-    names. docs/record.md describes every field.
-    """
-
-    kind: str = "kernel"  # kernel | memcpy | memset
-    kShortName: str = ""
-    kLongName: str = ""
-    kDuration: int = 0  # ns, end - start on the GPU
-    start_ns: int = 0
-    end_ns: int = 0
-    pid: int | None = None
-    tid: int | None = None
-    device: int | None = None
-    stream: int | None = None
-    correlation_id: int | None = None
-    grid: tuple = ()
-    block: tuple = ()
-    registers: int | None = None
-    static_smem_bytes: int | None = None
-    dynamic_smem_bytes: int | None = None
-    smem_bytes: int | None = None  # shared memory per block, static + dynamic (the PyTorch profiler gives only this)
-    est_occupancy_pct: float | None = None  # the PyTorch profiler's own estimate of achieved occupancy, per kernel
-    gpu: str | None = None
-    gpu_props: dict | None = None
-    api: str | None = None  # the CPU call that launched it (cudaLaunchKernel, cuLaunchKernel, cudaGraphLaunch ...)
-    api_start_ns: int | None = None
-    api_end_ns: int | None = None
-    bytes: int | None = None  # memcpy / memset size
-    copy_kind: str | None = None  # HtoD, DtoH, DtoD, ... for memcpy
-    # Attribution, with the original's keys.
-    layer: list = field(default_factory=list)
-    trace: list = field(default_factory=list)
-    reprMarkers: list = field(default_factory=list)
-    marker: list = field(default_factory=list)
-    seqMarker: list = field(default_factory=list)
-    seqId: list = field(default_factory=list)
-    subSeqId: int | None = None
-    altSeqId: list = field(default_factory=list)
-    dir: str = ""  # fprop | bprop | ""
-    recompute: bool = False  # a forward op run again during backward (activation checkpointing); dir is fprop
-    mod: list = field(default_factory=list)
-    op: list = field(default_factory=list)
-    # New attribution fields.
-    args: list = field(default_factory=list)  # decoded arguments of op[0] (docs/markers.md)
-    outputs: list = field(default_factory=list)  # shapes of op[0]'s outputs where the capture tells them, else []
-    callsite: str | None = None  # user's file:line that called op[0]
-    fwd: dict | None = None  # for bprop: {mod, op, args, callsite, layer, seq} of the forward op
-    ranges: list = field(default_factory=list)  # every enclosing range name, outermost first
-    schema: int = RECORD_SCHEMA
-
-    def to_dict(self) -> dict:
-        """Return the record as a plain dict (tuples become lists in JSON)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    def to_json(self) -> str:
-        """Return the record as one compact JSON line (no trailing newline)."""
-        return json.dumps(self.to_dict(), separators=(",", ":"))
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Record":
-        """Build a record from a dict, ignoring unknown keys (newer writers) and
-        defaulting missing ones (older writers). Raises TypeError on a non-dict."""
-        if not isinstance(d, dict):
-            raise TypeError(f"record must be a JSON object, got {type(d).__name__}")
-        known = _RECORD_KEYS
-        return cls(**{k: v for k, v in d.items() if k in known})
-
-
-_RECORD_KEYS = frozenset(f.name for f in fields(Record))
 
 
 def open_input(path: str, mode: str = "r") -> IO:

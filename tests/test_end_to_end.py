@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pyprof.common import END_PREFIX
+from pyprof.record import END_PREFIX, read_lines
 
 END = END_PREFIX  # parse's end line, which closes its records
 
@@ -49,7 +49,7 @@ def _shaped(args) -> bool:
 
 def test_each_step_attributed_to_ops_with_shapes(capture):
     name, db, out = capture
-    records = [json.loads(line) for line in out.splitlines() if not line.startswith(END)]
+    records = list(read_lines(out.splitlines()))
     steps = _steps(db)
     assert len(steps) == (1 if name == "resnet" else 2)
     for start, end in steps:

@@ -10,7 +10,7 @@ from pathlib import Path
 from bench.fuzz.registry import Built, mutation, records_commands
 from bench.fuzz.seeds import choose
 from bench.fuzz.sqlite_markers import HOSTILE
-from pyprof.common import END_PREFIX
+from pyprof.record import END_PREFIX
 
 _CACHE: dict[Path, list[bytes]] = {}
 _ENDS: dict[Path, bytes] = {}  # parse's end line of each seed (none for the original PyProf's dict lines)

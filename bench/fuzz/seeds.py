@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyprof.common import END_KEY, END_PREFIX
+from pyprof.record import END_KEY, END_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("PYPROF_SHARED", ROOT.parent / "shared"))

@@ -11,6 +11,8 @@ import math
 
 import torch
 
+from pyprof.record import MARKER_VERSION
+
 MAX_STR_CHARS = 64
 
 _Tensor = torch.Tensor
@@ -126,7 +128,7 @@ def op_marker(mod: str, op: str, args, kwargs, site: str, stack: list[str] | Non
     """Return the JSON text of an op range (docs/markers.md, "Op ranges")."""
     entries = [describe(a) for a in args]
     entries += [describe(v, k) for k, v in kwargs.items()]
-    payload = {"pyprof": 1, "mod": mod, "op": op, "args": entries, "site": site}
+    payload = {"pyprof": MARKER_VERSION, "mod": mod, "op": op, "args": entries, "site": site}
     if stack is not None:
         payload["stack"] = stack
     return json.dumps(payload, separators=(",", ":"))
@@ -134,4 +136,4 @@ def op_marker(mod: str, op: str, args, kwargs, site: str, stack: list[str] | Non
 
 def module_marker(qualname: str, type_name: str) -> str:
     """Return the JSON text of an ``nn.Module`` range."""
-    return json.dumps({"pyprof": 1, "module": qualname, "type": type_name}, separators=(",", ":"))
+    return json.dumps({"pyprof": MARKER_VERSION, "module": qualname, "type": type_name}, separators=(",", ":"))

@@ -1,4 +1,4 @@
-"""The parse stage: a profiler export in, one record (pyprof.common.Record) per GPU activity out.
+"""The parse stage: a profiler export in, one record (pyprof.record.Record) per GPU activity out.
 
     python -m pyprof.parse net.sqlite > net.dict
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import IO, Iterator
 
-from pyprof.common import Record, end_line
+from pyprof.record import Record, end_line
 from pyprof.parse.correlate import Stats
 from pyprof.parse.detect import open_source
 from pyprof.parse.writer import lines, records
@@ -46,12 +46,13 @@ def close_source(src) -> None:
         os.unlink(temp)
 
 
-def parse_file(path: str, out: IO[str]) -> Stats:
-    """Parse ``path`` and write one JSON line per record to ``out``, then parse's end line (common.end_line). Returns
+def parse_file(path: str, out: IO[str], raw_markers: bool = False) -> Stats:
+    """Parse ``path`` and write parse's header line, one JSON line per record and its end line to ``out``
+    (``raw_markers``: keep the autograd range texts, ``seqMarker``). Returns
     the Stats; raises InputError."""
     src = open_source(path)
     try:
-        out_lines, stats = lines(src)
+        out_lines, stats = lines(src, raw_markers=raw_markers)
         write = out.write
         for line in out_lines:
             write(line)

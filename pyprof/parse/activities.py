@@ -61,12 +61,10 @@ RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload")
 #: ``attribution`` is None (no enclosing range) or ``(number, fields)``: the number is unique per attribution
 #: in a parse (launches in the same ranges share one), so the writer encodes each once, and from a worker
 #: process a launch whose attribution the writer still holds carries the number alone (an int; see Window).
-#: ``fields`` are the record's attribution fields in the order of ATTRIBUTION, the ``marker`` entries,
+#: ``fields`` are the record's attribution fields in the order of record.ATTRIBUTION, the ``marker`` entries,
 #: ``args`` and ``fwd`` already JSON (encode.attribution). ``call`` numbers the op call (subSeqId counts
 #: kernels per call) or is None; ``flags`` see correlate.HAS_OP.
 LAUNCH_INFO = ("key", "api", "start_ns", "end_ns", "pid", "tid", "attribution", "call", "flags")
-ATTRIBUTION = ("layer", "trace", "reprMarkers", "marker", "seqMarker", "seqId", "altSeqId", "dir", "recompute",
-               "mod", "op", "args", "outputs", "callsite", "fwd", "ranges")
 
 #: Attributions the writer keeps by number: launches that share one are close together (an op call's
 #: kernels), so a few thousand cover nearly every reuse.

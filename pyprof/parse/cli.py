@@ -8,7 +8,9 @@ import sys
 import tempfile
 from typing import IO
 
-from pyprof.common import InputError, UsageError, end_line, output_stream, run_command
+from pyprof.common import InputError, UsageError, output_stream, run_command
+
+from pyprof.record import end_line
 from pyprof.parse.correlate import Stats
 
 PROG = "python -m pyprof.parse"
@@ -22,8 +24,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument("-j", "--jobs", type=int, default=1, help="parse several files in this many processes")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
-    p.add_argument("--worker", choices=("auto", "on", "off"), default="auto",
+    p.add_argument("--sweep-process", choices=("auto", "on", "off"), default="auto",
                    help="sweep ranges in a second process (auto: for large files when a core is free)")
+    p.add_argument("--worker", choices=("auto", "on", "off"), default=None, help=argparse.SUPPRESS)
+    p.add_argument("--raw-markers", action="store_true",
+                   help="keep the raw texts of PyTorch's autograd ranges in seqMarker (emit_nvtx: about a quarter "
+                        "of the output; nothing in prof or report reads them)")
     p.add_argument("--strict", action="store_true",
                    help="refuse an input with rows left out as unreadable (by default they are counted on stderr)")
     return p
@@ -38,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if e.code else 0
 
     def body() -> int:
+        if args.worker is not None:  # the old name, until the next release (prof's --worker picks a process)
+            print(f"{PROG}: --worker is deprecated, use --sweep-process", file=sys.stderr)
+            args.sweep_process = args.worker
         if args.jobs < 1:
             raise UsageError("--jobs must be at least 1")
         if args.inputs.count("-") > 1:
@@ -59,10 +68,11 @@ def _run(args: argparse.Namespace) -> int:
                 _refuse_oddities(sources[-1].path, sources[-1].oddities)
         with output_stream(args.output) as out:
             if args.jobs > 1 and len(sources) > 1:
-                all_stats = _run_parallel(sources, out, args.jobs)
+                all_stats = _run_parallel(sources, out, args.jobs, args.raw_markers)
             else:
-                worker = {"auto": None, "on": True, "off": False}[args.worker]
-                all_stats = [_write(src, out, progress=_want_progress(args), worker=worker) for src in sources]
+                worker = {"auto": None, "on": True, "off": False}[args.sweep_process]
+                all_stats = [_write(src, out, progress=_want_progress(args), worker=worker,
+                                    raw_markers=args.raw_markers) for src in sources]
             if args.strict:
                 for src, st in zip(sources, all_stats):
                     _refuse_oddities(src.path, st.oddities)
@@ -86,10 +96,10 @@ def _want_progress(args: argparse.Namespace) -> bool:
     return not args.quiet and sys.stderr.isatty()
 
 
-def _write(src, out: IO[str], progress: bool = False, worker: bool | None = None) -> Stats:
+def _write(src, out: IO[str], progress: bool = False, worker: bool | None = None, raw_markers: bool = False) -> Stats:
     from pyprof.parse.writer import lines as record_lines
 
-    lines, stats = record_lines(src, worker)
+    lines, stats = record_lines(src, worker, raw_markers)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -113,17 +123,17 @@ def _write(src, out: IO[str], progress: bool = False, worker: bool | None = None
     return stats
 
 
-def _parse_to_file(job: tuple[str, str]) -> Stats:
+def _parse_to_file(job: tuple[str, str, bool]) -> Stats:
     """Worker: parse one input (already checked by the parent) into a temporary file."""
     from pyprof.parse import open_source
 
-    path, dest = job
+    path, dest, raw_markers = job
     src = open_source(path)
     with open(dest, "w", encoding="utf-8", buffering=1 << 20) as f:
-        return _write(src, f, worker=False)  # the files already use the cores
+        return _write(src, f, worker=False, raw_markers=raw_markers)  # the files already use the cores
 
 
-def _run_parallel(sources: list, out: IO[str], jobs: int) -> list[Stats]:
+def _run_parallel(sources: list, out: IO[str], jobs: int, raw_markers: bool = False) -> list[Stats]:
     from concurrent.futures import ProcessPoolExecutor
 
     tmpdir = tempfile.mkdtemp(prefix="pyprof-parse-")
@@ -133,7 +143,7 @@ def _run_parallel(sources: list, out: IO[str], jobs: int) -> list[Stats]:
         for s in sources:
             s.close()
         with ProcessPoolExecutor(max_workers=min(jobs, len(sources))) as pool:
-            stats = list(pool.map(_parse_to_file, zip(paths, dests)))
+            stats = list(pool.map(_parse_to_file, [(p, d, raw_markers) for p, d in zip(paths, dests)]))
         for d in dests:  # concatenated in input order: the output does not depend on -j
             with open(d, encoding="utf-8") as f:
                 shutil.copyfileobj(f, out, 1 << 20)

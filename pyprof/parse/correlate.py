@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import operator
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple
@@ -22,6 +23,7 @@ from pyprof.parse import encode
 from pyprof.parse import markers as mk
 from pyprof.parse.markers import quick_seq
 from pyprof.parse.activities import Source, Window
+from pyprof.record import ATTRIBUTION
 
 #: Forward ranges remembered for backward links: at least this many, the newest (up to twice as many are
 #: kept, and the oldest half dropped at once). A forward pass with more autograd ops than this before its
@@ -58,9 +60,8 @@ class Stats:
 class Attribution:
     """What the enclosing ranges of one launch say; shared by every launch with the same context."""
 
-    __slots__ = ("ranges", "layer", "trace", "marker", "reprMarkers", "seqMarker", "seqId", "altSeqId",
-                 "dir", "recompute", "mod", "op", "args", "outputs", "callsite", "fwd", "call", "until_ns", "info",
-                 "waiting")
+    # The record's attribution fields (record.ATTRIBUTION), then the sweep's own bookkeeping.
+    __slots__ = ATTRIBUTION + ("call", "until_ns", "info", "waiting")
 
     def __init__(self) -> None:
         self.ranges: list = []
@@ -476,8 +477,7 @@ def _info(a: Attribution) -> tuple:
     # Plain lists and strings, numbered (model.LAUNCH_INFO): the writer encodes them once per number, and a
     # worker process sends them once (pickling these is cheaper than encoding them, which balances the work
     # of the two processes). What repeats across calls (a marker's arguments) is JSON already, cached.
-    fields = (a.layer, a.trace, a.reprMarkers, a.marker, a.seqMarker, a.seqId, a.altSeqId, a.dir, a.recompute,
-              a.mod, a.op, a.args, a.outputs, a.callsite, a.fwd, a.ranges)
+    fields = _attribution_fields(a)
     # Only backward work that belongs to an autograd node with a sequence number can have a forward op: the
     # engine's AccumulateGrad (adding into .grad) belongs to no forward op, and PyTorch 1.8 numbered no node.
     bprop = a.dir == "bprop"
@@ -488,6 +488,10 @@ def _info(a: Attribution) -> tuple:
 
 
 _serials = itertools.count(1)
+_attribution_fields = operator.attrgetter(*ATTRIBUTION)  # in record order, as the writer takes them
+_unset = [name for name in ATTRIBUTION if not hasattr(_EMPTY, name)]
+if _unset:  # pragma: no cover - a field added to record.FIELDS needs its empty value in Attribution.__init__
+    raise ImportError(f"pyprof.parse.correlate: Attribution.__init__ sets no {', '.join(_unset)}")
 
 
 HAS_OP, BPROP, HAS_FWD, NUMBERED, RECOMPUTE = 1, 2, 4, 8, 16  # LAUNCH_INFO flags, for the summary's shares

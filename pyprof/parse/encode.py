@@ -1,13 +1,13 @@
 """JSON pieces of a record, built without a JSONEncoder call where a plain join does (the hot path).
 
-Every helper produces exactly what ``json.dumps(..., separators=(",", ":"))`` would, so that the writer's
-lines are byte for byte ``Record.to_json()`` (a test checks every line of every corpus file).
+Every helper produces exactly what ``json.dumps(..., separators=(",", ":"))`` would, so that a line the writer
+makes with every key is byte for byte ``Record.to_json()`` (a test checks it).
 """
 from __future__ import annotations
 
 import json
 
-from pyprof.common import RECORD_SCHEMA
+from pyprof.record import ATTRIBUTION, BY_NAME, FIELDS, LINE_RUNS, Field, Part
 
 _ENCODER = json.JSONEncoder(separators=(",", ":"))
 string = json.encoder.encode_basestring_ascii  # what the encoder itself uses for str (ensure_ascii)
@@ -68,21 +68,49 @@ def nested(v) -> str:
     return value(v)
 
 
-def attribution(fields: tuple | None) -> tuple[str, str]:
-    """A launch's attribution keys of the record, before and after ``subSeqId``, from the ATTRIBUTION fields
-    of a LAUNCH_INFO (model.py; ``marker`` entries, ``args`` and ``fwd`` already JSON); None for a launch
-    outside every range."""
+#: Field.json kind -> encoder (pyprof.record.FIELDS). ``json``: a value correlate keeps encoded already, or None.
+ENCODERS = {
+    "str": string, "str?": lambda v: "null" if v is None else string(v), "int": str, "int?": integer, "ints": ints,
+    "strings": strings, "bool": lambda v: "true" if v else "false", "value": value, "nested": nested,
+    "json": lambda v: "null" if v is None else v, "json_items": lambda v: "[" + ",".join(v) + "]",
+}
+#: The JSON of each field's default: a field not written ``always`` is left out where it encodes to this.
+DEFAULT_JSON = {f.name: value(list(f.default) if type(f.default) is tuple else f.default) for f in FIELDS}
+
+
+def part(fields: tuple[Field, ...], values, first: bool = False) -> str:
+    """The JSON of one part of a record (pyprof.record.Part): ``"key":value`` for each field, each after a comma
+    (none before the first of a line: ``first``), an omittable field left out at its default. Run once per
+    distinct part, not per record."""
+    out = []
+    for f, v in zip(fields, values):
+        text = ENCODERS[f.json](v)
+        if f.always or text != DEFAULT_JSON[f.name]:
+            out.append(f'"{f.name}":{text}')
+    text = ",".join(out)
+    return text if first or not text else "," + text
+
+
+#: The runs of attribution fields on the line (split where the writer's subSeqId sits), as slices of the
+#: ATTRIBUTION fields correlate hands over.
+_RUNS = tuple(fields for part_, fields in LINE_RUNS if part_ is Part.ATTRIBUTION)
+_SEQ_MARKER = ATTRIBUTION.index("seqMarker")
+
+
+def attribution(fields: tuple | None, raw_markers: bool = False) -> tuple[str, ...]:
+    """A launch's attribution parts of the line (one per run of LINE_RUNS), from the ATTRIBUTION fields of a
+    LAUNCH_INFO (activities.py; ``marker`` entries, ``args`` and ``fwd`` already JSON); None for a launch
+    outside every range. The raw autograd texts (``seqMarker``) are written only with ``raw_markers``."""
     if fields is None:
-        return _EMPTY_ATTRIBUTION
-    layer, trace, repr_markers, marker, seq_marker, seq_id, alt_seq_id, direction, recompute, mod, op, args, \
-        outputs, callsite, fwd, ranges = fields
-    return (
-        f'"layer":{strings(layer)},"trace":{strings(trace)},"reprMarkers":{nested(repr_markers)},'
-        f'"marker":[{",".join(marker)}],"seqMarker":{strings(seq_marker)},"seqId":{ints(seq_id)}',
-        f'"altSeqId":{ints(alt_seq_id)},"dir":{string(direction)},"recompute":{"true" if recompute else "false"},'
-        f'"mod":{strings(mod)},'
-        f'"op":{strings(op)},"args":{args},"outputs":{nested(outputs)},"callsite":{nested(callsite)},'
-        f'"fwd":{"null" if fwd is None else fwd},"ranges":{strings(ranges)},"schema":{RECORD_SCHEMA}')
+        fields = _EMPTY
+    elif not raw_markers and fields[_SEQ_MARKER]:
+        fields = fields[:_SEQ_MARKER] + ([],) + fields[_SEQ_MARKER + 1:]
+    out = []
+    at = 0
+    for run in _RUNS:
+        out.append(part(run, fields[at:at + len(run)]))
+        at += len(run)
+    return tuple(out)
 
 
 def forward_link(mod: str, op: str, args_json: str, callsite: str | None, layer: list, seq: int) -> str:
@@ -91,7 +119,8 @@ def forward_link(mod: str, op: str, args_json: str, callsite: str | None, layer:
             f'"layer":{strings(layer)},"seq":{integer(seq)}}}')
 
 
-_EMPTY_ATTRIBUTION = (
-    '"layer":[],"trace":[],"reprMarkers":[],"marker":[],"seqMarker":[],"seqId":[]',
-    f'"altSeqId":[],"dir":"","recompute":false,"mod":[],"op":[],"args":[],"outputs":[],"callsite":null,"fwd":null,"ranges":[],'
-    f'"schema":{RECORD_SCHEMA}')
+#: The attribution of a launch outside every range, in the form correlate hands the writer.
+_EMPTY = tuple("[]" if BY_NAME[n].json == "json" and BY_NAME[n].default == [] else
+               None if BY_NAME[n].json == "json" else
+               list(BY_NAME[n].default) if isinstance(BY_NAME[n].default, (list, tuple)) else BY_NAME[n].default
+               for n in ATTRIBUTION)

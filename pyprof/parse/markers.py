@@ -432,11 +432,14 @@ def _args_from_sizes(raw_sizes: Any, dtypes: list | None, concrete: list | None)
         dtype = dtype if type(dtype) is str else None
         value = concrete[i] if concrete is not None and i < len(concrete) else ""
         if _is_shape(shape) and (shape or (dtype in _KINETO_DTYPES)):
-            args.append({"type": "tensor", "shape": shape, "dtype": _KINETO_DTYPES.get(dtype, dtype)})
+            # A dtype the export does not record (emit_nvtx) is left out, not written as null: an emit_nvtx
+            # record holds a dozen tensors, and readers take a missing dtype as unknown (docs/markers.md).
+            dtype = _KINETO_DTYPES.get(dtype, dtype)
+            args.append({"type": "tensor", "shape": shape, "dtype": dtype} if dtype is not None else
+                        {"type": "tensor", "shape": shape})
         elif type(shape) is list and shape and all(_is_shape(x) for x in shape):
             # A list of shapes is a list of tensors (a foreach op's arguments); their dtype is not recorded.
-            args.append({"type": "tensorlist", "items": [{"type": "tensor", "shape": x, "dtype": None}
-                                                          for x in shape]})
+            args.append({"type": "tensorlist", "items": [{"type": "tensor", "shape": x} for x in shape]})
         elif dtype == "TensorList" and isinstance(shape, list):
             args.append({"type": "tensorlist", "items": []})
         elif value not in ("", None) and type(value) in (str, int, float, bool):

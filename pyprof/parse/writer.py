@@ -16,7 +16,7 @@ import json
 import os
 from typing import Iterator
 
-from pyprof.common import Record
+from pyprof.record import LINE_RUNS, Part, Record, header_line
 from pyprof.parse import encode
 from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
 from pyprof.parse.activities import Source, Window
@@ -30,11 +30,13 @@ RECENT = 16_384
 WORKER_MIN_BYTES = 16 << 20
 
 
-def lines(source: Source, worker: bool | None = None) -> tuple[Iterator[str], Stats]:
-    """Return (the records' JSON lines, without newlines, in activity start order, their Stats).
+def lines(source: Source, worker: bool | None = None, raw_markers: bool = False) -> tuple[Iterator[str], Stats]:
+    """Return (parse's header line, then the records' JSON lines in activity start order, without newlines;
+    their Stats). The end line is the caller's to write (record.end_line), once the lines are consumed.
 
     ``worker``: sweep in a worker process (None: when a core is free, the source can be reopened there
-    and the file is large). The Stats fill in as the lines are consumed."""
+    and the file is large). ``raw_markers``: keep the raw autograd range texts (``seqMarker``). The Stats fill
+    in as the lines are consumed."""
     if worker is None:
         worker = _worth_a_worker(source)
     if worker and getattr(source, "reopen_args", None) is not None:  # Kineto traces are read in memory
@@ -45,13 +47,20 @@ def lines(source: Source, worker: bool | None = None) -> tuple[Iterator[str], St
     else:
         stats = Stats(oddities=source.oddities)
         infos = Correlator(source, stats.oddities).launch_infos()
-    return _merge(source, infos, stats), stats
+    return _merge(source, infos, stats, raw_markers), stats
 
 
 def records(source: Source, worker: bool | None = None) -> tuple[Iterator[Record], Stats]:
     """Return (one Record per activity in start order, their Stats): the JSON lines, decoded."""
     out, stats = lines(source, worker)
-    return (Record.from_dict(json.loads(line)) for line in out), stats
+    header = json.loads(next(out))
+    return (_with_header(json.loads(line), header) for line in out), stats
+
+
+def _with_header(d: dict, header: dict) -> Record:
+    gpus = header["gpus"]
+    gpu = gpus.get(str(d.get("device")), gpus.get("*"))
+    return Record.from_dict({**d, "gpu_props": gpu["gpu_props"] if gpu else None})
 
 
 def _worth_a_worker(source: Source) -> bool:
@@ -67,35 +76,77 @@ def _worth_a_worker(source: Source) -> bool:
         return False
 
 
-def _merge(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterator[str]:
+def _merge(source: Source, infos: Iterator[tuple], stats: Stats, raw_markers: bool) -> Iterator[str]:
     gc_was_enabled = gc.isenabled()
     gc.disable()  # only acyclic tuples and strings are made here; see Correlator.launch_infos
     try:
-        yield from _merge_lines(source, infos, stats)
+        yield from _merge_lines(source, infos, stats, raw_markers)
     finally:
         if gc_was_enabled:
             gc.enable()
 
 
-def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterator[str]:
+def _template() -> str:
+    """The line as a %-format, derived from record.LINE_RUNS: a RECORD field formatted per line, any other run
+    of fields a cached text (its own leading comma, or empty when all its fields are left out)."""
+    out = []
+    for i, (part, fields) in enumerate(LINE_RUNS):
+        if part is Part.RECORD:
+            out.append(f'{"," if i else ""}"{fields[0].name}":%s')
+        else:
+            out.append("%s")
+    return "{" + "".join(out) + "}"
+
+
+LINE = _template()
+#: The order in which _merge_lines hands LINE its values. Derived from the table, checked here: a field added
+#: to an existing part needs nothing in this module; a new RECORD field (one formatted per line) or a new part
+#: needs its value passed in _merge_lines, in this order.
+_ORDER = tuple(fields[0].name if part is Part.RECORD else part.value for part, fields in LINE_RUNS)
+_EXPECTED = ("name", "kDuration", "start_ns", "end_ns", "pid", "tid", "place", "correlation_id", "config", "launch",
+             "copy", "attribution", "subSeqId", "attribution")
+if _ORDER != _EXPECTED:  # pragma: no cover - fails at import, in every test, when the table changes shape
+    raise ImportError(f"pyprof.parse.writer formats the line as {_EXPECTED}, the record is now {_ORDER}: pass "
+                      "the new field's value in _merge_lines")
+_RUNS = {part: fields for part, fields in LINE_RUNS if part is not Part.RECORD}
+_NAME, _PLACE, _CONFIG, _LAUNCH, _COPY = (_RUNS[p] for p in (Part.NAME, Part.PLACE, Part.CONFIG, Part.LAUNCH,
+                                                              Part.COPY))
+
+
+def header(source: Source) -> tuple[str, dict]:
+    """(parse's header line for ``source``, device -> its GPU's name). A device the export does not describe
+    gets the GPU of those it does when they are all one model (a PyTorch profiler trace may describe device 0
+    while its kernels ran on device 2): ``"*"`` in the header, and the value the second item's .get gives."""
     known = source.gpus()
-    gpus = {dev: f'"gpu":{encode.value(g.name)},"gpu_props":{encode.value(g.props)}' for dev, g in known.items()}
-    # A trace may describe fewer devices than its kernels ran on (a PyTorch profiler trace lists device 0 while its
-    # kernels ran on device 2): when every device it describes is the same model, that is the GPU of the others.
+    gpus = {str(dev): {"gpu": g.name, "gpu_props": g.props} for dev, g in known.items()}
     models = {g.name for g in known.values()}
-    no_gpu = next(iter(gpus.values())) if len(models) == 1 and None not in models else '"gpu":null,"gpu_props":null'
-    no_call = '"api":null,"api_start_ns":null,"api_end_ns":null'
+    if len(models) == 1 and None not in models:
+        only = next(iter(known.values()))
+        gpus["*"] = {"gpu": only.name, "gpu_props": only.props}
+    names = {dev: g.name for dev, g in known.items()}
+    return header_line(gpus), names
+
+
+def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_markers: bool) -> Iterator[str]:
+    head_line, gpu_names = header(source)
+    yield head_line
+    no_gpu = gpu_names[next(iter(gpu_names))] if len({*gpu_names.values()}) == 1 and None not in gpu_names.values() \
+        else None
+    no_call = encode.part(_LAUNCH, (None, None, None))
     empty_head, empty_tail = encode.attribution(None)
     names: dict = {}  # (kind, short, long) -> JSON: a few hundred distinct kernels, not a million
-    shapes: dict = {}  # launch configuration, device, copy size -> JSON before and after the api keys
+    shapes: dict = {}  # launch configuration, device, copy size -> JSON of the config and copy parts
     places: dict = {}  # (device, stream) -> JSON
     apis: dict = {}
-    received = Window()  # attribution number -> fields, as the sweep worker's ``sent`` (pipeline.py)
-    encoded = Window()  # attribution number -> (head, tail) JSON: launches that share one are encoded once
+    received = Window()  # attribution number -> fields, as the sweep worker's ``sent`` (sweep_worker.py)
+    encoded = Window()  # attribution number -> its parts' JSON: launches that share one are encoded once
     pending: dict = {}  # launch key -> info, swept but not yet used
     recent: dict = {}  # used already: a graph launch starts many kernels
     counts: dict = {}  # op call -> kernels so far
-    num, nums = encode.integer, encode.ints
+    line = LINE
+    launch_json = "".join(f',"{f.name}":{"%s" if i == 0 else ""}' for i, f in enumerate(_LAUNCH[:2]))
+    api_end_key = f',"{_LAUNCH[2].name}":'
+    num = encode.integer
     infos = iter(infos)
     nxt = next(infos, None)
     for act in source.activities():
@@ -114,20 +165,23 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
         if info is not None:
             # First activity of this launch: encode its part of the record once (a graph launch has many).
             _, api, api_start, api_end, pid, tid, fields, call, flags = info
-            api_json = apis.get(api)
-            if api_json is None:
-                api_json = apis[api] = encode.value(api)
             if fields is None:
                 head, tail = empty_head, empty_tail
             else:
                 number, fields = fields
                 pair = encoded.get(number)
                 if pair is None:
-                    pair = encode.attribution(fields)
+                    pair = encode.attribution(fields, raw_markers)
                     encoded.add(number, pair)
                 head, tail = pair
-            info = (pid, tid, f'"api":{api_json},"api_start_ns":{api_start},"api_end_ns":{api_end}', head, tail,
-                    call, flags)
+            if api is not None and api_start is not None and api_end is not None:
+                api_json = apis.get(api)
+                if api_json is None:
+                    api_json = apis[api] = launch_json % encode.string(api)
+                call_json = f"{api_json}{api_start}{api_end_key}{api_end}"
+            else:
+                call_json = encode.part(_LAUNCH, (api, api_start, api_end))
+            info = (pid, tid, call_json, head, tail, call, flags)
             recent[key] = info
             if len(recent) > 2 * RECENT:  # pruned in bulk: cheaper than an LRU per record
                 recent = dict(list(recent.items())[-RECENT:])
@@ -162,14 +216,13 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
         k = (act.kind, act.short_name, act.long_name)
         name_json = names.get(k)
         if name_json is None:
-            name_json = names[k] = (f'{{"kind":{encode.value(act.kind)},"kShortName":{encode.value(act.short_name)},'
-                                    f'"kLongName":{encode.value(act.long_name)},"kDuration":')
+            name_json = names[k] = encode.part(_NAME, k, first=True)
         # What a kernel's launch configuration and device decide repeats across millions of records: one
         # dict lookup instead of formatting each field.
         k = (act.device, act.stream)
         where = places.get(k)
         if where is None:
-            where = places[k] = f'"device":{num(act.device)},"stream":{num(act.stream)}'
+            where = places[k] = encode.part(_PLACE, k)
         k = (act.grid, act.block, act.registers, act.static_smem_bytes, act.dynamic_smem_bytes, act.device,
              act.bytes, act.copy_kind, act.smem_bytes, act.est_occupancy_pct)
         shape = shapes.get(k)
@@ -178,14 +231,12 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
             if smem is None and act.static_smem_bytes is not None and act.dynamic_smem_bytes is not None:
                 smem = act.static_smem_bytes + act.dynamic_smem_bytes
             shape = shapes[k] = (
-                f'"grid":{nums(act.grid)},"block":{nums(act.block)},"registers":{num(act.registers)},'
-                f'"static_smem_bytes":{num(act.static_smem_bytes)},'
-                f'"dynamic_smem_bytes":{num(act.dynamic_smem_bytes)},"smem_bytes":{num(smem)},'
-                f'"est_occupancy_pct":{encode.value(act.est_occupancy_pct)},{gpus.get(act.device, no_gpu)}',
-                f'"bytes":{num(act.bytes)},"copy_kind":{encode.value(act.copy_kind)}')
+                encode.part(_CONFIG, (act.grid, act.block, act.registers, act.static_smem_bytes,
+                                      act.dynamic_smem_bytes, smem, act.est_occupancy_pct,
+                                      gpu_names.get(act.device, no_gpu))),
+                encode.part(_COPY, (act.bytes, act.copy_kind)))
             if len(shapes) > 4 * RECENT:  # distinct copy sizes could be many
                 shapes.clear()
         start = act.start_ns
-        yield (f'{name_json}{act.end_ns - start},"start_ns":{start},"end_ns":{act.end_ns},'
-               f'"pid":{num(pid)},"tid":{num(tid)},{where},"correlation_id":{num(act.correlation_id)},'
-               f'{shape[0]},{call_json},{shape[1]},{head},"subSeqId":{num(sub)},{tail}}}')
+        yield line % (name_json, act.end_ns - start, start, act.end_ns, num(pid), num(tid), where,
+                      num(act.correlation_id), shape[0], call_json, shape[1], head, num(sub), tail)

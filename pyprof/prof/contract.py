@@ -12,7 +12,9 @@ import os
 import stat
 from typing import IO, Annotated, Any, Optional, TypedDict, Union
 
-from pyprof.common import END_KEY, END_PREFIX, RECORD_SCHEMA, InputError
+from pyprof.common import InputError
+
+from pyprof.record import END_KEY, END_PREFIX, FIELDS, HEADER_KEY, HEADER_PREFIX, RECORD_SCHEMA
 
 try:
     import msgspec
@@ -46,26 +48,21 @@ def _json(levels: int) -> Any:
 
 
 def _types(value: Any) -> dict[str, Any]:
-    """The keys prof and report read, with the types docs/record.md gives them (null allowed where a reader
-    copes); ``value`` is the type of a value inside arguments, markers and GPU properties."""
+    """The type of each record field (record.FIELDS), as prof and report accept it: by the field's JSON kind, null
+    allowed where a reader copes, and looser where old writers differ (named in ``special``); ``value`` is the
+    type of a value inside arguments, markers and GPU properties."""
     arg = dict[str, value]
     fwd = TypedDict("Fwd", {"mod": _Names, "op": _Names, "args": list[arg], "callsite": Optional[str],  # type: ignore[misc]
                             "layer": list[str], "seq": Optional[_Int]}, total=False)
-    return {
-        "kind": str, "kShortName": Optional[str], "kLongName": Optional[str], "kDuration": Optional[_Int],
-        "start_ns": Optional[_Int], "end_ns": Optional[_Int], "pid": Optional[_Int], "tid": Optional[_Int],
-        "device": Optional[_Int], "stream": Optional[_Int], "correlation_id": Optional[_Int], "grid": _Ints,
-        "block": _Ints, "registers": Optional[_Int], "static_smem_bytes": Optional[_Int],
-        "dynamic_smem_bytes": Optional[_Int], "smem_bytes": Optional[_Int], "est_occupancy_pct": Optional[float],
-        "gpu": Optional[str], "gpu_props": Optional[dict[str, value]], "api": Optional[str],
-        "api_start_ns": Optional[_Int], "api_end_ns": Optional[_Int], "bytes": Optional[_Int],
-        "copy_kind": Optional[str], "layer": list[str], "trace": list[str],
+    by_kind = {"str": Optional[str], "str?": Optional[str], "int": Optional[_Int], "int?": Optional[_Int],
+               "ints": _Ints, "strings": list[str], "bool": bool, "value": Optional[value], "nested": list[value]}
+    special = {
+        "kind": str, "schema": _Int, "est_occupancy_pct": Optional[float], "gpu_props": Optional[dict[str, value]],
         "marker": list[Union[arg, str]],  # the original PyProf wrote its markers as Python reprs (strings)
-        "seqMarker": list[str], "seqId": _Ints, "subSeqId": Optional[_Int], "altSeqId": _Ints, "dir": Optional[str],
-        "recompute": bool, "mod": _Names, "op": _Names, "args": list[arg], "outputs": list[list[_Int]],
-        "callsite": Optional[str], "fwd": Optional[fwd], "ranges": list[str], "schema": _Int,
-        "reprMarkers": list[value],
+        "mod": _Names, "op": _Names,  # legacy PyProf lines and forward links may give one name, not a list
+        "args": list[arg], "outputs": list[list[_Int]], "fwd": Optional[fwd],
     }
+    return {f.name: special.get(f.name, by_kind.get(f.json)) for f in FIELDS}
 
 
 #: The declaration ``check`` converts a decoded record to (after bounding its depth with a walk).
@@ -140,8 +137,51 @@ def deeper_than(value: Any, limit: int) -> bool:
     return False
 
 
+def is_header(line: bytes) -> bool:
+    """True for parse's header line (schema 3 on: written exactly as record.header_line makes it)."""
+    return line.startswith(HEADER_PREFIX)
+
+
+class Header:
+    """What parse's header line says about the records after it: their schema and each device's GPU properties,
+    which schema 3 writes there once instead of on every record."""
+
+    __slots__ = ("gpus",)
+
+    def __init__(self) -> None:
+        self.gpus: dict = {}
+
+    def read(self, line: bytes, path: str, lineno: int) -> None:
+        """Take a header line. Raises InputError for one that is not a header of a schema this pyprof reads."""
+        try:
+            import orjson
+
+            h = orjson.loads(line)
+        except ValueError:
+            h = None
+        if type(h) is not dict or h.get(HEADER_KEY) is not True or type(h.get("gpus")) is not dict \
+                or type(h.get("schema")) is not int:
+            raise InputError(path, f"line {lineno}: a damaged header line (expected parse's "
+                                   f'{{"{HEADER_KEY}":true,"schema":N,"gpus":{{...}}}})')
+        _known_schema(h, path, lineno)
+        gpus = {}
+        for dev, g in h["gpus"].items():
+            if type(g) is not dict or not isinstance(g.get("gpu_props"), (dict, type(None))):
+                raise InputError(path, f"line {lineno}: the header's GPU {dev!r} is not an object with gpu_props")
+            gpus[dev] = g.get("gpu_props")
+        self.gpus = gpus
+
+    def props(self, d: dict) -> dict | None:
+        """The GPU properties of record ``d``'s device: its own (records before schema 3), else the header's."""
+        props = d.get("gpu_props")
+        if props is None and self.gpus:
+            dev = d.get("device")
+            props = self.gpus.get(str(dev), self.gpus.get("*"))
+        return props
+
+
 def is_end(line: bytes) -> bool:
-    """True for parse's end line (written exactly as common.end_line makes it)."""
+    """True for parse's end line (written exactly as record.end_line makes it)."""
     return line.startswith(END_PREFIX)
 
 
@@ -162,6 +202,10 @@ def check_file_ending(stream: IO[bytes], path: str) -> None:
         return
     head = os.pread(fd, min(ENDS_BYTES, st.st_size - pos), pos)
     first = next((x for x in head.split(b"\n") if x.strip()), b"")
+    if is_header(first):  # schema 3 on: the header says the schema
+        ending = Ending(path)
+        ending.required = True
+        return _check_tail(fd, pos, st.st_size, ending)
     if b'"schema":' not in first:  # schema 1 records and PyProf's dict lines need no end line
         return
     try:
@@ -173,8 +217,12 @@ def check_file_ending(stream: IO[bytes], path: str) -> None:
     ending = Ending(path)
     if type(d) is dict and not is_end(first):
         ending.record(d, 1 + head[: head.find(first)].count(b"\n"))
-    at = max(pos, st.st_size - ENDS_BYTES)
-    tail = os.pread(fd, st.st_size - at, at)
+    _check_tail(fd, pos, st.st_size, ending)
+
+
+def _check_tail(fd: int, pos: int, size: int, ending: "Ending") -> None:
+    at = max(pos, size - ENDS_BYTES)
+    tail = os.pread(fd, size - at, at)
     last = next((x for x in reversed(tail.split(b"\n")) if x.strip()), b"")
     if is_end(last):
         ending.end()
@@ -191,6 +239,11 @@ class Ending:
     def __init__(self, path: str) -> None:
         self.path = path
         self.required = False
+        self.ended = False
+
+    def header(self) -> None:
+        """Parse's header line was read: the records after it end with an end line (schema 3 on)."""
+        self.required = True
         self.ended = False
 
     def record(self, d: dict, lineno: int) -> None:

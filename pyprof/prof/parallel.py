@@ -28,6 +28,7 @@ from collections import deque
 from typing import IO, Iterator, NamedTuple
 
 from pyprof.common import InputError
+from pyprof.record import HEADER_PREFIX
 from pyprof.prof.contract import Ending
 from pyprof.prof.columns import ROOFLINE_COLUMNS, compile_row
 from pyprof.prof.modeller import Modeller
@@ -40,6 +41,7 @@ from pyprof.prof.share import WINDOW
 CHUNK_BYTES = 4 << 20
 _EMPTY_AFTER = re.compile(rb"\n(?=\r?\n)")  # a newline followed by an empty line (literal prefix: a fast scan)
 _EMPTY_LINES = frozenset({b"", b"\r"})
+_HEADER_AFTER = b"\n" + HEADER_PREFIX  # a header line that is not the chunk's first
 LOOKBACK = 2 * WINDOW
 FIRST_LOOKBACK = 64
 AHEAD_STEP = 16  # lines read at a time after the chunk
@@ -142,7 +144,8 @@ def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str,
     stream = stream_cls(modeller, s["row"], s["peaks"], s["need_roof"], cov, s["lean"], keep=(idx, None))
     if back:
         try:
-            stream.feed(back, path, line0, idx - sum(1 for x in back if x not in _EMPTY_LINES), count=False)
+            stream.feed(back, path, line0, idx - sum(1 for x in back if x not in _EMPTY_LINES and not
+                                                       x.startswith(HEADER_PREFIX)), count=False)
         except InputError:
             pass  # reported by the chunk that owns the line
     stream.ending = Ending(path)  # the chunk's own lines: what the lines replayed before it saw does not count
@@ -206,12 +209,15 @@ def _other_thread(line: bytes, wanted: set) -> bool:
 
 
 def empty_lines(chunk, start: int = 0, end: int | None = None) -> int:
-    """Lines of ``chunk[start:end]`` that are empty (they get no idx; a line of only spaces does, see
-    RowStream.feed). ``start``/``end`` let the main process count inside its reused read buffer."""
+    """Lines of ``chunk[start:end]`` that get no idx: empty lines and parse's header lines (a line of only
+    spaces gets one, see RowStream.feed). ``start``/``end`` let the main process count inside its reused read
+    buffer. ``chunk`` starts at the start of a line."""
     end = len(chunk) if end is None else end
-    at_start = chunk[start:start + 1] == b"\n" or chunk[start:start + 2] == b"\r\n"
+    at_start = chunk[start:start + 1] == b"\n" or chunk[start:start + 2] == b"\r\n" or \
+        chunk[start:start + len(HEADER_PREFIX)] == HEADER_PREFIX
     # finditer counts overlapping matches ("\n\n\n" holds two empty lines); str.count would not.
-    return sum(1 for _ in _EMPTY_AFTER.finditer(chunk, start, end)) + (1 if at_start else 0)
+    return sum(1 for _ in _EMPTY_AFTER.finditer(chunk, start, end)) + chunk.count(_HEADER_AFTER, start, end) + \
+        (1 if at_start else 0)
 
 
 def _chunks(stream: IO[bytes], path: str) -> Iterator[tuple]:

@@ -12,8 +12,11 @@ import json
 import warnings
 from typing import IO, Any, Callable, Iterable, Iterator, Optional, TypedDict, Union
 
-from pyprof.common import END_KEY, InputError
-from pyprof.prof.contract import FAST_TYPES, MAX_DEPTH, Ending, check, deeper_than, is_end, typed_loads
+from pyprof.common import InputError
+
+from pyprof.record import END_KEY, defaults_of
+from pyprof.prof.contract import (FAST_TYPES, MAX_DEPTH, Ending, Header, check, deeper_than, is_end, is_header,
+                                  typed_loads)
 
 try:
     from orjson import JSONDecodeError as _OrjsonError
@@ -88,12 +91,19 @@ def raw_value(v, level: int = 2):
 
 
 def iter_records(stream: IO[bytes], path: str) -> Iterator[tuple[int, dict]]:
-    """Yield (line number, record dict) for every record line, after checking it (contract.check). Raises
-    InputError on a malformed line, and at the end for a stream cut short (contract.Ending)."""
+    """Yield (line number, record dict) for every record line, after checking it (contract.check), with every
+    key of the record: those a schema-3 line leaves out at their default put back, and ``gpu_props`` from parse's
+    header line. Raises InputError on a malformed line, and at the end for a stream cut short (contract.Ending).
+    """
     ending = Ending(path)
+    header = Header()
     for lineno, line in enumerate(stream, 1):
         if is_end(line):
             ending.end()
+            continue
+        if is_header(line):
+            header.read(line, path, lineno)
+            ending.header()
             continue
         d = typed_loads(line, path, lineno)  # decoded and checked at once: nearly every line
         if d is None:  # not a typed record: decoded whole, and the problem named
@@ -111,6 +121,9 @@ def iter_records(stream: IO[bytes], path: str) -> Iterator[tuple[int, dict]]:
             ending.end()
             continue
         ending.record(d, lineno)
+        if "gpu_props" not in d:
+            d["gpu_props"] = header.props(d)
+        defaults_of(d)
         yield lineno, d
     ending.done()
 

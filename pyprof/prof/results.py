@@ -84,15 +84,20 @@ class Static:
 
 def no_arguments(op: str, d: dict, raw) -> str:
     """Why a record of ``op`` has no arguments, worded for the tool that recorded it: pyprof op markers are in
-    ``marker``, PyTorch's emit_nvtx ranges in ``seqMarker`` (``, seq = ``/``op_id = ``); a PyTorch-profiler
-    trace's records have neither. Lean decoding skips those fields: then the line's bytes tell."""
+    ``marker``, PyTorch's emit_nvtx ranges in ``seqMarker`` (``, seq = ``/``op_id = ``) when parse kept them
+    (``--raw-markers``); a PyTorch-profiler trace's records have neither. Without the texts (schema 3 by
+    default), an Nsight Systems or nvprof export is told by its per-kernel static shared memory, which
+    PyTorch-profiler traces never give. Lean decoding skips those fields: then the line's bytes tell."""
     mk, sm = d.get("marker"), d.get("seqMarker")
     if mk is None and sm is None and raw is not None:
         source = ("pyprof" if b'"pyprof":' in raw else
-                  "emit_nvtx" if b", seq = " in raw or b"op_id = " in raw else "kineto")
+                  "emit_nvtx" if b", seq = " in raw or b"op_id = " in raw or
+                  (b'"static_smem_bytes":' in raw and b'"static_smem_bytes":null' not in raw) else "kineto")
     elif mk and any(type(m) is str or (type(m) is dict and "pyprof" in m) for m in mk):
         source = "pyprof"
     elif any(type(x) is str and (", seq = " in x or "op_id = " in x) for x in sm or ()):
+        source = "emit_nvtx"
+    elif not sm and d.get("static_smem_bytes") is not None:
         source = "emit_nvtx"
     else:
         source = "kineto"

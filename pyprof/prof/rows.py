@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from typing import IO, Iterable, Sequence
 
-from pyprof.common import END_PREFIX, InputError
+from pyprof.common import InputError
+
+from pyprof.record import END_PREFIX, HEADER_PREFIX, OMITTABLE
 from pyprof.prof.columns import record_keys
 from pyprof.prof.contract import Ending, check
 from pyprof.prof.coverage import Coverage
@@ -89,6 +91,8 @@ class RowStream:
                  keep: tuple[int, int | None] = (0, None)) -> None:
         self.modeller, self.row, self.peaks, self.need_roofline = modeller, row, peaks, need_roofline
         self.coverage, self.lean = coverage, lean
+        # The keys a schema-3 line may leave out: (key, default, factory of a fresh copy for a list or dict).
+        self.omitted = tuple((k, v, type(v) if type(v) in (list, dict) else None) for k, v in OMITTABLE.items())
         self.lo, self.hi = keep
         self.ending = Ending("")  # named at the first feed: whether the input ended as parse ends its records
         self.held: list = []  # a row per record from index ``first`` on (None for a line of spaces)
@@ -115,6 +119,7 @@ class RowStream:
         append = self.held.append
         n0 = idx
         ending = self.ending
+        omitted = self.omitted
         for line in lines:
             lineno += 1
             if line[:14] == END_PREFIX:  # parse's end line: no row; it keeps an index as every non-empty line
@@ -122,6 +127,9 @@ class RowStream:
                 append(None)
                 self.spaces = True
                 idx += 1
+                continue
+            if line[:17] == HEADER_PREFIX:  # parse's header line: no row and no index (the records' idx are
+                ending.header()  # their order among the records, as before schema 3 wrote a header)
                 continue
             try:
                 d = decode(line)
@@ -142,6 +150,9 @@ class RowStream:
                 raise InputError(path, f"line {lineno}: expected one record object per line, got {type(d).__name__}")
             if not ending.required or ending.ended:
                 ending.record(d, lineno)
+            for k, default, fresh in omitted:  # a schema-3 line leaves a key out at its default
+                if k not in d:
+                    d[k] = fresh() if fresh is not None else default
             try:  # _measure, inlined: this loop runs once per kernel of the input
                 m = model(d, lineno, idx, line)
                 dur = d.get("kDuration") or 0

@@ -5,7 +5,6 @@ work is in pyprof.report.page / perfetto and prof's views.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import itertools
 import os
@@ -16,7 +15,8 @@ from contextlib import ExitStack
 from typing import IO, Callable, Iterator
 
 import pyprof
-from pyprof.common import InputError, OutputError, Record, UsageError, output_stream, run_command
+from pyprof.common import InputError, OutputError, UsageError, output_stream, run_command
+from pyprof.record import END_KEY, FIELD_NAMES, HEADER_KEY
 from pyprof.parse.detect import GZIP_MAGIC, SQLITE_MAGIC, XZ_MAGIC
 from pyprof.prof.formats import one_line_errors
 
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
 #: records in another key order starts with another field) or parse's end line, alone in the records of a
 #: profile without GPU activity. A PyTorch profiler trace's keys (schemaVersion, traceEvents,
 #: deviceProperties ...) are none of them.
-RECORD_FIRST_KEYS = frozenset(f.name for f in dataclasses.fields(Record)) | {"pyprof_end"}
+RECORD_FIRST_KEYS = frozenset(FIELD_NAMES) | {END_KEY, HEADER_KEY}
 _FIRST_KEY = re.compile(rb'\{\s*"([A-Za-z_][A-Za-z0-9_]{0,63})"\s*:')
 #: Leading blank space looked through for the first line; a file that is all blank so far is records (none).
 _BLANK_BYTES = 1 << 20

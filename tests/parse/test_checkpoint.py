@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pyprof.parse import parse_file
-from pyprof.common import END_PREFIX
+from pyprof.record import END_PREFIX, read_lines
 
 END = END_PREFIX.decode()  # parse's end line, which closes its records
 
@@ -29,8 +29,8 @@ CAPTURES = ["nsys/pyprof/checkpoint.sqlite.xz", "nsys/pyprof/checkpoint_reentran
 
 def _records(rel: str) -> list[dict]:
     out = io.StringIO()
-    parse_file(str(DATA / rel), out)
-    return [json.loads(line) for line in out.getvalue().splitlines() if not line.startswith(END)]
+    parse_file(str(DATA / rel), out, raw_markers=True)  # the tests read seqMarker
+    return list(read_lines(out.getvalue().splitlines()))
 
 
 def _recomputed(ranges_of_launch) -> tuple[int, int]:

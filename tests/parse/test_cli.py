@@ -26,9 +26,10 @@ def test_parse_writes_json_lines_and_a_summary(corpus):
     p = run(str(SMALL))
     assert p.returncode == 0
     lines = p.stdout.decode().splitlines()
-    # 4 records (the export's 3 kernels and a memcpy), then parse's end line, which says how many came before it
-    assert len(lines) == 5 and all(json.loads(line)["schema"] == 2 for line in lines)
-    assert json.loads(lines[-1]) == {"pyprof_end": True, "schema": 2, "records": 4}
+    # parse's header line, 4 records (the export's 3 kernels and a memcpy), then parse's end line, which says how
+    # many came before it; the schema is said by the header and the end line, not by each record
+    assert len(lines) == 6 and json.loads(lines[0])["schema"] == 3 and "schema" not in json.loads(lines[1])
+    assert json.loads(lines[-1]) == {"pyprof_end": True, "schema": 3, "records": 4}
     err = p.stderr.decode().strip().splitlines()
     assert len(err) == 1 and "3 kernels" in err[0] and "attributed to an op" in err[0]
     assert "\r" not in p.stderr.decode()  # no progress bar when stderr is not a terminal
@@ -72,13 +73,13 @@ def test_usage_errors_exit_2():
 
 def test_no_kernels_is_not_an_error(corpus):
     p = run(str(corpus / "nsys" / "nsys2024.6_no_cuda.sqlite"))
-    assert p.returncode == 0 and p.stdout == b'{"pyprof_end":true,"schema":2,"records":0}\n'  # complete, empty
+    assert p.returncode == 0 and p.stdout.splitlines()[1:] == [b'{"pyprof_end":true,"schema":3,"records":0}']  # complete, empty
     assert "no GPU kernels" in p.stderr.decode()
 
 
 def test_stdin(corpus):
     p = run("-", stdin=SMALL.read_bytes())
-    assert p.returncode == 0 and len(p.stdout.decode().splitlines()) == 5  # 4 records, the end line
+    assert p.returncode == 0 and len(p.stdout.decode().splitlines()) == 6  # header, 4 records, the end line
     assert "<stdin>" in p.stderr.decode()
 
 
@@ -86,14 +87,14 @@ def test_several_files_in_parallel_same_as_serial(corpus):
     serial = run(str(SMALL), str(NVPROF))
     parallel = run("-j", "2", str(SMALL), str(NVPROF))
     assert serial.returncode == parallel.returncode == 0
-    # each input's records (4 and 2) and its own end line
-    assert serial.stdout == parallel.stdout and len(serial.stdout.decode().splitlines()) == 8 + 2
+    # each input's header line, records (4 and 4) and its own end line
+    assert serial.stdout == parallel.stdout and len(serial.stdout.decode().splitlines()) == 8 + 2 + 2
 
 
 def test_output_file_is_written_whole_or_not_at_all(corpus, tmp_path):
     out = tmp_path / "net.dict"
     assert run("-o", str(out), str(SMALL)).returncode == 0
-    assert len(out.read_text().splitlines()) == 5  # 4 records, the end line
+    assert len(out.read_text().splitlines()) == 6  # header, 4 records, the end line
     bad = tmp_path / "bad.dict"
     assert run("-o", str(bad), str(corpus / "not-a-profile" / "lfs_pointer.sqlite")).returncode == 1
     assert not bad.exists() and not list(tmp_path.glob(".pyprof-parse-*"))
@@ -137,7 +138,7 @@ def test_output_to_a_fifo_stays_a_fifo(tmp_path):
     reader.join(timeout=60)
     assert run.returncode == 0, run.stderr
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
-    assert got and got[0].count(b"\n") == 125  # 124 records, the end line
+    assert got and got[0].count(b"\n") == 126  # the header line, 124 records, the end line
 
 
 def test_worker_refers_to_attributions_it_sent_by_number(monkeypatch):

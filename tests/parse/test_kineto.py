@@ -14,7 +14,7 @@ import pytest
 
 from pyprof.common import InputError
 from pyprof.parse import parse_file
-from pyprof.common import END_PREFIX
+from pyprof.record import END_PREFIX, read_lines
 
 END = END_PREFIX.decode()  # parse's end line, which closes its records
 
@@ -74,7 +74,7 @@ def trace() -> dict:
 def parse(path) -> list[dict]:
     out = io.StringIO()
     parse_file(str(path), out)
-    return [json.loads(line) for line in out.getvalue().splitlines() if not line.startswith(END)]
+    return list(read_lines(out.getvalue().splitlines()))
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -181,7 +181,7 @@ def test_worker_request_falls_back_in_process_for_traces(tmp_path):
     path = tmp_path / "t.json"
     path.write_text(json.dumps(trace()))
     out, stats = lines(open_source(str(path)), worker=True)
-    assert len(list(out)) == 4 and stats.kernels == 3
+    assert len(list(out)) == 1 + 4 and stats.kernels == 3  # parse's header line, 4 records
 
 
 def test_pytorch_1_8_preview_layout(tmp_path):
@@ -201,7 +201,7 @@ def test_pytorch_1_8_preview_layout(tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + json.dumps(events).encode())
     out = io.StringIO()
     parse_file(str(path), out)
-    (rec,) = [json.loads(line) for line in out.getvalue().splitlines() if not line.startswith(END)]
+    (rec,) = list(read_lines(out.getvalue().splitlines()))
     assert rec["op"] == ["mm"] and rec["tid"] == MAIN and rec["ranges"] == ["ProfilerStep#3", "aten::mm"]
     assert [a["shape"] for a in rec["args"]] == [[2, 4], [4, 8]]
 

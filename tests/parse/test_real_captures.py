@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from pyprof.common import END_PREFIX
+from pyprof.record import END_PREFIX, read_lines
 
 END = END_PREFIX.decode()  # parse's end line, which closes its records
 
@@ -42,9 +42,9 @@ def exports(tmp_path_factory):
 
 
 def _parse(path: Path) -> list[dict]:
-    run = subprocess.run([sys.executable, "-m", "pyprof.parse", str(path)], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "pyprof.parse", "--raw-markers", str(path)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    return [json.loads(line) for line in run.stdout.splitlines() if not line.startswith(END)]
+    return list(read_lines(run.stdout.splitlines()))
 
 
 def test_fixtures_present():

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from pyprof.common import END_PREFIX
+from pyprof.record import read_lines
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.registry import COUNTED_FAMILIES
 from pyprof.prof.tensorcores import tc_used
@@ -42,7 +42,7 @@ def _records(path: str, tmp_path) -> list[dict]:
     p = subprocess.run([sys.executable, "-m", "pyprof.parse", path], capture_output=True, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": ROOT})
     assert p.returncode == 0, p.stderr.decode()[-2000:]
-    return [json.loads(x) for x in p.stdout.splitlines() if x.strip() and not x.startswith(END_PREFIX)]
+    return list(read_lines(p.stdout.splitlines()))
 
 
 CASES = [("kineto", "resnet"), ("kineto", "transformer"), ("kineto", "lenet"), ("kineto", "user_annotation"),

@@ -10,7 +10,7 @@ import sys
 
 from pyprof.prof.reader import iter_records
 from pyprof.prof.summary import kernel_labels, summarize
-from pyprof.common import END_PREFIX
+from pyprof.record import END_PREFIX
 
 END = END_PREFIX  # parse's end line, which closes its records
 

@@ -2,7 +2,6 @@
 once per session) and their decompressed SQLite exports for independent checks with sqlite3."""
 from __future__ import annotations
 
-import json
 import lzma
 import subprocess
 import sys
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from report_helpers import CORPUS, DATA, ROOT, ParseFailed
-from pyprof.common import END_PREFIX
+from pyprof.record import END_PREFIX, read_lines
 
 END = END_PREFIX  # parse's end line, which closes its records
 
@@ -21,7 +20,7 @@ def _parse(path: Path) -> list[dict]:
     p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(path)], capture_output=True, cwd=ROOT)
     if p.returncode:
         raise ParseFailed(f"pyprof.parse {path.name} exited {p.returncode}: {p.stderr.decode()[-600:]}")
-    return [json.loads(line) for line in p.stdout.splitlines() if line.strip() and not line.startswith(END)]
+    return list(read_lines(p.stdout.splitlines()))
 
 
 @pytest.fixture(scope="session")

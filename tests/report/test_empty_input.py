@@ -13,7 +13,7 @@ import sys
 import pytest
 from report_helpers import ROOT
 
-from pyprof.common import end_line
+from pyprof.record import end_line
 from pyprof.report.cli import is_records, main
 
 EXPORTS = ["nsys/nsys2026.1_jacc_report1.sqlite", "nsys/nsys2024.6_no_cuda.sqlite"]

@@ -9,7 +9,7 @@ import pytest
 
 from pyprof.parse import parse_file
 from pyprof.report.perfetto import GPU_PID_BASE, events, write_trace
-from pyprof.common import END_PREFIX
+from pyprof.record import END_PREFIX
 
 END = END_PREFIX.decode()  # parse's end line, which closes its records
 

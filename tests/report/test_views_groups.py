@@ -9,7 +9,7 @@ from report_helpers import ROOT, kernel
 
 from pyprof.prof.aggregate import aggregate
 from pyprof.prof.views import build
-from pyprof.common import END_PREFIX
+from pyprof.record import END_PREFIX
 
 END = END_PREFIX  # parse's end line, which closes its records
 

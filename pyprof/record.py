@@ -1,0 +1,230 @@
+"""The record of one GPU activity, declared once: the table FIELDS below (name, default, which stage fills it,
+how it is written). Everything else that knows the record's layout is derived from it when it is imported:
+the ``Record`` class, parse's attribution order and the writer's line template (pyprof.parse.writer), the keys
+and types prof checks (pyprof.prof.contract), the defaults readers give a key a record leaves out.
+
+Adding a field is one row here, in the part of the record it belongs to, and the code of the stage that fills
+it (a reader for an activity field, pyprof.parse.correlate for an attribution field); docs/record.md says what
+it means. Nothing here imports anything but the standard library.
+"""
+from __future__ import annotations
+
+import copy
+import enum
+import json
+from dataclasses import dataclass, make_dataclass
+from dataclasses import field as dataclass_field
+from typing import Any, Iterable, Iterator
+
+#: Version of the record layout written by ``pyprof.parse``. Bump when a key changes meaning.
+#: 1: the first layout. 2: a stream of records ends with parse's end line (end_line). 3: a header line first
+#: (header_line: the schema, each GPU's properties once), the raw marker texts only on request, and a new key
+#: whose value is its default left out of the line (FIELDS; readers put it back).
+RECORD_SCHEMA = 3
+
+#: The line that ends parse's records of one input: written only once every record is out, so a stream
+#: without it was cut short (a parse that failed or was killed part way). Readers skip it.
+END_KEY = "pyprof_end"
+END_PREFIX = b'{"pyprof_end":'
+#: The line that starts parse's records of one input (schema 3 on): the schema, and what is the same for every
+#: record of a device (its GPU's properties).
+HEADER_KEY = "pyprof_header"
+HEADER_PREFIX = b'{"pyprof_header":'
+
+#: Version of the NVTX marker payload written by ``pyprof.init()`` (docs/markers.md).
+MARKER_VERSION = 1
+
+
+class Stage(str, enum.Enum):
+    """Which part of parse fills a field."""
+
+    ACTIVITY = "activity"  # the reader, from the GPU activity's row (pyprof.parse.activities.Activity)
+    DEVICE = "device"  # the reader, from what the export says about the GPU the activity ran on
+    LAUNCH = "launch"  # the reader, from the CPU call that launched it (pyprof.parse.activities.Launch)
+    ATTRIBUTION = "attribution"  # pyprof.parse.correlate, from the ranges enclosing the launch call
+    WRITER = "writer"  # the writer itself (the kernel's index in its op call, the schema)
+
+
+class Part(str, enum.Enum):
+    """Fields that many records share, which the writer encodes together once and reuses (the hot path of a
+    parse writes millions of lines). ``RECORD``: different on nearly every record, formatted each time."""
+
+    NAME = "name"  # the kernel: a few hundred distinct per export
+    RECORD = "record"
+    PLACE = "place"  # device and stream
+    CONFIG = "config"  # launch configuration and the GPU
+    LAUNCH = "launch"  # the launch call
+    COPY = "copy"  # a memcpy's or memset's size and direction
+    ATTRIBUTION = "attribution"  # what the enclosing ranges say: shared by the kernels of one op call
+    HEADER = "header"  # written once per input in the header line, not on the records
+
+
+@dataclass(frozen=True)
+class Field:
+    """One key of the record.
+
+    ``json`` names how parse's writer encodes the value (pyprof.parse.encode.ENCODERS): ``str``, ``str?``
+    (None allowed), ``int``, ``int?``, ``ints`` (a list of ints or None), ``strings``, ``bool``, ``value`` (any
+    JSON), ``nested`` (a list or None), and, for values correlate keeps already encoded, ``json`` (one JSON
+    text, None for null) and ``json_items`` (a list of JSON texts). ``always``: written on every line, a key of
+    NVIDIA PyProf's dict lines (old scripts index them) or one that differs on nearly every record; any other
+    key is left out of a line where its value is the default, and readers put the default back."""
+
+    name: str
+    default: Any
+    stage: Stage
+    part: Part
+    json: str
+    always: bool = False
+    doc: str = ""
+
+
+_A, _D, _L, _T, _W = Stage.ACTIVITY, Stage.DEVICE, Stage.LAUNCH, Stage.ATTRIBUTION, Stage.WRITER
+
+#: The record, in the order of its keys on a line. docs/record.md describes each field.
+FIELDS: tuple[Field, ...] = (
+    Field("kind", "kernel", _A, Part.NAME, "str", True, "kernel | memcpy | memset"),
+    Field("kShortName", "", _A, Part.NAME, "str", True, "the kernel's bare function name"),
+    Field("kLongName", "", _A, Part.NAME, "str", True, "the full demangled signature"),
+    Field("kDuration", 0, _W, Part.RECORD, "int", True, "ns, end_ns - start_ns"),
+    Field("start_ns", 0, _A, Part.RECORD, "int", True, "GPU start"),
+    Field("end_ns", 0, _A, Part.RECORD, "int", True, "GPU end"),
+    Field("pid", None, _L, Part.RECORD, "int?", True, "launching process (the activity's without a launch row)"),
+    Field("tid", None, _L, Part.RECORD, "int?", True, "launching thread"),
+    Field("device", None, _A, Part.PLACE, "int?", True),
+    Field("stream", None, _A, Part.PLACE, "int?", True),
+    Field("correlation_id", None, _A, Part.RECORD, "int?", True, "CUPTI correlation id"),
+    Field("grid", (), _A, Part.CONFIG, "ints", True),
+    Field("block", (), _A, Part.CONFIG, "ints", True),
+    Field("registers", None, _A, Part.CONFIG, "int?", doc="per thread"),
+    Field("static_smem_bytes", None, _A, Part.CONFIG, "int?", doc="per block"),
+    Field("dynamic_smem_bytes", None, _A, Part.CONFIG, "int?", doc="per block"),
+    Field("smem_bytes", None, _A, Part.CONFIG, "int?", doc="per block, static + dynamic"),
+    Field("est_occupancy_pct", None, _A, Part.CONFIG, "value", doc="the PyTorch profiler's estimate"),
+    Field("gpu", None, _D, Part.CONFIG, "str?", doc="the GPU's name"),
+    Field("gpu_props", None, _D, Part.HEADER, "value", doc="the GPU's properties (in the header line)"),
+    Field("api", None, _L, Part.LAUNCH, "str?", doc="the CPU call that launched it"),
+    Field("api_start_ns", None, _L, Part.LAUNCH, "int?"),
+    Field("api_end_ns", None, _L, Part.LAUNCH, "int?"),
+    Field("bytes", None, _A, Part.COPY, "int?", doc="memcpy / memset size"),
+    Field("copy_kind", None, _A, Part.COPY, "str?", doc="HtoD, DtoH, DtoD, ..."),
+    Field("layer", [], _T, Part.ATTRIBUTION, "strings", True),
+    Field("trace", [], _T, Part.ATTRIBUTION, "strings", True),
+    Field("reprMarkers", [], _T, Part.ATTRIBUTION, "nested", True),
+    Field("marker", [], _T, Part.ATTRIBUTION, "json_items", True),
+    Field("seqMarker", [], _T, Part.ATTRIBUTION, "strings", True, "raw autograd range texts (parse --raw-markers)"),
+    Field("seqId", [], _T, Part.ATTRIBUTION, "ints", True),
+    Field("subSeqId", None, _W, Part.RECORD, "int?", True, "index of the kernel in its op call"),
+    Field("altSeqId", [], _T, Part.ATTRIBUTION, "ints", True),
+    Field("dir", "", _T, Part.ATTRIBUTION, "str", True, "fprop | bprop | ''"),
+    Field("recompute", False, _T, Part.ATTRIBUTION, "bool", doc="a forward op run again during backward"),
+    Field("mod", [], _T, Part.ATTRIBUTION, "strings", True),
+    Field("op", [], _T, Part.ATTRIBUTION, "strings", True),
+    Field("args", [], _T, Part.ATTRIBUTION, "json", doc="decoded arguments of op[0] (docs/markers.md)"),
+    Field("outputs", [], _T, Part.ATTRIBUTION, "nested", doc="shapes of op[0]'s outputs where known"),
+    Field("callsite", None, _T, Part.ATTRIBUTION, "str?", doc="the user's file:line that called op[0]"),
+    Field("fwd", None, _T, Part.ATTRIBUTION, "json", doc="bprop: the forward op"),
+    Field("ranges", [], _T, Part.ATTRIBUTION, "strings", doc="every enclosing range name, outermost first"),
+    Field("schema", RECORD_SCHEMA, _W, Part.HEADER, "int", doc="the layout version (in the header line)"),
+)
+
+FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in FIELDS)
+BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
+#: The attribution fields in record order, without the writer's subSeqId: what correlate hands the writer.
+ATTRIBUTION: tuple[str, ...] = tuple(f.name for f in FIELDS if f.stage is Stage.ATTRIBUTION)
+#: name -> default, for the keys a schema-3 line leaves out at their default (a mutable default is copied when
+#: put back). The header's fields are not among them: a reader takes those from the header line.
+OMITTABLE: dict[str, Any] = {f.name: f.default for f in FIELDS if not f.always and f.part is not Part.HEADER}
+
+
+def _runs() -> tuple[tuple[Part, tuple[Field, ...]], ...]:
+    out: list = []
+    for f in FIELDS:
+        if f.part is Part.HEADER:
+            continue
+        if out and out[-1][0] is f.part and f.part is not Part.RECORD:
+            out[-1][1].append(f)
+        else:
+            out.append((f.part, [f]))
+    return tuple((part, tuple(fields)) for part, fields in out)
+
+
+#: The line's layout: runs of consecutive fields of one part, in order (a RECORD field is a run of its own).
+#: The writer formats a RECORD run per line and encodes any other run once per distinct value.
+LINE_RUNS = _runs()
+
+
+def defaults_of(d: dict) -> None:
+    """Put back into the record dict ``d`` every key a schema-3 line leaves out at its default (in place)."""
+    for name, default in OMITTABLE.items():
+        if name not in d:
+            d[name] = copy.copy(default) if type(default) in (list, dict) else default
+
+
+def _record_methods() -> dict:
+    def to_dict(self) -> dict:
+        """Return the record as a plain dict (tuples become lists in JSON)."""
+        return {name: getattr(self, name) for name in FIELD_NAMES}
+
+    def to_json(self) -> str:
+        """Return the record as one compact JSON line (no trailing newline), every key written."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, d: dict):
+        """Build a record from a dict, ignoring unknown keys (newer writers) and defaulting missing ones (older
+        writers, and the keys a schema-3 line leaves out). Raises TypeError on a non-dict."""
+        if not isinstance(d, dict):
+            raise TypeError(f"record must be a JSON object, got {type(d).__name__}")
+        return cls(**{k: v for k, v in d.items() if k in BY_NAME})
+
+    return {"to_dict": to_dict, "to_json": to_json, "from_dict": from_dict,
+            "__doc__": "One GPU activity (kernel, memcpy or memset) with everything known about what launched it; "
+                       "its fields are FIELDS (docs/record.md)."}
+
+
+def _dataclass_field(f: Field):
+    if isinstance(f.default, (list, dict)):
+        empty = type(f.default)
+        return dataclass_field(default_factory=empty)
+    return dataclass_field(default=f.default)
+
+
+#: One GPU activity: a dataclass with the fields of FIELDS, in their order.
+Record = make_dataclass("Record", [(f.name, Any, _dataclass_field(f)) for f in FIELDS], slots=True,
+                        namespace=_record_methods())
+Record.__module__ = __name__
+
+
+def end_line(records: int) -> str:
+    """Parse's end line for a run of ``records`` records (no newline)."""
+    return f'{{"{END_KEY}":true,"schema":{RECORD_SCHEMA},"records":{records}}}'
+
+
+def header_line(gpus: dict) -> str:
+    """Parse's header line (no newline): the schema, and per device id ``{"gpu": name, "gpu_props": {...}}``;
+    ``"*"`` for the GPU of records whose device the export does not describe."""
+    return json.dumps({HEADER_KEY: True, "schema": RECORD_SCHEMA, "gpus": gpus}, separators=(",", ":"))
+
+
+def read_lines(lines: Iterable[str | bytes]) -> Iterator[dict]:
+    """Each record of parse's output ``lines`` (text or bytes, with or without newlines) as a dict with every key:
+    parse's header and end lines skipped, the keys a schema-3 line leaves out at their default put back, and
+    ``gpu_props`` from the header by the record's device. Blank lines are skipped; nothing is type-checked
+    (prof's reader checks). Raises ValueError for a line that is not JSON."""
+    gpus: dict = {}
+    for line in lines:
+        if isinstance(line, bytes):
+            line = line.decode("utf-8")
+        if not line.strip():
+            continue
+        d = json.loads(line)
+        if HEADER_KEY in d:
+            gpus = {dev: g.get("gpu_props") for dev, g in d.get("gpus", {}).items()}
+            continue
+        if END_KEY in d:
+            continue
+        if "gpu_props" not in d:
+            d["gpu_props"] = gpus.get(str(d.get("device")), gpus.get("*"))
+        defaults_of(d)
+        yield d
