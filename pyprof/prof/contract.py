@@ -203,6 +203,7 @@ def check_file_ending(stream: IO[bytes], path: str) -> None:
     head = os.pread(fd, min(ENDS_BYTES, st.st_size - pos), pos)
     first = next((x for x in head.split(b"\n") if x.strip()), b"")
     if is_header(first):  # schema 3 on: the header says the schema
+        Header().read(first, path, 1 + head[: head.find(first)].count(b"\n"))
         ending = Ending(path)
         ending.required = True
         return _check_tail(fd, pos, st.st_size, ending)

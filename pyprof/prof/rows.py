@@ -10,7 +10,7 @@ from pyprof.common import InputError
 
 from pyprof.record import END_PREFIX, HEADER_PREFIX, OMITTABLE
 from pyprof.prof.columns import record_keys
-from pyprof.prof.contract import Ending, check
+from pyprof.prof.contract import Ending, Header, check
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.modeller import Modeller, Result
 from pyprof.prof.reader import DECODE_ERRORS, LEAN_ERRORS, legacy_loads, lean_loads, loads
@@ -129,7 +129,8 @@ class RowStream:
                 idx += 1
                 continue
             if line[:17] == HEADER_PREFIX:  # parse's header line: no row and no index (the records' idx are
-                ending.header()  # their order among the records, as before schema 3 wrote a header)
+                Header().read(line, path, lineno)  # their order among the records, as before schema 3 wrote a
+                ending.header()  # header); a newer schema is refused here
                 continue
             try:
                 d = decode(line)
