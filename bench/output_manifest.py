@@ -32,7 +32,7 @@ import tempfile
 SKIP_SUFFIXES = (".md", ".py", ".sh", "counts.json", ".txt")
 VOLATILE_KEYS = ("schema", "seqMarker", "gpu_props")
 SCHEMA3_DEFAULTS = {"correlation_id": None, "registers": None, "static_smem_bytes": None, "dynamic_smem_bytes": None,
-                    "smem_bytes": None, "est_occupancy_pct": None, "gpu": None, "api": None, "api_start_ns": None,
+                    "est_occupancy_pct": None, "gpu": None, "api": None, "api_start_ns": None,
                     "api_end_ns": None, "bytes": None, "copy_kind": None, "recompute": False, "args": [],
                     "outputs": [], "callsite": None, "fwd": None, "ranges": []}
 
@@ -80,6 +80,14 @@ def records_digest(path: str) -> tuple[str, int]:
                 d.pop(k, None)
             for k, v in SCHEMA3_DEFAULTS.items():
                 d.setdefault(k, v)
+            # What schema 3 leaves out where the other keys give it (docs/record.md): the end is start plus
+            # duration, the shared memory the sum of its two parts.
+            if "end_ns" not in d and isinstance(d.get("start_ns"), int):
+                d["end_ns"] = d["start_ns"] + d["kDuration"]
+            if "smem_bytes" not in d or d["smem_bytes"] is None:
+                parts = (d.get("static_smem_bytes"), d.get("dynamic_smem_bytes"))
+                if None not in parts:
+                    d["smem_bytes"] = parts[0] + parts[1]
             _tensor_dtypes(d.get("args"))
             if type(d.get("fwd")) is dict:
                 _tensor_dtypes(d["fwd"].get("args"))

@@ -14,12 +14,13 @@ import enum
 import json
 from dataclasses import dataclass, make_dataclass
 from dataclasses import field as dataclass_field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 #: Version of the record layout written by ``pyprof.parse``. Bump when a key changes meaning.
 #: 1: the first layout. 2: a stream of records ends with parse's end line (end_line). 3: a header line first
 #: (header_line: the schema, each GPU's properties once), the raw marker texts only on request, and a new key
-#: whose value is its default left out of the line (FIELDS; readers put it back).
+#: whose value is its default, or what the record's other keys give (end_ns, smem_bytes), left out of the line
+#: (FIELDS; readers put it back).
 RECORD_SCHEMA = 3
 
 #: The line that ends parse's records of one input: written only once every record is out, so a stream
@@ -57,6 +58,7 @@ class Part(str, enum.Enum):
     COPY = "copy"  # a memcpy's or memset's size and direction
     ATTRIBUTION = "attribution"  # what the enclosing ranges say: shared by the kernels of one op call
     HEADER = "header"  # written once per input in the header line, not on the records
+    DERIVED = "derived"  # never written: what the record's other keys give (Field.derive)
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,9 @@ class Field:
     JSON), ``nested`` (a list or None), and, for values correlate keeps already encoded, ``json`` (one JSON
     text, None for null) and ``json_items`` (a list of JSON texts). ``always``: written on every line, a key of
     NVIDIA PyProf's dict lines (old scripts index them) or one that differs on nearly every record; any other
-    key is left out of a line where its value is the default, and readers put the default back."""
+    key is left out of a line where its value is the default, and readers put the default back. ``derive``: the
+    value the record's other keys give (a function of the record dict; KeyError or TypeError when they do not
+    give one): such a key is left out where it equals that, and readers compute it back."""
 
     name: str
     default: Any
@@ -77,6 +81,7 @@ class Field:
     json: str
     always: bool = False
     doc: str = ""
+    derive: Callable[[dict], Any] | None = None
 
 
 _A, _D, _L, _T, _W = Stage.ACTIVITY, Stage.DEVICE, Stage.LAUNCH, Stage.ATTRIBUTION, Stage.WRITER
@@ -88,7 +93,8 @@ FIELDS: tuple[Field, ...] = (
     Field("kLongName", "", _A, Part.NAME, "str", True, "the full demangled signature"),
     Field("kDuration", 0, _W, Part.RECORD, "int", True, "ns, end_ns - start_ns"),
     Field("start_ns", 0, _A, Part.RECORD, "int", True, "GPU start"),
-    Field("end_ns", 0, _A, Part.RECORD, "int", True, "GPU end"),
+    Field("end_ns", 0, _A, Part.DERIVED, "int", doc="GPU end: start_ns + kDuration",
+          derive=lambda d: d["start_ns"] + d["kDuration"]),
     Field("pid", None, _L, Part.RECORD, "int?", True, "launching process (the activity's without a launch row)"),
     Field("tid", None, _L, Part.RECORD, "int?", True, "launching thread"),
     Field("device", None, _A, Part.PLACE, "int?", True),
@@ -99,7 +105,9 @@ FIELDS: tuple[Field, ...] = (
     Field("registers", None, _A, Part.CONFIG, "int?", doc="per thread"),
     Field("static_smem_bytes", None, _A, Part.CONFIG, "int?", doc="per block"),
     Field("dynamic_smem_bytes", None, _A, Part.CONFIG, "int?", doc="per block"),
-    Field("smem_bytes", None, _A, Part.CONFIG, "int?", doc="per block, static + dynamic"),
+    Field("smem_bytes", None, _A, Part.CONFIG, "int?", doc="per block, static + dynamic",
+          derive=lambda d: None if d["static_smem_bytes"] is None or d["dynamic_smem_bytes"] is None else
+          d["static_smem_bytes"] + d["dynamic_smem_bytes"]),
     Field("est_occupancy_pct", None, _A, Part.CONFIG, "value", doc="the PyTorch profiler's estimate"),
     Field("gpu", None, _D, Part.CONFIG, "str?", doc="the GPU's name"),
     Field("gpu_props", None, _D, Part.HEADER, "value", doc="the GPU's properties (in the header line)"),
@@ -134,13 +142,16 @@ BY_NAME: dict[str, Field] = {f.name: f for f in FIELDS}
 ATTRIBUTION: tuple[str, ...] = tuple(f.name for f in FIELDS if f.stage is Stage.ATTRIBUTION)
 #: name -> default, for the keys a schema-3 line leaves out at their default (a mutable default is copied when
 #: put back). The header's fields are not among them: a reader takes those from the header line.
-OMITTABLE: dict[str, Any] = {f.name: f.default for f in FIELDS if not f.always and f.part is not Part.HEADER}
+OMITTABLE: dict[str, Any] = {f.name: f.default for f in FIELDS
+                             if not f.always and f.derive is None and f.part is not Part.HEADER}
+#: name -> its derivation, for the keys a schema-3 line leaves out where the record's other keys give them.
+DERIVED: dict[str, Callable[[dict], Any]] = {f.name: f.derive for f in FIELDS if f.derive is not None}
 
 
 def _runs() -> tuple[tuple[Part, tuple[Field, ...]], ...]:
     out: list = []
     for f in FIELDS:
-        if f.part is Part.HEADER:
+        if f.part is Part.HEADER or f.part is Part.DERIVED:
             continue
         if out and out[-1][0] is f.part and f.part is not Part.RECORD:
             out[-1][1].append(f)
@@ -155,10 +166,24 @@ LINE_RUNS = _runs()
 
 
 def defaults_of(d: dict) -> None:
-    """Put back into the record dict ``d`` every key a schema-3 line leaves out at its default (in place)."""
+    """Put back into the record dict ``d`` every key a schema-3 line leaves out (in place): at its default, or
+    computed from the record's other keys (DERIVED; the default where they do not give a value)."""
     for name, default in OMITTABLE.items():
         if name not in d:
             d[name] = copy.copy(default) if type(default) in (list, dict) else default
+    derived(d)
+
+
+def derived(d: dict) -> None:
+    """Put back into ``d`` the DERIVED keys it lacks, where its other keys give them (in place). Where they
+    do not (absent, as on an original PyProf dict line, which has no times, or of the wrong type, which the
+    reader that checks types names), the key stays absent, as any key written on every line that a line lacks."""
+    for name, derive in DERIVED.items():
+        if name not in d:
+            try:
+                d[name] = derive(d)
+            except (KeyError, TypeError):
+                pass
 
 
 def _record_methods() -> dict:
@@ -173,10 +198,13 @@ def _record_methods() -> dict:
     @classmethod
     def from_dict(cls, d: dict):
         """Build a record from a dict, ignoring unknown keys (newer writers) and defaulting missing ones (older
-        writers, and the keys a schema-3 line leaves out). Raises TypeError on a non-dict."""
+        writers, and the keys a schema-3 line leaves out; DERIVED ones computed). Raises TypeError on a
+        non-dict."""
         if not isinstance(d, dict):
             raise TypeError(f"record must be a JSON object, got {type(d).__name__}")
-        return cls(**{k: v for k, v in d.items() if k in BY_NAME})
+        known = {k: v for k, v in d.items() if k in BY_NAME}
+        derived(known)
+        return cls(**known)
 
     return {"to_dict": to_dict, "to_json": to_json, "from_dict": from_dict,
             "__doc__": "One GPU activity (kernel, memcpy or memset) with everything known about what launched it; "

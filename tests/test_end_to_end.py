@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from pyprof.record import END_PREFIX, read_lines
+from pyprof.record import read_lines
 
-END = END_PREFIX  # parse's end line, which closes its records
 
 DATA = Path(__file__).resolve().parent / "data"
 # Training-step examples captured under pyprof.init(); compiled.py is checked on its own below.

@@ -10,10 +10,11 @@ from pathlib import Path
 from bench.fuzz.registry import Built, mutation, records_commands
 from bench.fuzz.seeds import choose
 from bench.fuzz.sqlite_markers import HOSTILE
-from pyprof.record import END_PREFIX
+from pyprof.record import END_PREFIX, HEADER_PREFIX
 
 _CACHE: dict[Path, list[bytes]] = {}
 _ENDS: dict[Path, bytes] = {}  # parse's end line of each seed (none for the original PyProf's dict lines)
+_HEADERS: dict[Path, bytes] = {}  # parse's header line of each seed (schema 3 on)
 
 #: Every key parse writes, and values of other types than the writer's (issue 13 names layer, grid, args, api).
 KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start_ns", "end_ns", "pid", "tid", "device", "stream",
@@ -27,11 +28,14 @@ WRONG = (5, -1, 1.5, "text", "", None, True, [], {}, [1, "a", None], {"a": [1]},
 
 def lines(rng: random.Random, seeds, legacy: bool = False) -> tuple[Path, list[bytes]]:
     src = choose(rng, seeds.legacy if legacy else seeds.records)
-    """A seed's record lines (its end line kept aside: the mutations change records, and _built puts it back)."""
+    """A seed's record lines (its header and end lines kept aside: the mutations change records, and _built puts
+    them back)."""
     if src not in _CACHE:
         ls = [line for line in src.read_bytes().splitlines() if line.strip()]
         if ls and ls[-1].startswith(END_PREFIX):
             _ENDS[src] = ls.pop()
+        if ls and ls[0].startswith(HEADER_PREFIX):
+            _HEADERS[src] = ls.pop(0)
         _CACHE[src] = ls
     return src, list(_CACHE[src])
 
@@ -40,7 +44,8 @@ def _built(rng, src, folder, detail, out: list[bytes], n_records: int | None = N
            ended: bool = True) -> Built:
     path = folder / src.name
     end = [_ENDS[src]] if ended and src in _ENDS else []
-    path.write_bytes(b"\n".join(out + end) + b"\n")
+    head = [_HEADERS[src]] if src in _HEADERS else []
+    path.write_bytes(b"\n".join(head + out + end) + b"\n")
     return Built(f"{src.name}: {detail}", records_commands(rng, str(path), n_records, must_succeed))
 
 
@@ -193,3 +198,35 @@ def deep(rng, seeds, folder) -> Built:
         d[key] = "@D@"
         ls[i] = json.dumps(d).replace('"@D@"', nest).encode()
     return _built(rng, src, folder, f"{key} nested {depth} deep in {len(idx)} records", ls)
+
+
+@mutation("rec.header", stage="prof")
+def header(rng, seeds, folder) -> Built:
+    """Parse's header line (schema 3) broken: a wrong type where the GPUs' properties or the schema are, a
+    second header inside the records, or the header lost. Readers take it or refuse it in one line."""
+    src, ls = lines(rng, seeds)
+    if src not in _HEADERS:
+        return _built(rng, src, folder, "no header line to break (an older schema)", ls)
+    d = json.loads(_HEADERS[src])
+    how = rng.choice(("schema", "gpus", "a device", "props", "a prop", "again", "lost"))
+    gpus = d.get("gpus") or {"0": {}}
+    dev = rng.choice(sorted(gpus))
+    if how == "schema":
+        d["schema"] = rng.choice(WRONG)
+    elif how == "gpus":
+        d["gpus"] = rng.choice(WRONG)
+    elif how == "a device":
+        gpus[dev] = rng.choice(WRONG)
+    elif how == "props":
+        gpus[dev] = {**(gpus[dev] if type(gpus[dev]) is dict else {}), "gpu_props": rng.choice(WRONG)}
+    elif how == "a prop":
+        props = (gpus[dev] or {}).get("gpu_props") or {}
+        gpus[dev] = {**gpus[dev], "gpu_props": {**props, rng.choice(("smCount", "clockRate", "memoryBandwidth",
+                                                                     "computeMajor")): rng.choice(WRONG)}}
+    head = json.dumps(d).encode()
+    if how == "again":
+        ls.insert(rng.randrange(len(ls) + 1), head)
+    path = folder / src.name
+    end = [_ENDS[src]] if src in _ENDS else []
+    path.write_bytes(b"\n".join(([] if how == "lost" else [head]) + ls + end) + b"\n")
+    return Built(f"{src.name}: header line, {how}", records_commands(rng, str(path)))

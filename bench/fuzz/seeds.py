@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyprof.record import END_KEY, END_PREFIX
+from pyprof.record import END_PREFIX, HEADER_PREFIX, read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("PYPROF_SHARED", ROOT.parent / "shared"))
@@ -154,10 +154,7 @@ def _write_legacy(records: Path, dest: Path) -> None:
     keep = ("kShortName", "kDuration", "layer", "trace", "reprMarkers", "marker", "seqMarker", "seqId",
             "subSeqId", "altSeqId", "dir", "mod", "op", "tid", "device", "stream", "grid", "block", "kLongName")
     with open(records, encoding="utf-8") as f, open(dest, "w", encoding="utf-8") as out:
-        for line in f:
-            d = json.loads(line)
-            if END_KEY in d:
-                continue  # parse's end line: the original format has none
+        for d in read_lines(f):  # parse's header and end lines skipped (the original format has neither)
             legacy = {k: d.get(k) for k in keep}
             # The original kept an op's arguments in a Python-dict string in ``marker``.
             if d.get("op"):
@@ -179,6 +176,6 @@ def choose(rng, pool: list, key=lambda p: p):
 
 
 def count_lines(path: Path) -> int:
-    """Records of a records file: its non-blank lines but parse's end lines."""
+    """Records of a records file: its non-blank lines but parse's header and end lines."""
     with open(path, "rb") as f:
-        return sum(1 for line in f if line.strip() and not line.startswith(END_PREFIX))
+        return sum(1 for line in f if line.strip() and not line.startswith((END_PREFIX, HEADER_PREFIX)))

@@ -103,8 +103,8 @@ LINE = _template()
 #: to an existing part needs nothing in this module; a new RECORD field (one formatted per line) or a new part
 #: needs its value passed in _merge_lines, in this order.
 _ORDER = tuple(fields[0].name if part is Part.RECORD else part.value for part, fields in LINE_RUNS)
-_EXPECTED = ("name", "kDuration", "start_ns", "end_ns", "pid", "tid", "place", "correlation_id", "config", "launch",
-             "copy", "attribution", "subSeqId", "attribution")
+_EXPECTED = ("name", "kDuration", "start_ns", "pid", "tid", "place", "correlation_id", "config", "launch", "copy",
+             "attribution", "subSeqId", "attribution")
 if _ORDER != _EXPECTED:  # pragma: no cover - fails at import, in every test, when the table changes shape
     raise ImportError(f"pyprof.parse.writer formats the line as {_EXPECTED}, the record is now {_ORDER}: pass "
                       "the new field's value in _merge_lines")
@@ -228,8 +228,9 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
         shape = shapes.get(k)
         if shape is None:
             smem = act.smem_bytes
-            if smem is None and act.static_smem_bytes is not None and act.dynamic_smem_bytes is not None:
-                smem = act.static_smem_bytes + act.dynamic_smem_bytes
+            if act.static_smem_bytes is not None and act.dynamic_smem_bytes is not None and \
+                    smem in (None, act.static_smem_bytes + act.dynamic_smem_bytes):
+                smem = None  # the sum of the two, which readers compute (record.DERIVED): left out
             shape = shapes[k] = (
                 encode.part(_CONFIG, (act.grid, act.block, act.registers, act.static_smem_bytes,
                                       act.dynamic_smem_bytes, smem, act.est_occupancy_pct,
@@ -238,5 +239,5 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
             if len(shapes) > 4 * RECENT:  # distinct copy sizes could be many
                 shapes.clear()
         start = act.start_ns
-        yield line % (name_json, act.end_ns - start, start, act.end_ns, num(pid), num(tid), where,
+        yield line % (name_json, act.end_ns - start, start, num(pid), num(tid), where,
                       num(act.correlation_id), shape[0], call_json, shape[1], head, num(sub), tail)

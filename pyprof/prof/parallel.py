@@ -144,8 +144,7 @@ def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str,
     stream = stream_cls(modeller, s["row"], s["peaks"], s["need_roof"], cov, s["lean"], keep=(idx, None))
     if back:
         try:
-            stream.feed(back, path, line0, idx - sum(1 for x in back if x not in _EMPTY_LINES and not
-                                                       x.startswith(HEADER_PREFIX)), count=False)
+            stream.feed(back, path, line0, idx - _indexed(back), count=False)
         except InputError:
             pass  # reported by the chunk that owns the line
     stream.ending = Ending(path)  # the chunk's own lines: what the lines replayed before it saw does not count
@@ -176,12 +175,18 @@ def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str,
             break  # the chunk that owns the line reports it; here it ends the input
         k += len(step)
         at += len(step)
-        n_after += sum(1 for x in step if x not in _EMPTY_LINES)
+        n_after += _indexed(step)
         rows += stream.ready(at)
     rows += stream.ready(None)
     buf = io.StringIO()
     s["cls"](buf, s["columns"], s["columns"]).rows(rows)
     return buf.getvalue(), ending
+
+
+def _indexed(lines: list) -> int:
+    """How many of ``lines`` take a record index, as RowStream.feed counts them: every line but an empty one and
+    parse's header line."""
+    return sum(1 for x in lines if x not in _EMPTY_LINES and not x.startswith(HEADER_PREFIX))
 
 
 class ChunkEnding(NamedTuple):
@@ -213,11 +218,15 @@ def empty_lines(chunk, start: int = 0, end: int | None = None) -> int:
     spaces gets one, see RowStream.feed). ``start``/``end`` let the main process count inside its reused read
     buffer. ``chunk`` starts at the start of a line."""
     end = len(chunk) if end is None else end
-    at_start = chunk[start:start + 1] == b"\n" or chunk[start:start + 2] == b"\r\n" or \
-        chunk[start:start + len(HEADER_PREFIX)] == HEADER_PREFIX
+    at_start = chunk[start:start + 1] == b"\n" or chunk[start:start + 2] == b"\r\n"
     # finditer counts overlapping matches ("\n\n\n" holds two empty lines); str.count would not.
-    return sum(1 for _ in _EMPTY_AFTER.finditer(chunk, start, end)) + chunk.count(_HEADER_AFTER, start, end) + \
-        (1 if at_start else 0)
+    return sum(1 for _ in _EMPTY_AFTER.finditer(chunk, start, end)) + (1 if at_start else 0) + \
+        header_lines(chunk, start, end)
+
+
+def header_lines(chunk, start: int, end: int) -> int:
+    """Parse's header lines in ``chunk[start:end]``, which starts at the start of a line."""
+    return chunk.count(_HEADER_AFTER, start, end) + (chunk[start:start + len(HEADER_PREFIX)] == HEADER_PREFIX)
 
 
 def _chunks(stream: IO[bytes], path: str) -> Iterator[tuple]:
@@ -324,7 +333,7 @@ def _file_chunks(fd: int, pos: int, size: int, path: str) -> Iterator[tuple]:
                 empty = empty_lines(buf, 0, cut)
             else:
                 both = np.logical_and(nl[:-1], nl[1:], out=pair[:cut - 1])
-                empty = int(np.count_nonzero(both)) + (1 if buf[0] == 10 else 0)
+                empty = int(np.count_nonzero(both)) + (1 if buf[0] == 10 else 0) + header_lines(buf, 0, cut)
         lb = starts[0] if len(starts) == LOOKBACK + 1 else begin
         yield "file", fd, lb, pos, pos + cut, path, lineno, idx, lb == begin
         starts.extend(pos + e + 1 for e in ends)

@@ -12,9 +12,8 @@ import pytest
 from parse_synth import pyprof_module, pyprof_op
 
 from pyprof.parse import iter_records, parse_file
-from pyprof.record import END_PREFIX, read_lines
+from pyprof.record import read_lines
 
-END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 PID = 100
 MAIN, AUTOGRAD = 1, 2

@@ -16,9 +16,8 @@ from pathlib import Path
 import pytest
 
 from pyprof.parse import parse_file
-from pyprof.record import END_PREFIX, read_lines
+from pyprof.record import read_lines
 
-END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 # Autograd nodes and the engine's range around them (the patterns), and numbered texts.

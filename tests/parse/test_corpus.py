@@ -16,9 +16,7 @@ from pyprof.record import Record, read_lines
 from pyprof.parse import parse_file
 
 from parse_synth import CORPUS
-from pyprof.record import END_PREFIX
 
-END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 NSYS = sorted((CORPUS / "nsys").glob("*.sqlite")) if CORPUS.is_dir() else []
 NVPROF = sorted((CORPUS / "nvprof").glob("*")) if CORPUS.is_dir() else []
@@ -94,8 +92,13 @@ def test_lines_are_records_with_defaults_left_out(corpus, path):
     for line, full in zip(lines, read_lines([header, *lines])):
         d = json.loads(line)
         assert [k for k in order if k in d] == list(d)  # the record's order, some keys left out
-        # docs/record.md: a new key is left out only at its default (null, [] or false), the original keys never
-        assert all(full[k] in (None, [], False) for k in set(full) - set(d) - {"gpu_props"})
+        # docs/record.md: a new key is left out only at its default (null, [] or false), or where the other keys
+        # give it (the end is start + duration; shared memory the sum of static and dynamic); the original keys
+        # never
+        assert full["end_ns"] == full["start_ns"] + full["kDuration"] and "end_ns" not in d
+        if "smem_bytes" not in d and full["static_smem_bytes"] is not None:
+            assert full["smem_bytes"] == full["static_smem_bytes"] + full["dynamic_smem_bytes"]
+        assert all(full[k] in (None, [], False) for k in set(full) - set(d) - {"gpu_props", "end_ns", "smem_bytes"})
         assert not {"kShortName", "kDuration", "layer", "seqMarker", "subSeqId", "dir", "op", "grid"} - set(d)
         assert json.loads(Record.from_dict(d).to_json()) == {**full, "gpu_props": None, "schema": 3}
     assert json.loads(end) == {"pyprof_end": True, "schema": 3, "records": len(lines)}
@@ -103,13 +106,16 @@ def test_lines_are_records_with_defaults_left_out(corpus, path):
 
 def test_spot_check_first_kernel(corpus):
     path = corpus / NCCL
-    start, end, name, short, dev, gx = q(path, """
-        SELECT k.start, k.end, d.value, s.value, k.deviceId, k.gridX FROM CUPTI_ACTIVITY_KIND_KERNEL k
+    start, end, name, short, dev, gx, static, dynamic = q(path, """
+        SELECT k.start, k.end, d.value, s.value, k.deviceId, k.gridX, k.staticSharedMemory, k.dynamicSharedMemory
+        FROM CUPTI_ACTIVITY_KIND_KERNEL k
         JOIN StringIds d ON d.id = k.demangledName JOIN StringIds s ON s.id = k.shortName
         ORDER BY k.start LIMIT 1""")[0]
     k = next(r for r in parsed(path) if r["kind"] == "kernel")
     assert (k["start_ns"], k["kDuration"], k["kLongName"], k["kShortName"], k["device"], k["grid"][0]) == \
         (start, end - start, name, short, dev, gx)
+    # not on the line (schema 3): the reader's start + duration is the export's end, its sum the shared memory
+    assert k["end_ns"] == end and k["smem_bytes"] == static + dynamic
 
 
 @pytest.mark.parametrize("name", [NCCL, WINDOW])

@@ -19,9 +19,8 @@ from parse_synth import CORPUS
 
 from pyprof.common import InputError
 from pyprof.parse import parse_file
-from pyprof.record import END_PREFIX, read_lines
+from pyprof.record import read_lines
 
-END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 EXTERNAL = CORPUS / "external"
 # kernels / memcpy / memset, from the corpus README (counted there from the traces, without pyprof)

@@ -14,9 +14,8 @@ import pytest
 
 from pyprof.common import InputError
 from pyprof.parse import parse_file
-from pyprof.record import END_PREFIX, read_lines
+from pyprof.record import read_lines
 
-END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 PID, MAIN, BWD = 4242, 4242, 4300
 

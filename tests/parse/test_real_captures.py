@@ -14,9 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from pyprof.record import END_PREFIX, read_lines
+from pyprof.record import read_lines
 
-END = END_PREFIX.decode()  # parse's end line, which closes its records
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -1,7 +1,8 @@
 """The records contract between parse and its readers (docs/record.md): parse closes each input's records with an
 end line that counts them, and prof and report refuse records of schema 2 that lack it (a parse that failed or
 was killed part way), fields of the wrong type, deep nesting and records of a newer schema, each in one line
-that names the file and the line, with nothing on stdout. On records parse made from a committed capture."""
+that names the file and the line, with nothing on stdout. On records parse made from a committed capture (schema 3:
+a header line, the records, the end line)."""
 from __future__ import annotations
 
 import io
@@ -18,6 +19,7 @@ from pyprof.common import InputError
 from pyprof.prof import parallel
 from pyprof.prof.columns import COLUMNS
 from pyprof.prof.per_kernel import run_stream
+from pyprof.record import read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = ROOT / "tests" / "data" / "nsys" / "pyprof" / "lenet.sqlite.xz"
@@ -42,7 +44,8 @@ def lenet(tmp_path_factory) -> tuple[Path, list[bytes]]:
 def test_parse_ends_its_records_with_a_line_that_counts_them(lenet, tmp_path):
     path, lines = lenet
     end = json.loads(lines[-1])
-    assert end == {"pyprof_end": True, "schema": 2, "records": len(lines) - 1}
+    assert json.loads(lines[0])["pyprof_header"] is True
+    assert end == {"pyprof_end": True, "schema": 3, "records": len(lines) - 2}  # all lines but header and end
     # The count is the export's GPU activities, by sqlite3: kernels, copies and sets.
     export = tmp_path / "lenet.sqlite"
     export.write_bytes(lzma.decompress(CAPTURE.read_bytes()))
@@ -53,11 +56,12 @@ def test_parse_ends_its_records_with_a_line_that_counts_them(lenet, tmp_path):
                      if t in tables)
     con.close()
     assert end["records"] == activities
-    # Two inputs: each input's records are closed by their own end line.
+    # Two inputs: each input's records open with their own header and close with their own end line.
     p = _cli("pyprof.parse", "-q", str(export), str(export))
     both = p.stdout.splitlines()
     assert p.returncode == 0 and len(both) == 2 * len(lines)
     assert json.loads(both[len(lines) - 1]) == end and json.loads(both[-1]) == end
+    assert json.loads(both[len(lines)]) == json.loads(lines[0])
 
 
 def _cut(tmp_path: Path, lines: list[bytes], keep: int, last: bytes | None = None) -> Path:
@@ -74,7 +78,8 @@ CUT = "the records end without parse's end line"
 def test_records_cut_short_are_refused_before_any_row(lenet, tmp_path, jobs):
     path, lines = lenet
     ok = _cli("pyprof.prof", "-q", "-j", jobs, str(path))
-    assert ok.returncode == 0 and len(ok.stdout.splitlines()) == len(lines)  # a header and a row per record
+    # the table's header and a row per record: parse's header and end lines get no row
+    assert ok.returncode == 0 and len(ok.stdout.splitlines()) == len(lines) - 1
     for keep, last in ((len(lines) - 1, None), (40, lines[40][:25])):  # the end line lost; a record cut mid-line
         cut = _cut(tmp_path, lines, keep, last)
         p = _cli("pyprof.prof", "-q", "-j", jobs, str(cut))
@@ -112,7 +117,7 @@ def test_parallel_pipe_and_file_find_the_missing_end_line_across_chunks(lenet, m
         run_stream(io.BytesIO(joined), "joined", buf, cols, "csv", jobs=jobs)
         outs.append(buf.getvalue())
     assert outs[0] == outs[1] == outs[2]
-    assert outs[0].count("\n") == 1 + 3 * (len(lines) - 1)  # the end lines get no row
+    assert outs[0].count("\n") == 1 + 3 * (len(lines) - 2)  # the header and end lines get no row
     cut = joined[: joined.rindex(b'{"pyprof_end"')]
     for jobs in (1, 2, 3):
         with pytest.raises(InputError, match=CUT):
@@ -123,9 +128,10 @@ def test_records_of_schema_1_need_no_end_line(tmp_path, lenet):
     """Files written before the end line existed (schema 1) still read."""
     _path, lines = lenet
     old = tmp_path / "old.dict"
-    old.write_bytes(b"\n".join(x.replace(b'"schema":2}', b'"schema":1}') for x in lines[:-1]) + b"\n")
+    # every key on every line, each record saying schema 1; no header and no end line
+    old.write_text("".join(json.dumps({**d, "schema": 1}) + "\n" for d in read_lines(lines)))
     p = _cli("pyprof.prof", "-q", str(old))
-    assert p.returncode == 0 and len(p.stdout.splitlines()) == len(lines)
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == len(lines) - 1  # the table's header + a row a record
 
 
 def test_an_end_line_alone_is_no_records(tmp_path):
@@ -147,45 +153,45 @@ _VIEWS_ONLY = [("layer", 5), ("grid", {"x": 1}), ("start_ns", "x"), ("start_ns",
 def test_a_field_of_the_wrong_type_is_named(lenet, tmp_path, key, value, view):
     _path, lines = lenet
     bad = [*lines]
-    d = json.loads(bad[7])  # a max_pool2d kernel with its arguments (its formula reads them)
+    d = json.loads(bad[8])  # a max_pool2d kernel with its arguments (its formula reads them); line 9
     assert d["op"] == ["max_pool2d", "max_pool2d"] and d["args"]
     d[key] = value
-    bad[7] = json.dumps(d).encode()
+    bad[8] = json.dumps(d).encode()
     path = tmp_path / "typed.dict"
     path.write_bytes(b"\n".join(bad) + b"\n")
     p = _cli("pyprof.prof", "-q", *view, str(path))
     err = p.stderr.decode()
     assert p.returncode == 1 and p.stdout == b"" and len(err.splitlines()) == 1, err
-    assert f"{path}: line 8: a record field has an unexpected type" in err and key in err
+    assert f"{path}: line 9: a record field has an unexpected type" in err and key in err
 
 
 def test_deep_and_newer_records_are_refused(lenet, tmp_path):
     _path, lines = lenet
-    d = json.loads(lines[3])  # a max_pool2d kernel: its formula reads the arguments
+    d = json.loads(lines[4])  # a max_pool2d kernel, line 5: its formula reads the arguments
     d["args"] = [{"type": "tuple", "value": "@"}]
     deep = json.dumps(d).replace('"@"', "[" * 30 + "]" * 30).encode()
     # 21 lists inside an argument's value: record (1), args (2), the argument (3), then 4..24: the deepest allowed.
     deepest = json.dumps(d).replace('"@"', "[" * 21 + "]" * 21).encode()
     path = tmp_path / "deepest.dict"
-    path.write_bytes(b"\n".join([*lines[:3], deepest, *lines[4:]]) + b"\n")
+    path.write_bytes(b"\n".join([*lines[:4], deepest, *lines[5:]]) + b"\n")
     for view in ([], ["--view", "overview"]):
         p = _cli("pyprof.prof", "-q", *view, str(path))
         assert p.returncode == 0 and p.stdout, p.stderr
     deeper = json.dumps(d).replace('"@"', "[" * 22 + "]" * 22).encode()
     for line, says in ((deep, "nested deeper than 24 levels"), (deeper, "nested deeper than 24 levels")):
         path = tmp_path / "x.dict"
-        path.write_bytes(b"\n".join([*lines[:3], line, *lines[4:]]) + b"\n")
+        path.write_bytes(b"\n".join([*lines[:4], line, *lines[5:]]) + b"\n")
         for view in ([], ["--view", "overview"]):
             p = _cli("pyprof.prof", "-q", *view, str(path))
             assert p.returncode == 1 and p.stdout == b"", p.stderr
-            assert f"{path}: line 4:" in p.stderr.decode() and says in p.stderr.decode()
-    # Records a newer pyprof wrote (schema 3, end line included): refused at their first line.
+            assert f"{path}: line 5:" in p.stderr.decode() and says in p.stderr.decode()
+    # Records a newer pyprof wrote (schema 4 in the header and the end line): refused at their first line.
     path = tmp_path / "newer.dict"
-    path.write_bytes(b"\n".join(x.replace(b'"schema":2', b'"schema":3') for x in lines) + b"\n")
+    path.write_bytes(b"\n".join(x.replace(b'"schema":3', b'"schema":4') for x in lines) + b"\n")
     for view in ([], ["--view", "overview"], ["--group-by", "op"]):
         p = _cli("pyprof.prof", "-q", *view, str(path))
         assert p.returncode == 1 and p.stdout == b"", p.stderr
-        assert f"{path}: line 1: records of schema 3, newer than this pyprof reads (2)" in p.stderr.decode()
+        assert f"{path}: line 1: records of schema 4, newer than this pyprof reads (3)" in p.stderr.decode()
 
 
 def test_a_legacy_line_naming_one_op_as_a_string(tmp_path):

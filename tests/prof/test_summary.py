@@ -10,9 +10,7 @@ import sys
 
 from pyprof.prof.reader import iter_records
 from pyprof.prof.summary import kernel_labels, summarize
-from pyprof.record import END_PREFIX
-
-END = END_PREFIX  # parse's end line, which closes its records
+from pyprof.record import read_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRACE = os.path.join(os.path.dirname(ROOT), "shared", "corpus", "external", "tracelens_b200_eager_trace.json.gz")
@@ -57,7 +55,7 @@ def test_group_by_op_keeps_recomputed_and_unlinked_backward_work_apart(tmp_path)
     trace = os.path.join(ROOT, "tests", "data", "kineto", "checkpoint.pt.trace.json.gz")
     p = subprocess.run([sys.executable, "-m", "pyprof.parse", trace], capture_output=True, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": ROOT}, check=True)
-    recs = [json.loads(line) for line in p.stdout.splitlines() if not line.startswith(END)]
+    recs = list(read_lines(p.stdout.splitlines()))  # every key of each record, header and end lines skipped
     out = io.StringIO()
     summarize(iter_records(io.BytesIO(p.stdout), "ckpt"), out, "op", fmt="csv")
     rows = {line.split(",")[0]: int(line.split(",")[1]) for line in out.getvalue().splitlines()[1:]}
@@ -69,7 +67,7 @@ def test_group_by_op_keeps_recomputed_and_unlinked_backward_work_apart(tmp_path)
     sampled = os.path.join(os.path.dirname(TRACE), "hta_trace_filter_sampled_rank-0.json.gz")
     p = subprocess.run([sys.executable, "-m", "pyprof.parse", sampled], capture_output=True, cwd=ROOT,
                        env={**os.environ, "PYTHONPATH": ROOT}, check=True)
-    recs = [json.loads(line) for line in p.stdout.splitlines() if not line.startswith(END)]
+    recs = list(read_lines(p.stdout.splitlines()))  # every key of each record, header and end lines skipped
     out = io.StringIO()
     summarize(iter_records(io.BytesIO(p.stdout), "sampled"), out, "op", fmt="csv")
     rows = {line.split(",")[0]: int(line.split(",")[1]) for line in out.getvalue().splitlines()[1:]}

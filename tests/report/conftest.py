@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from report_helpers import CORPUS, DATA, ROOT, ParseFailed
-from pyprof.record import END_PREFIX, read_lines
+from pyprof.record import read_lines
 
-END = END_PREFIX  # parse's end line, which closes its records
 
 
 def _parse(path: Path) -> list[dict]:

@@ -53,9 +53,9 @@ def report(tmp_path_factory):
     with open(recs, "w") as out:
         parse_file(str(DATA / "resnet.sqlite.xz"), out)
     lines = recs.read_text().splitlines()
-    first = json.loads(lines[0])
+    first = json.loads(lines[1])  # the first record (line 0 is parse's header line)
     first["kShortName"] = EVIL
-    recs.write_text("\n".join([json.dumps(first)] + lines[1:]) + "\n")
+    recs.write_text("\n".join([lines[0], json.dumps(first)] + lines[2:]) + "\n")
     page = tmp / "report.html"
     run([str(recs)], str(page), timeline_events=500)
     return page

@@ -41,10 +41,12 @@ def empty_records(request, corpus, tmp_path):
     export = corpus / request.param
     assert _activities(export) == 0
     p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(export)], capture_output=True, cwd=ROOT)
-    # no records: parse's end line alone ({"pyprof_end":true, ..., "records":0}), the sign that parse finished
+    # no records: parse's header line (the GPUs the export describes, if any) and its end line
+    # ({"pyprof_end":true, ..., "records":0}), the sign that parse finished
     assert p.returncode == 0 and "no GPU kernels" in p.stderr.decode()
-    (end,) = p.stdout.splitlines()
-    assert json.loads(end) == {"pyprof_end": True, "schema": 2, "records": 0}
+    header, end = p.stdout.splitlines()
+    assert json.loads(header)["pyprof_header"] is True and json.loads(header)["schema"] == 3
+    assert json.loads(end) == {"pyprof_end": True, "schema": 3, "records": 0}
     out = tmp_path / "empty.dict"
     out.write_bytes(p.stdout)
     return export, out

@@ -9,9 +9,7 @@ import pytest
 
 from pyprof.parse import parse_file
 from pyprof.report.perfetto import GPU_PID_BASE, events, write_trace
-from pyprof.record import END_PREFIX
-
-END = END_PREFIX.decode()  # parse's end line, which closes its records
+from pyprof.record import read_lines
 
 DATA = pathlib.Path(__file__).parents[1] / "data" / "nsys" / "pyprof"
 
@@ -20,7 +18,7 @@ DATA = pathlib.Path(__file__).parents[1] / "data" / "nsys" / "pyprof"
 def resnet() -> list[dict]:
     buf = io.StringIO()
     parse_file(str(DATA / "resnet.sqlite.xz"), buf)
-    return [json.loads(line) for line in buf.getvalue().splitlines() if not line.startswith(END)]
+    return list(read_lines(buf.getvalue().splitlines()))  # the records, every key present
 
 
 def _trace(resnet, **kw) -> dict:

@@ -9,9 +9,8 @@ from report_helpers import ROOT, kernel
 
 from pyprof.prof.aggregate import aggregate
 from pyprof.prof.views import build
-from pyprof.record import END_PREFIX
+from pyprof.record import read_lines
 
-END = END_PREFIX  # parse's end line, which closes its records
 
 CAPTURES = ["nsys/pyprof/transformer.sqlite.xz", "nsys/pyprof/resnet.sqlite.xz",
             "nsys/emit_nvtx/transformer.sqlite.xz", "kineto/resnet.pt.trace.json.gz"]
@@ -159,12 +158,11 @@ def test_same_numbers_as_prof_group_by(group_by, view, key, records, tmp_path):
 
 
 def _parse(path) -> list[dict]:
-    import json
     import subprocess
     import sys
 
     p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(path)], capture_output=True, cwd=ROOT, check=True)
-    return [json.loads(line) for line in p.stdout.splitlines() if line.strip() and not line.startswith(END)]
+    return list(read_lines(p.stdout.splitlines()))
 
 
 def test_kernels_that_share_a_short_name_are_two_rows():

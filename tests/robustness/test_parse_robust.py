@@ -41,7 +41,7 @@ def test_the_tiny_export_parses(export, case):
     # The baseline of every regression below: unbroken, the hand-made export parses to one record.
     v = run(parse(export, must_succeed=True), case)
     keeps_promise(v, must_succeed=True)
-    assert v.stdout.count(b"\n") == 2, v.stdout  # one record, then parse's end line
+    assert v.stdout.count(b"\n") == 3, v.stdout  # parse's header line, one record, parse's end line
 
 
 # -- SQLite: corrupt pages, missing columns, invalid text ------------------------------------------------------
@@ -71,7 +71,7 @@ def test_launch_ending_after_every_range(export, case):
     sql(export, f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = {2 ** 63 - 1}")
     v = run(parse(export, must_succeed=True), case)
     keeps_promise(v, must_succeed=True)
-    assert v.stdout.count(b"\n") == 2 and b'"op":[]' in v.stdout.split(b"\n")[0]
+    assert v.stdout.count(b"\n") == 3 and b'"op":[]' in v.stdout.split(b"\n")[1]  # header, record, end
 
 
 @pytest.mark.parametrize("table,column", [("NVTX_EVENTS", "text"), ("StringIds", "value"),
@@ -182,7 +182,7 @@ def _trace(case, data=None, **kw):
 def test_the_tiny_trace_parses(case):
     v = run(parse(_trace(case), must_succeed=True), case)
     keeps_promise(v, must_succeed=True)
-    assert v.stdout.count(b"\n") == 2, v.stdout  # one record, then parse's end line
+    assert v.stdout.count(b"\n") == 3, v.stdout  # parse's header line, one record, parse's end line
 
 
 def test_trace_with_bom_is_valid(case):
