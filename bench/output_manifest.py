@@ -86,8 +86,7 @@ def records_digest(path: str) -> tuple[str, int]:
                 d["end_ns"] = d["start_ns"] + d["kDuration"]
             if "smem_bytes" not in d or d["smem_bytes"] is None:
                 parts = (d.get("static_smem_bytes"), d.get("dynamic_smem_bytes"))
-                if None not in parts:
-                    d["smem_bytes"] = parts[0] + parts[1]
+                d["smem_bytes"] = parts[0] + parts[1] if None not in parts else None
             _tensor_dtypes(d.get("args"))
             if type(d.get("fwd")) is dict:
                 _tensor_dtypes(d["fwd"].get("args"))
