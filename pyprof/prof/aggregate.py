@@ -12,30 +12,21 @@ from array import array
 from typing import Iterable
 
 from pyprof.common import UsageError
-from pyprof.prof.modeller import _key as _dumps
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.coverage import Coverage
 from pyprof.common import no_cyclic_gc
 from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks
-from pyprof.prof.summary import _callsite_key, _op_key, kernel_key, layer_path
+from pyprof.prof.groups import Group, add, callsite_key, kernel_key, layer_path, op_key, sample, shapes_key
 from pyprof.prof.occupancy import est_occupancy, limits, sm_fraction
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 _KIND = {"kernel": KERNEL, "memcpy": MEMCPY, "memset": MEMSET}
-TINY_NS = 10_000  # a kernel shorter than 10 us is launch-bound territory (docs/actionable.md, 3)
 NO_STEP = -1
 _PROFILER_STEP = "ProfilerStep#"
 # User ranges that name an iteration: "step 3", "layer:train_step_3", "iteration#12", "iter-4".
 _USER_STEP = re.compile(r"(?i)(?:^|[^a-z])(?:step|iter|iteration)[\s#:_-]*(\d+)\s*$")
 
-# Group accumulators are plain lists (the hot loop indexes them); the column meanings (roof_ns: the time of
-# the kernels that have a roofline, so that a group with none shows na rather than 0%):
-# ops / shapes: calls, kernels, ns, flops, ideal_ns, tc_ns, tiny_kernels, tiny_ns, roof_ns
-# kernel_groups (by full name; ``kernels`` merges them by short name): calls, ns, min_ns, max_ns, flops,
-#   ideal_ns, tc_ns, occ_x_ns, occ_known_ns, roof_ns
-# lines: kernels, ns, flops, ideal_ns, tc_ns, fwd_ns, bwd_ns, roof_ns
-# layers (self time of the exact path): kernels, ns, flops, ideal_ns, tc_ns, roof_ns
 
 
 class WorkerData:
@@ -43,14 +34,17 @@ class WorkerData:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.ops: dict = {}
-        self.shapes: dict = {}
-        self.kernel_groups: dict = {}  # by full name: kernels that share a short name are different code
+        # The groups (pyprof.prof.groups.Group), by op, op and input shapes, kernel (kernels only, by full
+        # name: kernels that share a short name are different code), call site, and layer path (the self time
+        # of the exact path; the layers view adds up the tree).
+        self.ops: dict[str, Group] = {}
+        self.shapes: dict[tuple[str, str], Group] = {}
+        self.kernel_groups: dict[str, Group] = {}
         self.kernel_names: dict = {}  # full name -> short name
-        self.lines: dict = {}
-        self.layers: dict = {}
-        self.tc_miss: dict = {}  # (op key, kernel, params, line) -> [kernels, ns]
-        self.copies: dict = {}  # (copy kind, line) -> [count, ns, bytes]
+        self.lines: dict[str, Group] = {}
+        self.layers: dict[tuple, Group] = {}
+        self.tc_miss: dict[tuple, Group] = {}  # (op key, kernel, params, line): fp16/bf16 GEMMs not on TCs
+        self.copies: dict[tuple[str, str], Group] = {}  # (copy kind, line): copies between host and device
         self.totals = {"records": 0, "kernels": 0, "kernel_ns": 0, "memcpy_ns": 0, "memset_ns": 0, "gpu_ns": 0,
                        "tiny_kernels": 0, "tiny_ns": 0, "comm_ns": 0, "flops": 0, "ideal_ns": 0.0, "tc_ns": 0}
         self.gpus: set = set()
@@ -71,17 +65,16 @@ class WorkerData:
 
 
     @property
-    def kernels(self) -> dict:
+    def kernels(self) -> dict[str, Group]:
         """The kernel groups merged by short name (what the rules of the recommendations view read)."""
         out: dict = {}
         for full, g in self.kernel_groups.items():
             short = self.kernel_names.get(full, full)
             cur = out.get(short)
             if cur is None:
-                out[short] = list(g)
-                continue
-            for i, v in enumerate(g):
-                cur[i] = min(cur[i], v) if i == 2 else max(cur[i], v) if i == 3 else cur[i] + v
+                out[short] = g.copy()
+            else:
+                cur.merge(g)
         return out
 
 
@@ -104,7 +97,6 @@ class Aggregate:
 
 
 _step_cache: dict = {}
-_shapes_cache: dict = {}
 
 
 def _step_labels(ranges) -> tuple[int, int]:
@@ -128,42 +120,6 @@ def _step_labels(ranges) -> tuple[int, int]:
         elif hit[1] != NO_STEP and us == NO_STEP:
             us = hit[1]
     return ps, us
-
-
-def shapes_key(d: dict) -> str:
-    """The op's input shapes as the PyTorch profiler's "Operator + Input Shape" shows them: one entry per
-    argument, a tensor's shape, a list of tensors' shapes, ``[]`` for anything else. A backward kernel's are
-    its forward op's."""
-    args = d.get("args")
-    if d.get("dir") == "bprop" and d.get("fwd"):
-        args = d["fwd"].get("args")
-    if not args:
-        return "[]"
-    try:  # the same arguments repeat across steps: build each string once
-        ck = _dumps(args)
-    except TypeError:
-        return _shapes(args)
-    hit = _shapes_cache.get(ck)
-    if hit is None:
-        if len(_shapes_cache) > 100_000:
-            _shapes_cache.clear()
-        hit = _shapes_cache[ck] = _shapes(args)
-    return hit
-
-
-def _shapes(args) -> str:
-    out = []
-    for a in args or ():
-        if type(a) is dict:
-            if "shape" in a:
-                out.append(a["shape"])
-                continue
-            items = a.get("items")
-            if items and type(items) is list:
-                out.append([i.get("shape", []) if type(i) is dict else [] for i in items])
-                continue
-        out.append([])
-    return str(out)
 
 
 def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None = None) -> Aggregate:
@@ -266,60 +222,23 @@ def _new_call(w: WorkerData, d: dict, okey: str, is_kernel: bool) -> int:
 
 
 def _add_record(w: WorkerData, d: dict, m, r) -> None:
-    dur = d.get("kDuration") or 0
     kind = _KIND.get(d.get("kind") or "kernel", KERNEL)
-    flops = m.flops or 0
-    roof_ns = dur if r[3] is not None else 0
-    ideal = r[3] * dur / 100.0 if roof_ns else 0.0
-    tc_ns = dur if m.tc == "1" else 0
+    s = sample(d, m, r)
+    dur, flops, ideal, tc_ns, tiny = s.ns, s.flops, s.ideal_ns, s.tc_ns, s.tiny
     t = w.totals
     t["records"] += 1
     t["gpu_ns"] += dur
     t["flops"] += flops
     t["ideal_ns"] += ideal
     t["tc_ns"] += tc_ns
-    line = _callsite_key(d)
+    line = callsite_key(d)
     is_kernel = kind == KERNEL
-    tiny = is_kernel and dur < TINY_NS
-    okey = _op_key(d)
+    okey = op_key(d)
     new_call = _new_call(w, d, okey, is_kernel)
-    for groups, key in ((w.ops, okey), (w.shapes, (okey, shapes_key(d)))):
-        g = groups.get(key)
-        if g is None:
-            g = groups[key] = [0, 0, 0, 0, 0.0, 0, 0, 0, 0]
-        g[0] += new_call
-        g[1] += 1
-        g[2] += dur
-        g[3] += flops
-        g[4] += ideal
-        g[5] += tc_ns
-        if tiny:
-            g[6] += 1
-            g[7] += dur
-        g[8] += roof_ns
-    g = w.lines.get(line)
-    if g is None:
-        g = w.lines[line] = [0, 0, 0, 0.0, 0, 0, 0, 0]
-    g[0] += 1
-    g[1] += dur
-    g[2] += flops
-    g[3] += ideal
-    g[4] += tc_ns
-    if d.get("dir") == "bprop":
-        g[6] += dur
-    else:
-        g[5] += dur
-    g[7] += roof_ns
-    lkey = tuple(layer_path(d))
-    g = w.layers.get(lkey)
-    if g is None:
-        g = w.layers[lkey] = [0, 0, 0, 0.0, 0, 0]
-    g[0] += 1
-    g[1] += dur
-    g[2] += flops
-    g[3] += ideal
-    g[4] += tc_ns
-    g[5] += roof_ns
+    add(w.ops, okey, s, new_call)
+    add(w.shapes, (okey, shapes_key(d)), s, new_call)
+    add(w.lines, line, s)
+    add(w.layers, tuple(layer_path(d)), s)
     # A device's limits do not change within a worker: read its props once.
     lkey = (d.get("gpu"), d.get("device"))
     lim = w.limits.get(lkey)
@@ -353,38 +272,17 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
             occ_x = occ * dur
         g = w.kernel_groups.get(full)
         if g is None:
-            g = w.kernel_groups[full] = [0, 0, dur, dur, 0, 0.0, 0, 0.0, 0, 0]
             w.kernel_names[full] = name
-        g[0] += 1
-        g[1] += dur
-        if dur < g[2]:
-            g[2] = dur
-        if dur > g[3]:
-            g[3] = dur
-        g[4] += flops
-        g[5] += ideal
-        g[6] += tc_ns
+        g = add(w.kernel_groups, full, s, 1)
         if occ_x >= 0:
-            g[7] += occ_x
-            g[8] += dur
-        g[9] += roof_ns
+            g.add_occupancy(occ_x, dur)
         if m.tc == "0" and m.family in ("gemm", "conv", "attention") and m.dtype in ("float16", "bfloat16"):
-            k = (okey, name, m.params, line)
-            g = w.tc_miss.get(k)
-            if g is None:
-                g = w.tc_miss[k] = [0, 0]
-            g[0] += 1
-            g[1] += dur
+            add(w.tc_miss, (okey, name, m.params, line), s)
     elif kind == MEMCPY:
         t["memcpy_ns"] += dur
         ck = d.get("copy_kind") or "?"
         if ck in ("HtoD", "DtoH", "HtoA", "AtoH"):
-            g = w.copies.get((ck, line))
-            if g is None:
-                g = w.copies[(ck, line)] = [0, 0, 0]
-            g[0] += 1
-            g[1] += dur
-            g[2] += d.get("bytes") or 0
+            add(w.copies, (ck, line), s).bytes += d.get("bytes") or 0
     else:
         t["memset_ns"] += dur
     if d.get("gpu"):

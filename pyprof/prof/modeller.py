@@ -35,9 +35,9 @@ from pyprof.prof.share import WINDOW, Fix, shares
 from pyprof.prof.tensorcores import tc_column
 
 try:  # orjson is optional: a faster cache key (and faster reading, see reader.py)
-    from orjson import dumps as _key  # obj -> bytes; bound directly: called once per row
+    from orjson import dumps as json_key  # obj -> bytes; bound directly: called once per row
 except ImportError:  # pragma: no cover - exercised where orjson is absent
-    def _key(obj) -> bytes:  # bytes, as orjson's: keys join raw JSON bytes (lean decoding)
+    def json_key(obj) -> bytes:  # bytes, as orjson's: keys join raw JSON bytes (lean decoding)
         return json.dumps(obj, separators=(",", ":")).encode()
 
 __all__ = ["Modeller", "Result", "candidates", "is_helper", "WINDOW"]
@@ -46,7 +46,7 @@ __all__ = ["Modeller", "Result", "candidates", "is_helper", "WINDOW"]
 def _fwd_key(fwd: dict) -> bytes:
     """The part of the model's cache key that a forward link decides (its arguments may be raw JSON)."""
     a = fwd.get("args")
-    return _key((fwd.get("mod"), fwd.get("op"))) + (bytes(a) if type(a) is Raw else _key(a))
+    return json_key((fwd.get("mod"), fwd.get("op"))) + (bytes(a) if type(a) is Raw else json_key(a))
 
 
 def _gradient_present(args: list, role: str) -> str:
@@ -138,7 +138,7 @@ class Modeller:
         """The formula's estimate for these arguments and role, cached; never raises for bad arguments."""
         role = _gradient_present(args, role)
         try:
-            ck = (id(formula), role, _key(args))
+            ck = (id(formula), role, json_key(args))
         except TypeError:
             ck = None
         if ck is not None:
@@ -182,9 +182,9 @@ class Modeller:
         long_name = d.get("kLongName") or d.get("kShortName") or ""
         try:  # everything below except the call bookkeeping depends only on this key: computed once per key
             # Lean decoding (reader.lean_loads) leaves arguments as raw JSON: their bytes are the key.
-            akey = (bytes(args) if type(args) is Raw else _key(args)) if args else b""
+            akey = (bytes(args) if type(args) is Raw else json_key(args)) if args else b""
             if outputs:
-                akey += _key(outputs)
+                akey += json_key(outputs)
             fkey = _fwd_key(fwd) if fwd else b""
             skey = (long_name, mod, op, direction, akey, fkey)
         except TypeError:

@@ -14,7 +14,7 @@ from pyprof.prof.rows import rows
 from pyprof.prof.per_kernel import run_stream
 from pyprof.prof.roofline import Peaks
 from pyprof.prof.share import WINDOW, apportion
-from pyprof.prof.summary import _op_key
+from pyprof.prof.groups import op_key
 
 from .helpers import S, T, captures, parsed, rec
 
@@ -121,12 +121,12 @@ def test_sharing_keeps_every_ops_totals(rel):
     m = Modeller()
     for d in recs:
         r = m.model(d)
-        g = whole.setdefault(_op_key(d), [0, 0])
+        g = whole.setdefault(op_key(d), [0, 0])
         g[0] += r.flops or 0
         g[1] += r.bytes or 0
     n_shared = 0
     for _i, d, r, _roof in _rows(recs):
-        g = shared.setdefault(_op_key(d), [0, 0])
+        g = shared.setdefault(op_key(d), [0, 0])
         g[0] += r.flops or 0
         g[1] += r.bytes or 0
         n_shared += r.flops is not None and (m.model(d).flops or 0) != r.flops

@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 from pyprof.prof.reader import iter_records
-from pyprof.prof.summary import kernel_labels, summarize
+from pyprof.prof.groups import kernel_labels
+from pyprof.prof.summary import summarize
 from pyprof.record import read_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

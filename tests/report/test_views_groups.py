@@ -128,35 +128,6 @@ def test_processes_of_one_input_are_workers():
     assert t.rows[0][t.columns.index("total_ms")] == 0.008 and t.worker == "9"
 
 
-@pytest.mark.parametrize("group_by,view,key", [("op", "operators", "op"), ("callsite", "lines", "line"),
-                                               ("kernel", "kernels", "kernel")])
-def test_same_numbers_as_prof_group_by(group_by, view, key, records, tmp_path):
-    """The views model each kernel as ``pyprof prof --group-by`` does: same time, FLOPs and roofline per group."""
-    import io
-    import json
-
-    from pyprof.prof.summary import summarize
-
-    recs = records("nsys/pyprof/resnet.sqlite.xz")
-    out = io.StringIO()
-    summarize(enumerate(recs, 1), out, group_by, "jsonl")
-    prof = {r["key"]: r for r in map(json.loads, out.getvalue().splitlines())}
-    (t,) = build(aggregate([("x", recs)]), [view])
-    rows = {r[t.columns.index(key)]: r for r in t.rows}
-    if view == "lines":  # the view shows paths relative to their common folder
-        prof = {k if k == "-" else next(s for s in rows if k == s or k.endswith("/" + s)): v for k, v in prof.items()}
-    if view == "kernels":  # kernels only
-        prof = {k: v for k, v in prof.items() if not k.startswith("[CUDA")}
-    assert set(rows) == set(prof)
-    time_col = {"operators": "device_ms", "lines": "gpu_ms", "kernels": "total_ms"}[view]
-    for k, r in rows.items():
-        assert r[t.columns.index(time_col)] == pytest.approx(prof[k]["time_ns"] / 1e6, abs=1e-4)
-        if view != "kernels":
-            assert (r[t.columns.index("flops")] or 0) == prof[k]["flops"]
-        if prof[k]["roofline"] is not None:
-            assert r[t.columns.index("roofline_pct")] == pytest.approx(prof[k]["roofline"], abs=0.01)
-
-
 def _parse(path) -> list[dict]:
     import subprocess
     import sys

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from pyprof.prof.aggregate import WorkerData
+from pyprof.prof.groups import merged as merge_groups
 
 
 def ms(ns: float | None) -> float | None:
@@ -26,25 +27,9 @@ def tflops(flops: float, ns: float) -> float | None:
     return round(flops / ns / 1e3, 3)
 
 
-def merged(workers: list[WorkerData], attr: str, min_max: tuple[int, int] | None = None) -> dict:
-    """Sum the named group dicts of several workers field by field (fields ``min_max`` take min and max)."""
-    if len(workers) == 1:
-        return getattr(workers[0], attr)
-    out: dict = {}
-    for w in workers:
-        for k, g in getattr(w, attr).items():
-            cur = out.get(k)
-            if cur is None:
-                out[k] = list(g)
-                continue
-            for i, v in enumerate(g):
-                if min_max and i == min_max[0]:
-                    cur[i] = min(cur[i], v)
-                elif min_max and i == min_max[1]:
-                    cur[i] = max(cur[i], v)
-                else:
-                    cur[i] += v
-    return out
+def merged(workers: list[WorkerData], attr: str) -> dict:
+    """The named groups (a dict of pyprof.prof.groups.Group) of several workers, summed key by key."""
+    return merge_groups([getattr(w, attr) for w in workers])
 
 
 def total(workers: list[WorkerData], key: str) -> float:

@@ -1,9 +1,10 @@
 """Flat grouped views: operators (by op, or op + input shapes), kernels (by full name) and GPU time per user
-source line. Backward kernels are charged to their forward op and line (pyprof.prof.summary's keys)."""
+source line. Backward kernels are charged to their forward op and line (pyprof.prof.groups' keys, the ones of
+``pyprof prof --group-by``)."""
 from __future__ import annotations
 
-from pyprof.prof.summary import kernel_labels
 from pyprof.prof.aggregate import Aggregate
+from pyprof.prof.groups import kernel_labels
 from pyprof.prof.tables import Table
 from pyprof.prof.source_lines import source_line
 from pyprof.prof.views.registry import view
@@ -18,11 +19,11 @@ _TC_NOTE = "TC % = share of the group's time in kernels that used Tensor Cores."
 
 def _op_rows(groups: dict, gpu_ns: int, key_cols) -> list[list]:
     rows = []
-    for key, (calls, kernels, ns, flops, ideal, tc_ns, _tiny, _tiny_ns, roof_ns) in sorted(
-            groups.items(), key=lambda kv: -kv[1][2]):
-        rows.append(key_cols(key) + [calls, kernels, ms(ns), round(ns / calls / 1e3, 3) if calls else None,
-                                     pct(ns, gpu_ns), flops or None, tflops(flops, ns),
-                                     pct(ideal, ns) if roof_ns else None, pct(tc_ns, ns)])
+    for key, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
+        ns, calls = g.ns, g.calls
+        rows.append(key_cols(key) + [calls, g.count, ms(ns), round(ns / calls / 1e3, 3) if calls else None,
+                                     pct(ns, gpu_ns), g.flops or None, tflops(g.flops, ns),
+                                     pct(g.ideal_ns, ns) if g.roof_ns else None, pct(g.tc_ns, ns)])
     return rows
 
 
@@ -62,7 +63,7 @@ def operators_shapes(agg: Aggregate, worker: str | None = None) -> Table:
 
 @view("kernels")
 def kernels(agg: Aggregate, worker: str | None = None) -> Table:
-    """Per kernel (by full name, labelled by pyprof.prof.summary.kernel_labels): calls, total/mean/min/max
+    """Per kernel (by full name, labelled by pyprof.prof.groups.kernel_labels): calls, total/mean/min/max
     time, TC share, roofline %, estimated occupancy."""
     ws = agg.select(worker)
     cols = [("kernel", "Kernel"), ("calls", "Calls"), ("total_ms", "Total (ms)"), ("mean_us", "Mean (us)"),
@@ -70,17 +71,17 @@ def kernels(agg: Aggregate, worker: str | None = None) -> Table:
             ("roofline_pct", "Roofline %"), ("tc_pct", "TC %"), ("occupancy_pct", "Est. occupancy %")]
     t = Table.of("kernels", "Kernels", cols,
                  chart={"type": "pie", "label": "kernel", "values": ["total_ms"]})
-    groups = merged(ws, "kernel_groups", min_max=(2, 3))
+    groups = merged(ws, "kernel_groups")
     names: dict = {}
     for w in ws:
         names.update(w.kernel_names)
     labels = kernel_labels({full: names.get(full, full) for full in groups})
     kernel_ns = total(ws, "kernel_ns")
-    for full, (calls, ns, lo, hi, flops, ideal, tc_ns, occ_x, occ_ns, roof_ns) in sorted(groups.items(),
-                                                                                        key=lambda kv: -kv[1][1]):
-        t.rows.append([labels[full], calls, ms(ns), round(ns / calls / 1e3, 3), round(lo / 1e3, 3),
-                       round(hi / 1e3, 3), pct(ns, kernel_ns), tflops(flops, ns), pct(ideal, ns) if roof_ns else None,
-                       pct(tc_ns, ns), pct(occ_x, occ_ns)])
+    for full, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
+        ns, calls = g.ns, g.count
+        t.rows.append([labels[full], calls, ms(ns), round(ns / calls / 1e3, 3), round(g.min_ns / 1e3, 3),
+                       round(g.max_ns / 1e3, 3), pct(ns, kernel_ns), tflops(g.flops, ns),
+                       pct(g.ideal_ns, ns) if g.roof_ns else None, pct(g.tc_ns, ns), pct(g.occ_x_ns, g.occ_ns)])
     t.notes += ["Kernels only: memcpy and memset are in the overview. Time % is of all kernel time.",
                 "One row per kernel (its full name): kernels that share a short name are told apart by a word of "
                 "their template arguments, e.g. elementwise_kernel<direct_copy_kernel_cuda>.",
@@ -103,11 +104,12 @@ def lines(agg: Aggregate, worker: str | None = None) -> Table:
     gpu_ns = total(ws, "gpu_ns")
     groups = merged(ws, "lines")
     prefix, shown = short_lines(groups)
-    for line, (n, ns, flops, ideal, tc_ns, fwd_ns, bwd_ns, roof_ns) in sorted(groups.items(),
-                                                                               key=lambda kv: -kv[1][1]):
+    for line, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
         src = source_line(line) if line != "-" else None
-        t.rows.append([shown[line], src, n, ms(ns), ms(fwd_ns), ms(bwd_ns), pct(ns, gpu_ns), flops or None,
-                       tflops(flops, ns), pct(ideal, ns) if roof_ns else None, pct(tc_ns, ns)])
+        ns = g.ns
+        t.rows.append([shown[line], src, g.count, ms(ns), ms(g.fwd_ns), ms(g.bwd_ns), pct(ns, gpu_ns),
+                       g.flops or None, tflops(g.flops, ns), pct(g.ideal_ns, ns) if g.roof_ns else None,
+                       pct(g.tc_ns, ns)])
     if prefix:
         t.notes.append(f"Lines are relative to {prefix}.")
     t.notes += [

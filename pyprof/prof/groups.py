@@ -1,0 +1,275 @@
+"""The one group-by: what a group of GPU activities adds up to (``Group``), what one activity adds (``Sample``),
+and the keys activities are grouped by. ``pyprof prof --group-by`` (pyprof.prof.summary) and the views'
+pass (pyprof.prof.aggregate: operators, kernels, lines, layers) add every activity here and read the same
+fields, so a number means the same in a ``--group-by`` table and in a view.
+
+Keys: a backward kernel is charged to the forward op it belongs to (``linear (bprop)``), and takes its forward
+op's layer, call site and input shapes; kernels group by their full (demangled) name, since two kernels that
+share a short name (cutlass ``Kernel2<...>``, ``elementwise_kernel<...>``) are different code.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
+
+from pyprof.prof.modeller import json_key
+
+TINY_NS = 10_000  # a kernel shorter than 10 us is launch-bound territory (docs/actionable.md, 3)
+
+
+class Sample(NamedTuple):
+    """What one GPU activity adds to each of its groups, computed once per activity (``sample``)."""
+
+    ns: int
+    flops: int
+    ideal_ns: float  # the time it would take at the GPU's roofline: roofline % x duration (0 when unknown)
+    tc_ns: int  # its duration when it ran on Tensor Cores, else 0
+    roof_ns: int  # its duration when its roofline is known, else 0
+    tiny: bool  # a kernel under TINY_NS
+    backward: bool
+
+
+def sample(d: dict, m, roof) -> Sample:
+    """The Sample of a record ``d`` with its model result ``m`` and roofline ``roof`` (pyprof.prof.rows)."""
+    dur = d.get("kDuration") or 0
+    pct = roof[3]  # the roofline share, in percent
+    roof_ns = dur if pct is not None else 0
+    return Sample(dur, m.flops or 0, pct * dur / 100.0 if roof_ns else 0.0,
+                  dur if m.tc == "1" else 0, roof_ns,
+                  dur < TINY_NS and d.get("kind") not in _COPIES, d.get("dir") == "bprop")
+
+
+_COPIES = ("memcpy", "memset")  # any other kind (a kernel, or a kind a newer writer adds) is a kernel here
+
+
+@dataclass(slots=True, eq=False)
+class Group:
+    """The sums of one group's activities. Every grouped table reads these; a table that does not show a field
+    pays one addition for it."""
+
+    calls: int = 0  # op calls that started in the group (pyprof.prof.aggregate's call rule; 0 in --group-by)
+    count: int = 0  # activities: kernels, copies and memsets
+    ns: int = 0
+    flops: int = 0
+    ideal_ns: float = 0.0
+    tc_ns: int = 0
+    roof_ns: int = 0  # time of the activities whose roofline is known: without any, the group's roofline is na
+    tiny: int = 0
+    tiny_ns: int = 0
+    fwd_ns: int = 0  # time of forward (and undirected) activities
+    bwd_ns: int = 0
+    min_ns: int | None = None
+    max_ns: int | None = None
+    occ_x_ns: float = 0.0  # estimated occupancy x duration, over the kernels whose occupancy is known
+    occ_ns: int = 0  # the duration of those kernels
+    bytes: int = 0  # bytes copied (the copies between host and device)
+
+    def add(self, s: Sample, new_call: int = 0) -> None:
+        ns = s.ns
+        self.calls += new_call
+        self.count += 1
+        self.ns += ns
+        self.flops += s.flops
+        self.ideal_ns += s.ideal_ns
+        self.tc_ns += s.tc_ns
+        self.roof_ns += s.roof_ns
+        if s.tiny:
+            self.tiny += 1
+            self.tiny_ns += ns
+        if s.backward:
+            self.bwd_ns += ns
+        else:
+            self.fwd_ns += ns
+        if self.min_ns is None or ns < self.min_ns:
+            self.min_ns = ns
+        if self.max_ns is None or ns > self.max_ns:
+            self.max_ns = ns
+
+    def add_occupancy(self, occ_x_ns: float, ns: int) -> None:
+        """A kernel's estimated occupancy x duration, and its duration (kernels whose estimate is known)."""
+        self.occ_x_ns += occ_x_ns
+        self.occ_ns += ns
+
+    def merge(self, other: "Group") -> None:
+        """Add another group's sums (the same key in another worker, or another kernel of a short name)."""
+        for name in _SUMS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        if other.min_ns is not None and (self.min_ns is None or other.min_ns < self.min_ns):
+            self.min_ns = other.min_ns
+        if other.max_ns is not None and (self.max_ns is None or other.max_ns > self.max_ns):
+            self.max_ns = other.max_ns
+
+    def copy(self) -> "Group":
+        out = Group()
+        out.merge(self)
+        return out
+
+    @property
+    def roofline_pct(self) -> float | None:
+        """Time at the roofline over measured time, in percent; None when no activity's roofline is known."""
+        return 100.0 * self.ideal_ns / self.ns if self.ns and self.roof_ns else None
+
+    @property
+    def tc_pct(self) -> float | None:
+        return 100.0 * self.tc_ns / self.ns if self.ns else None
+
+
+_SUMS = tuple(n for n in Group.__slots__ if n not in ("min_ns", "max_ns"))
+
+
+def add(groups: dict, key, s: Sample, new_call: int = 0) -> Group:
+    """Add ``s`` to the group ``key`` of ``groups`` (made on first sight: tables list groups in that order among
+    equal times). Returns the group."""
+    g = groups.get(key)
+    if g is None:
+        g = groups[key] = Group()
+    g.add(s, new_call)
+    return g
+
+
+def merged(parts: list[dict]) -> dict:
+    """The groups of several dicts summed key by key (the same dict when there is one)."""
+    if len(parts) == 1:
+        return parts[0]
+    out: dict = {}
+    for groups in parts:
+        for k, g in groups.items():
+            cur = out.get(k)
+            if cur is None:
+                out[k] = g.copy()
+            else:
+                cur.merge(g)
+    return out
+
+
+# ---- the keys
+
+
+def op_key(d: dict) -> str:
+    """The op of an activity: a copy or memset its kind; a backward kernel its forward op's name with
+    " (bprop)" ("linear (bprop)" says more than the aten op inside the autograd node, "mm"); a forward op run
+    again during backward (activation checkpointing) "op (recompute)"."""
+    if d.get("kind", "kernel") != "kernel":
+        return d.get("kind") or "na"
+    op = (d.get("op") or ("na",))[0]
+    if d.get("dir") == "bprop":
+        fwd = d.get("fwd")
+        # Backward work without a forward link (AccumulateGrad, a node whose forward op is not in the capture)
+        # stays apart from the forward op of the same name.
+        return f"{fwd['op'] if fwd and fwd.get('op') else op} (bprop)"
+    if d.get("recompute"):
+        return f"{op} (recompute)"
+    return op
+
+
+def callsite_key(d: dict) -> str:
+    """The user's ``file:line`` that launched it; a backward kernel runs on the autograd thread, far from any user
+    line: its line is the forward call's. "-" when none is recorded."""
+    fwd = d.get("fwd")
+    return d.get("callsite") or (fwd.get("callsite") if fwd else None) or "-"
+
+
+def layer_path(d: dict) -> list:
+    """The record's layer path (outermost first); a backward kernel's is its forward op's."""
+    layer = d.get("layer")
+    if not layer and d.get("fwd"):
+        layer = d["fwd"].get("layer")
+    return layer or []
+
+
+def layer_key(d: dict) -> str:
+    return ":".join(layer_path(d)) or "-"
+
+
+def kernel_key(d: dict) -> str:
+    """A kernel's group: its full name (the short one when the record has no other)."""
+    return d.get("kLongName") or d.get("kShortName") or "na"
+
+
+def dir_key(d: dict) -> str:
+    return d.get("dir") or "na"
+
+
+_shapes_cache: dict = {}
+
+
+def shapes_key(d: dict) -> str:
+    """The op's input shapes as the PyTorch profiler's "Operator + Input Shape" shows them: one entry per
+    argument, a tensor's shape, a list of tensors' shapes, ``[]`` for anything else. A backward kernel's are
+    its forward op's."""
+    args = d.get("args")
+    if d.get("dir") == "bprop" and d.get("fwd"):
+        args = d["fwd"].get("args")
+    if not args:
+        return "[]"
+    try:  # the same arguments repeat across steps: build each string once
+        ck = json_key(args)
+    except TypeError:
+        return _shapes(args)
+    hit = _shapes_cache.get(ck)
+    if hit is None:
+        if len(_shapes_cache) > 100_000:
+            _shapes_cache.clear()
+        hit = _shapes_cache[ck] = _shapes(args)
+    return hit
+
+
+def _shapes(args) -> str:
+    out = []
+    for a in args or ():
+        if type(a) is dict:
+            if "shape" in a:
+                out.append(a["shape"])
+                continue
+            items = a.get("items")
+            if items and type(items) is list:
+                out.append([i.get("shape", []) if type(i) is dict else [] for i in items])
+                continue
+        out.append([])
+    return str(out)
+
+
+#: ``pyprof prof --group-by`` keys.
+GROUP_KEYS: dict[str, Callable[[dict], str]] = {
+    "op": op_key,
+    "layer": layer_key,
+    "kernel": kernel_key,
+    "callsite": callsite_key,
+    "dir": dir_key,
+}
+
+
+# ---- labels
+
+_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+")
+_NOISE = frozenset({"void", "const", "int", "unsigned", "long", "bool", "char", "float", "double", "anonymous",
+                    "namespace", "at", "native", "std", "c10", "true", "false", "lambda", "operator", "type",
+                    "enable_if", "cutlass", "cute", "detail"})
+
+
+def kernel_labels(names: dict) -> dict:
+    """A label per kernel for tables: ``names`` maps a full name to its short name. The label is the short
+    name when no other kernel has it; otherwise the short name and, in brackets, the first word of the
+    full name's template arguments and parameters that no other kernel of that short name has
+    (``elementwise_kernel<direct_copy_kernel_cuda>``), or its rank among them (``Kernel2<#2>``)."""
+    by_short: dict = {}
+    for full, short in names.items():
+        by_short.setdefault(short or full, []).append(full)
+    out: dict = {}
+    for short, fulls in by_short.items():
+        if len(fulls) == 1:
+            out[fulls[0]] = short
+            continue
+        words = {f: _words(f, short) for f in fulls}
+        for rank, f in enumerate(sorted(fulls), 1):
+            others = set().union(*(set(words[g]) for g in fulls if g != f))
+            tell = next((w for w in words[f] if w not in others and w not in _NOISE), None)
+            out[f] = f"{short}<{tell if tell is not None else '#' + str(rank)}>"
+    return out
+
+
+def _words(full: str, short: str) -> list[str]:
+    """The words of a full kernel name after its short name (its template arguments and parameters)."""
+    at = full.find(short)
+    return _TOKEN.findall(full[at + len(short):] if at >= 0 else full)
