@@ -9,6 +9,7 @@ for all of them. Importing this package never imports torch.
 from __future__ import annotations
 
 import os
+import warnings
 from typing import IO, Iterator
 
 from pyprof.record import Record, end_line
@@ -16,10 +17,10 @@ from pyprof.parse.correlate import Stats
 from pyprof.parse.detect import open_source
 from pyprof.parse.writer import lines, records
 
-__all__ = ["parse_file", "iter_records", "open_source", "close_source", "Stats"]
+__all__ = ["parse_file", "parse_records", "open_source", "close_source", "Stats"]
 
 
-def iter_records(path: str) -> tuple[Iterator[Record], Stats]:
+def parse_records(path: str) -> tuple[Iterator[Record], Stats]:
     """Open and check ``path`` ('-' = stdin), then return (records in start order, their Stats).
 
     The file is checked before this returns (raises InputError), so a consumer that has not started
@@ -35,6 +36,14 @@ def iter_records(path: str) -> tuple[Iterator[Record], Stats]:
             close_source(src)
 
     return gen(), stats
+
+
+def iter_records(path: str) -> tuple[Iterator[Record], Stats]:
+    """Deprecated name of ``parse_records`` (renamed: prof's reader had a function of the same name that
+    returns something else). Kept for one release; warns."""
+    warnings.warn("pyprof.parse.iter_records is now pyprof.parse.parse_records; the old name goes in the next "
+                  "release", DeprecationWarning, stacklevel=2)
+    return parse_records(path)
 
 
 def close_source(src) -> None:

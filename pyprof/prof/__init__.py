@@ -3,7 +3,7 @@
 Public API::
 
     from pyprof.prof import register, Args, Estimate, NotModelled   # add a formula for your own op
-    from pyprof.prof import Modeller, run, summarize, iter_records  # use prof from Python
+    from pyprof.prof import Modeller, run, summarize, read_records  # use prof from Python
 
 Importing this package never imports torch.
 """
@@ -12,12 +12,24 @@ from __future__ import annotations
 from pyprof.prof import formulas  # noqa: F401  (registers the built-in formulas)
 from pyprof.prof.args import Args, Tensor, estimate
 from pyprof.prof.modeller import Modeller, Result
-from pyprof.prof.reader import iter_records
+from pyprof.prof.reader import read_records
 from pyprof.prof.registry import Estimate, NotModelled, names, register
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.per_kernel import run
 from pyprof.prof.roofline import Peaks
 from pyprof.prof.summary import summarize
 
+
+
+def iter_records(stream, path: str):
+    """Deprecated name of ``read_records`` (renamed: parse had a function of the same name that returns
+    something else). Kept for one release; warns."""
+    import warnings
+
+    warnings.warn("pyprof.prof.iter_records is now pyprof.prof.read_records; the old name goes in the next "
+                  "release", DeprecationWarning, stacklevel=2)
+    return read_records(stream, path)
+
+
 __all__ = ["Args", "Coverage", "Estimate", "Modeller", "NotModelled", "Peaks", "Result", "Tensor", "estimate",
-           "iter_records", "names", "register", "run", "summarize"]
+           "read_records", "names", "register", "run", "summarize"]

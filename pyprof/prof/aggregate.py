@@ -157,7 +157,7 @@ def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:
     import sys
 
     from pyprof.common import open_input
-    from pyprof.prof.reader import iter_records
+    from pyprof.prof.reader import read_records
 
     streams = []
     try:
@@ -166,7 +166,7 @@ def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:
             s = open_input(p, "rb")
             streams.append(s)
             name = "<stdin>" if p == "-" else os.path.basename(p)
-            sources.append((name, _Numbered(iter_records(s, "<stdin>" if p == "-" else p))))
+            sources.append((name, _Numbered(read_records(s, "<stdin>" if p == "-" else p))))
         return aggregate(sources, peaks)
     finally:
         for s in streams:

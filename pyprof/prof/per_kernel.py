@@ -61,7 +61,7 @@ def _serial(stream: IO[bytes], path: str, writer, rows_: RowStream, commit, fmt:
 
 def run(records: Iterable[tuple[int, dict]], out: IO[str], columns: Sequence[str], fmt: str = "space",
         width: int = 0, peaks: Peaks | None = None, header: bool = True) -> Coverage:
-    """Write one row per already-decoded record (``(lineno, dict)`` pairs, as iter_records yields) in format
+    """Write one row per already-decoded record (``(lineno, dict)`` pairs, as read_records yields) in format
     ``fmt``; return the coverage (the caller reports it)."""
     cls = FORMATS[fmt]
     writer = cls(out, columns, [COLUMNS[c].header for c in columns], width)

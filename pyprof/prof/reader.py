@@ -90,7 +90,7 @@ def raw_value(v, level: int = 2):
     return value
 
 
-def iter_records(stream: IO[bytes], path: str) -> Iterator[tuple[int, dict]]:
+def read_records(stream: IO[bytes], path: str) -> Iterator[tuple[int, dict]]:
     """Yield (line number, record dict) for every record line, after checking it (contract.check), with every
     key of the record: those a schema-3 line leaves out at their default put back, and ``gpu_props`` from parse's
     header line. Raises InputError on a malformed line, and at the end for a stream cut short (contract.Ending).

@@ -110,10 +110,10 @@ def is_records(path: str) -> bool:
 
 
 def _records(path: str, display: str) -> Iterator[dict]:
-    from pyprof.prof.reader import iter_records
+    from pyprof.prof.reader import read_records
 
     with open(path, "rb") as f:
-        for _lineno, d in iter_records(f, display):
+        for _lineno, d in read_records(f, display):
             yield d
 
 
@@ -220,7 +220,7 @@ def _shareable(out: IO[str], path: str) -> None:
 
 
 def _numbered(path: str, display: str) -> Iterator[tuple[int, dict]]:
-    from pyprof.prof.reader import iter_records
+    from pyprof.prof.reader import read_records
 
     with open(path, "rb") as f:
-        yield from iter_records(f, display)
+        yield from read_records(f, display)

@@ -11,7 +11,7 @@ import pytest
 
 from parse_synth import pyprof_module, pyprof_op
 
-from pyprof.parse import iter_records, parse_file
+from pyprof.parse import parse_records, parse_file
 from pyprof.record import read_lines
 
 
@@ -124,7 +124,7 @@ def test_stats_report_op_and_forward_link_shares(nsys_builder):
     b = nsys_builder()
     training_step(b)
     b.kernel(PID, 5000, 5100, corr=99)  # no launch row: still a record, with an empty op
-    recs, stats = iter_records(str(b.close()))
+    recs, stats = parse_records(str(b.close()))
     out = list(recs)
     assert len(out) == 5 and out[-1].op == [] and out[-1].api is None
     assert (stats.kernels, stats.kernels_with_op, stats.bprop_kernels, stats.bprop_with_fwd, stats.no_launch) == \

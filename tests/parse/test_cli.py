@@ -1,6 +1,7 @@
 """The parse command, run as users run it (a subprocess): stdout, stderr and exit codes."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -117,9 +118,33 @@ def test_import_does_not_need_torch():
 
 def test_sweep_worker_on_and_off_write_the_same(corpus):
     path = str(corpus / "nsys" / "nsys2026.2_h100_2gpu_torch_window.sqlite")
-    on, off = run("--worker", "on", path), run("--worker", "off", path)
+    on, off = run("--sweep-process", "on", path), run("--sweep-process", "off", path)
     assert on.returncode == off.returncode == 0
     assert on.stdout == off.stdout and on.stderr == off.stderr and len(on.stdout) > 0
+    # The option's old name (prof's --worker picks a process to show) still works until the next release, and
+    # says so on stderr.
+    old = run("--worker", "on", path)
+    assert old.returncode == 0 and old.stdout == on.stdout
+    assert old.stderr.decode().startswith("python -m pyprof.parse: --worker is deprecated, use --sweep-process\n")
+
+
+def test_the_renamed_functions_answer_to_their_old_names_with_a_warning():
+    import warnings
+
+    import pyprof.parse
+    import pyprof.prof
+    from pyprof.record import end_line
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        recs, _stats = pyprof.parse.iter_records(str(SMALL))
+        first = next(iter(recs))
+        line = first.to_json() + "\n" + end_line(1) + "\n"  # a schema-3 record needs parse's end line after it
+        rows = list(pyprof.prof.iter_records(io.BytesIO(line.encode()), "x"))
+    assert [str(w.message).split(" is now ")[0] for w in caught] == ["pyprof.parse.iter_records",
+                                                                     "pyprof.prof.iter_records"]
+    assert all(w.category is DeprecationWarning for w in caught)
+    assert rows[0][1]["kShortName"] == first.kShortName
 
 
 def test_output_to_a_fifo_stays_a_fifo(tmp_path):

@@ -136,9 +136,9 @@ def test_launch_join_on_process_and_correlation_id(corpus, name):
 
 
 def test_window_capture_orphans_are_reported_in_stats(corpus):
-    from pyprof.parse import iter_records
+    from pyprof.parse import parse_records
 
-    recs, stats = iter_records(str(corpus / WINDOW))
+    recs, stats = parse_records(str(corpus / WINDOW))
     n = sum(1 for _ in recs)
     assert stats.records == n and stats.no_launch > 0
 
@@ -232,9 +232,9 @@ def test_nsys_gpu_name_when_exported(corpus):
 def test_record_api_and_json_lines_agree(corpus, name):
     from dataclasses import fields
 
-    from pyprof.parse import iter_records
+    from pyprof.parse import parse_records
 
-    recs, _ = iter_records(str(corpus / name))
+    recs, _ = parse_records(str(corpus / name))
     as_records = list(recs)
     out = io.StringIO()
     parse_file(str(corpus / name), out)

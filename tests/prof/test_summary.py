@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from pyprof.prof.reader import iter_records
+from pyprof.prof.reader import read_records
 from pyprof.prof.groups import kernel_labels
 from pyprof.prof.summary import summarize
 from pyprof.record import read_lines
@@ -42,7 +42,7 @@ def test_group_by_kernel_on_the_b200_trace():
                        env={**os.environ, "PYTHONPATH": ROOT})
     assert p.returncode == 0
     out = io.StringIO()
-    summarize(iter_records(io.BytesIO(p.stdout), "b200"), out, "kernel", fmt="csv")
+    summarize(read_records(io.BytesIO(p.stdout), "b200"), out, "kernel", fmt="csv")
     rows = {r.split(",")[0]: r.split(",") for r in out.getvalue().splitlines()[1:]}
     assert rows["elementwise_kernel<direct_copy_kernel_cuda>"][1:3] == ["72", "380568"]
     assert rows["elementwise_kernel<masked_fill_kernel>"][1:3] == ["1", "7712"]
@@ -58,7 +58,7 @@ def test_group_by_op_keeps_recomputed_and_unlinked_backward_work_apart(tmp_path)
                        env={**os.environ, "PYTHONPATH": ROOT}, check=True)
     recs = list(read_lines(p.stdout.splitlines()))  # every key of each record, header and end lines skipped
     out = io.StringIO()
-    summarize(iter_records(io.BytesIO(p.stdout), "ckpt"), out, "op", fmt="csv")
+    summarize(read_records(io.BytesIO(p.stdout), "ckpt"), out, "op", fmt="csv")
     rows = {line.split(",")[0]: int(line.split(",")[1]) for line in out.getvalue().splitlines()[1:]}
     recomputed = sum(1 for r in recs if r["kind"] == "kernel" and r["recompute"] and r["op"][0] == "conv2d")
     assert recomputed > 0 and rows["conv2d (recompute)"] == recomputed
@@ -70,7 +70,7 @@ def test_group_by_op_keeps_recomputed_and_unlinked_backward_work_apart(tmp_path)
                        env={**os.environ, "PYTHONPATH": ROOT}, check=True)
     recs = list(read_lines(p.stdout.splitlines()))  # every key of each record, header and end lines skipped
     out = io.StringIO()
-    summarize(iter_records(io.BytesIO(p.stdout), "sampled"), out, "op", fmt="csv")
+    summarize(read_records(io.BytesIO(p.stdout), "sampled"), out, "op", fmt="csv")
     rows = {line.split(",")[0]: int(line.split(",")[1]) for line in out.getvalue().splitlines()[1:]}
     unlinked = [r for r in recs if r["kind"] == "kernel" and r["dir"] == "bprop" and not r["fwd"] and r["op"]]
     mm = sum(1 for r in unlinked if r["op"][0] == "mm")
