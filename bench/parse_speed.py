@@ -74,11 +74,15 @@ def _parse(path: str, worker: bool | None) -> int:
 
 
 def _floor(path: str) -> int:
-    import gc
+    from pyprof.common import no_cyclic_gc
 
+    with no_cyclic_gc():  # as parse does: the rows kept are acyclic
+        return _floor_rows(path)
+
+
+def _floor_rows(path: str) -> int:
     from pyprof.parse import open_source
 
-    gc.disable()  # as parse does: the rows kept are acyclic
     pid = os.fork()
     if pid == 0:  # the sweep worker's share
         src = open_source(path)

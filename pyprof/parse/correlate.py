@@ -12,12 +12,12 @@ so the same time-ordered sweep has seen them already.
 """
 from __future__ import annotations
 
-import gc
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple
 
+from pyprof.common import no_cyclic_gc
 from pyprof.parse import encode
 from pyprof.parse import markers as mk
 from pyprof.parse.markers import quick_seq
@@ -427,9 +427,7 @@ class Correlator:
         launch start order. A sweep worker needs no more of a launch than this (pipeline.py)."""
         # The sweep creates millions of small acyclic objects; generational GC passes over them cost more
         # than the parse itself, and there are no cycles to collect. Collection resumes at the end.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with no_cyclic_gc():
             ranges = iter(self.source.ranges())
             r = next(ranges, None)
             push = self._push
@@ -463,9 +461,6 @@ class Correlator:
             for _, h in held:
                 h.waiting = False
                 yield empty if h is _EMPTY else (h.info or _info(h))
-        finally:
-            if gc_was_enabled:
-                gc.enable()
 
 
 def _chain_index(x: tuple) -> int:

@@ -11,12 +11,11 @@ directly. Its output is byte for byte ``Record.to_json()``: a test checks every 
 """
 from __future__ import annotations
 
-import gc
 import json
 import os
 from typing import Iterator
 
-from pyprof.common import Record
+from pyprof.common import Record, no_cyclic_gc
 from pyprof.parse import encode
 from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
 from pyprof.parse.activities import Source, Window
@@ -68,13 +67,8 @@ def _worth_a_worker(source: Source) -> bool:
 
 
 def _merge(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterator[str]:
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # only acyclic tuples and strings are made here; see Correlator.launch_infos
-    try:
+    with no_cyclic_gc():  # only acyclic tuples and strings are made here
         yield from _merge_lines(source, infos, stats)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterator[str]:

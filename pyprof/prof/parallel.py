@@ -27,7 +27,7 @@ import stat
 from collections import deque
 from typing import IO, Iterator, NamedTuple
 
-from pyprof.common import InputError
+from pyprof.common import InputError, no_cyclic_gc
 from pyprof.prof.contract import Ending
 from pyprof.prof.columns import ROOFLINE_COLUMNS, compile_row
 from pyprof.prof.modeller import Modeller
@@ -344,25 +344,24 @@ def _serve(conn, columns: list, fmt: str, peaks: Peaks, inherited: list) -> None
     comes.
     ``inherited``: the main process's ends of the pipes to this worker and to those forked before it, closed
     here so that when the main process closes them, each worker sees the end of its pipe."""
-    import gc
     import traceback
 
     for c in inherited:
         c.close()
 
-    gc.disable()  # records are trees, no cycles: as in the serial run (report.no_cyclic_gc)
     try:
-        _init(columns, fmt, peaks)
-        while True:
-            task = conn.recv()
-            if task is None:
-                break
-            try:
-                conn.send(_work(task))
-            except (BrokenPipeError, EOFError):
-                raise
-            except BaseException:  # a bug, not bad input: the parent raises it with this traceback
-                conn.send((None, None, None, _BUG + traceback.format_exc()))
+        with no_cyclic_gc():  # records are trees, no cycles: as in the serial run
+            _init(columns, fmt, peaks)
+            while True:
+                task = conn.recv()
+                if task is None:
+                    break
+                try:
+                    conn.send(_work(task))
+                except (BrokenPipeError, EOFError):
+                    raise
+                except BaseException:  # a bug, not bad input: the parent raises it with this traceback
+                    conn.send((None, None, None, _BUG + traceback.format_exc()))
     except (BrokenPipeError, EOFError, KeyboardInterrupt):
         pass  # the parent stopped (its own error, or `| head`)
     finally:
