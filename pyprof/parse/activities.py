@@ -5,9 +5,9 @@ enclosing ranges -> forward op) happens once, in ``correlate``. Times are intege
 """
 from __future__ import annotations
 
-import itertools
 from typing import Iterator, NamedTuple, Protocol
 
+from pyprof.common import BoundedDict
 
 
 class Activity(NamedTuple):
@@ -60,7 +60,8 @@ RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload")
 #: process boundary cheaply: ``(key, api, start_ns, end_ns, pid, tid, attribution, call, flags)``.
 #: ``attribution`` is None (no enclosing range) or ``(number, fields)``: the number is unique per attribution
 #: in a parse (launches in the same ranges share one), so the writer encodes each once, and from a worker
-#: process a launch whose attribution the writer still holds carries the number alone (an int; see Window).
+#: process a launch whose attribution the writer still holds carries the number alone (an int; see
+#: attribution_window).
 #: ``fields`` are the record's attribution fields in the order of ATTRIBUTION, the ``marker`` entries,
 #: ``args`` and ``fwd`` already JSON (encode.attribution). ``call`` numbers the op call (subSeqId counts
 #: kernels per call) or is None; ``flags`` see correlate.HAS_OP.
@@ -73,25 +74,13 @@ ATTRIBUTION = ("layer", "trace", "reprMarkers", "marker", "seqMarker", "seqId", 
 WINDOW = 4096
 
 
-class Window(dict):
-    """The last ``keep`` to 2 × ``keep`` keys added (WINDOW unless given), in the order added.
+def attribution_window() -> BoundedDict:
+    """The attributions kept by number: at least the newest WINDOW, at most twice as many, the oldest dropped
+    first (common.BoundedDict).
 
-    Attribution numbers: a sweep worker and the writer add the same numbers in the same order, so each knows
-    what the other holds, and the worker sends an attribution's fields only when the writer no longer has
-    them. Also the sweep's memory of forward ops (correlate.FWD_MEMORY_OPS)."""
-
-    def __init__(self, keep: int | None = None) -> None:
-        super().__init__()
-        self.keep = WINDOW if keep is None else keep
-
-    def add(self, key, value) -> None:
-        """Set ``key`` as the newest."""
-        self[key] = value
-        if len(self) > 2 * self.keep:
-            # The oldest ``keep`` go at once: deleting one per add costs a scan past the holes that earlier
-            # deletions left at the front of the dict (1-9 µs an add once full, against 0.1 µs so).
-            for old in list(itertools.islice(self, self.keep)):
-                del self[old]
+    A sweep worker and the writer each keep one and add the same numbers in the same order, so each knows what
+    the other holds, and the worker sends an attribution's fields only when the writer no longer has them."""
+    return BoundedDict(2 * WINDOW)
 
 
 class GpuInfo(NamedTuple):

@@ -17,11 +17,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple
 
-from pyprof.common import no_cyclic_gc
+from pyprof.common import BoundedDict, no_cyclic_gc
 from pyprof.parse import encode
 from pyprof.parse import markers as mk
 from pyprof.parse.markers import quick_seq
-from pyprof.parse.activities import Source, Window
+from pyprof.parse.activities import Source
 
 #: Forward ranges remembered for backward links: at least this many, the newest (up to twice as many are
 #: kept, and the oldest half dropped at once). A forward pass with more autograd ops than this before its
@@ -111,7 +111,7 @@ class Correlator:
         self._state: dict = {}
         # (process, seq) -> a copy of the stack at that forward range (a list), or its Attribution once a
         # backward node asked; oldest first, the newest FWD_MEMORY_OPS at least.
-        self._fwd = Window(FWD_MEMORY_OPS)
+        self._fwd = BoundedDict(2 * FWD_MEMORY_OPS)
         # (process, op_id) -> attributions whose op waits for a consumer to name its output's shape
         self._wanted: dict = {}
         self._calls = itertools.count(1)

@@ -20,7 +20,7 @@ from typing import Iterator
 
 from pyprof.common import InputError
 from pyprof.parse.correlate import Correlator
-from pyprof.parse.activities import Window
+from pyprof.parse.activities import attribution_window
 
 BATCH = 2048
 AHEAD = 16  # batches the worker may send ahead of the writer (about 0.8 MB each on a pyprof capture)
@@ -73,7 +73,7 @@ def _worker(reopen_args: tuple, conn) -> None:
         cls, path, display = reopen_args
         src = cls(path, display)
         batch: list = []
-        sent = Window()  # what the writer holds (output._merge_lines adds the same numbers in the same order)
+        sent = attribution_window()  # what the writer holds (writer._merge_lines adds the same numbers in order)
         times = getattr(src, "launch_times", None)
         n = 0
         correlator = Correlator(src, src.oddities)

@@ -15,15 +15,16 @@ import json
 import os
 from typing import Iterator
 
-from pyprof.common import Record, no_cyclic_gc
+from pyprof.common import BoundedDict, Record, no_cyclic_gc
 from pyprof.parse import encode
 from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
-from pyprof.parse.activities import Source, Window
+from pyprof.parse.activities import Source, attribution_window
 
 #: How far a GPU timestamp may run ahead of the launch call's CPU timestamp (clock conversion jitter).
 CLOCK_SKEW_NS = 50_000_000
 #: Launches kept after their first activity, for the further kernels of a CUDA graph launch, and op calls
-#: whose kernel count (subSeqId) is kept: the kernels of one call run back to back, far within this.
+#: whose kernel count (subSeqId) is kept (at least this many, the newest; common.BoundedDict): the kernels of
+#: one call run back to back, far within this.
 RECENT = 16_384
 #: Exports smaller than this are swept in-process: a worker process is not worth starting.
 WORKER_MIN_BYTES = 16 << 20
@@ -81,14 +82,16 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
     no_call = '"api":null,"api_start_ns":null,"api_end_ns":null'
     empty_head, empty_tail = encode.attribution(None)
     names: dict = {}  # (kind, short, long) -> JSON: a few hundred distinct kernels, not a million
-    shapes: dict = {}  # launch configuration, device, copy size -> JSON before and after the api keys
+    # Launch configuration, device, copy size -> JSON before and after the api keys (bounded: distinct copy sizes
+    # could be many).
+    shapes = BoundedDict(4 * RECENT)
     places: dict = {}  # (device, stream) -> JSON
     apis: dict = {}
-    received = Window()  # attribution number -> fields, as the sweep worker's ``sent`` (pipeline.py)
-    encoded = Window()  # attribution number -> (head, tail) JSON: launches that share one are encoded once
+    received = attribution_window()  # attribution number -> fields, as the sweep worker's ``sent``
+    encoded = attribution_window()  # attribution number -> (head, tail) JSON: launches sharing one encode it once
     pending: dict = {}  # launch key -> info, swept but not yet used
-    recent: dict = {}  # used already: a graph launch starts many kernels
-    counts: dict = {}  # op call -> kernels so far
+    recent = BoundedDict(2 * RECENT)  # used already: a graph launch starts many kernels
+    counts = BoundedDict(2 * RECENT)  # op call -> kernels so far
     num, nums = encode.integer, encode.ints
     infos = iter(infos)
     nxt = next(infos, None)
@@ -122,9 +125,7 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
                 head, tail = pair
             info = (pid, tid, f'"api":{api_json},"api_start_ns":{api_start},"api_end_ns":{api_end}', head, tail,
                     call, flags)
-            recent[key] = info
-            if len(recent) > 2 * RECENT:  # pruned in bulk: cheaper than an LRU per record
-                recent = dict(list(recent.items())[-RECENT:])
+            recent.add(key, info)
         else:
             info = recent.get(key)
         stats.records += 1
@@ -150,9 +151,7 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
                     stats.recompute_kernels += 1
             if call is not None:
                 sub = counts.get(call, 0)
-                counts[call] = sub + 1
-                if len(counts) > 2 * RECENT:
-                    counts = dict(list(counts.items())[-RECENT:])
+                counts.add(call, sub + 1)
         k = (act.kind, act.short_name, act.long_name)
         name_json = names.get(k)
         if name_json is None:
@@ -171,14 +170,13 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats) -> Iterat
             smem = act.smem_bytes
             if smem is None and act.static_smem_bytes is not None and act.dynamic_smem_bytes is not None:
                 smem = act.static_smem_bytes + act.dynamic_smem_bytes
-            shape = shapes[k] = (
+            shape = (
                 f'"grid":{nums(act.grid)},"block":{nums(act.block)},"registers":{num(act.registers)},'
                 f'"static_smem_bytes":{num(act.static_smem_bytes)},'
                 f'"dynamic_smem_bytes":{num(act.dynamic_smem_bytes)},"smem_bytes":{num(smem)},'
                 f'"est_occupancy_pct":{encode.value(act.est_occupancy_pct)},{gpus.get(act.device, no_gpu)}',
                 f'"bytes":{num(act.bytes)},"copy_kind":{encode.value(act.copy_kind)}')
-            if len(shapes) > 4 * RECENT:  # distinct copy sizes could be many
-                shapes.clear()
+            shapes.add(k, shape)
         start = act.start_ns
         yield (f'{name_json}{act.end_ns - start},"start_ns":{start},"end_ns":{act.end_ns},'
                f'"pid":{num(pid)},"tid":{num(tid)},{where},"correlation_id":{num(act.correlation_id)},'

@@ -11,7 +11,7 @@ import re
 from array import array
 from typing import Iterable
 
-from pyprof.common import UsageError
+from pyprof.common import BoundedDict, UsageError
 from pyprof.prof.modeller import _key as _dumps
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.coverage import Coverage
@@ -103,8 +103,8 @@ class Aggregate:
         return [w]
 
 
-_step_cache: dict = {}
-_shapes_cache: dict = {}
+_step_cache = BoundedDict(100_000)  # range name -> (ProfilerStep number, user step number)
+_shapes_cache = BoundedDict(100_000)  # argument bytes -> shapes_key
 
 
 def _step_labels(ranges) -> tuple[int, int]:
@@ -120,9 +120,7 @@ def _step_labels(ranges) -> tuple[int, int]:
                 m = _USER_STEP.search(name)
                 if m:
                     hit = (NO_STEP, int(m.group(1)))
-            if len(_step_cache) > 100_000:
-                _step_cache.clear()
-            _step_cache[name] = hit
+            _step_cache.add(name, hit)
         if hit[0] != NO_STEP and ps == NO_STEP:
             ps = hit[0]
         elif hit[1] != NO_STEP and us == NO_STEP:
@@ -145,9 +143,8 @@ def shapes_key(d: dict) -> str:
         return _shapes(args)
     hit = _shapes_cache.get(ck)
     if hit is None:
-        if len(_shapes_cache) > 100_000:
-            _shapes_cache.clear()
-        hit = _shapes_cache[ck] = _shapes(args)
+        hit = _shapes(args)
+        _shapes_cache.add(ck, hit)
     return hit
 
 

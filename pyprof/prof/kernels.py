@@ -9,6 +9,7 @@ are helpers) and Composable Kernel (``ck::kernel_gemm_xdl_cshuffle_v3``, ``gridw
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from pyprof.prof.tensorcores import NAME_SCAN_CHARS, TENSILE_GEMM, TENSILE_HELPER, dtype_from_kernel_name
 
@@ -39,20 +40,17 @@ _WEAK_HELPER = re.compile(r"transpose|elementwise_kernel|fill_kernel|memset|copy
 # adds one); Composable Kernel's say gemm or xdl/wmma (its matrix-core paths), MIOpen's implicit GEMMs gtcx.
 _MATMUL = re.compile(r"gemm|xmma|nvjet|tensorop|implicit|fprop|dgrad|wgrad|flash_fwd|flash_bwd_dq|fmha|sdpa|"
                      r"xdl|wmma|mfma|gtcx", re.IGNORECASE)
-_helper_cache: dict[str, bool] = {}
 
 
 def is_helper(name: str) -> bool:
     """True for kernels that only help a GEMM/conv/attention call (transposes, split-K reductions, casts ...)."""
-    name = name[:NAME_SCAN_CHARS]  # tensorcores.NAME_SCAN_CHARS says why
-    v = _helper_cache.get(name)
-    if v is None:
-        if len(_helper_cache) > 65536:
-            _helper_cache.clear()
-        v = bool(HELPER_KERNEL.search(name) or TENSILE_HELPER.search(name) or
-                 (_WEAK_HELPER.search(name) and not (_MATMUL.search(name) or TENSILE_GEMM.search(name))))
-        _helper_cache[name] = v
-    return v
+    return _is_helper(name[:NAME_SCAN_CHARS])  # tensorcores.NAME_SCAN_CHARS says why
+
+
+@lru_cache(maxsize=65536)
+def _is_helper(name: str) -> bool:
+    return bool(HELPER_KERNEL.search(name) or TENSILE_HELPER.search(name) or
+                (_WEAK_HELPER.search(name) and not (_MATMUL.search(name) or TENSILE_GEMM.search(name))))
 
 
 _DGRAD = re.compile(r"dgrad", re.IGNORECASE)

@@ -24,6 +24,8 @@ report.RowStream) makes the Modeller with ``share=True`` and passes each record'
 from __future__ import annotations
 
 import json
+
+from pyprof.common import BoundedDict
 from pyprof.prof import registry
 from pyprof.prof.args import Args
 from pyprof.prof.kernels import autocast, fill_dtypes, is_helper, named_role
@@ -98,10 +100,10 @@ class Modeller:
 
     def __init__(self, share: bool = False) -> None:
         self._resolved: dict[tuple[str, str], Formula | None] = {}
-        self._estimates: dict = {}
+        self._estimates = BoundedDict(200_000)  # (formula, role, argument bytes) -> Estimate
         self._calls: dict = {}  # tid -> the call in progress (see _KEY ... _ROLE)
-        self._static: dict = {}  # (kernel, mod, op, dir, args, fwd) -> _Static
-        self._copies: dict = {}  # (kind, bytes, copy kind) -> Result
+        self._static = BoundedDict(100_000)  # (kernel, mod, op, dir, args, fwd) -> Static
+        self._copies = BoundedDict(10_000)  # (kind, bytes, copy kind) -> Result
         self._share = share
         self._closed: list = []  # the sharing kernels of each call closed since the last settle
         self.blind_until = self.watch_from = -1
@@ -153,9 +155,7 @@ class Modeller:
             # Arguments of an unexpected form (a marker from an unknown writer): say so, do not crash.
             est = Estimate(None, None, "", f"arguments not understood by {formula.fn.__name__}: {e}")
         if ck is not None:
-            if len(self._estimates) > 200_000:
-                self._estimates.clear()
-            self._estimates[ck] = est
+            self._estimates.add(ck, est)
         return est
 
     def model(self, d: dict, line: int = 0, idx: int = 0, raw: bytes | None = None) -> Result:
@@ -168,9 +168,8 @@ class Modeller:
             k = (kind, n, ck)
             hit = self._copies.get(k)
             if hit is None:
-                if len(self._copies) > 10_000:
-                    self._copies.clear()
-                hit = self._copies[k] = copy_result(kind, n, ck)
+                hit = copy_result(kind, n, ck)
+                self._copies.add(k, hit)
             return hit
         ops, mods = d.get("op"), d.get("mod")
         op = (ops if type(ops) is str else ops[0]) if ops else ""
@@ -201,9 +200,7 @@ class Modeller:
                 fwd = {**fwd, "args": raw_value(fwd["args"], level=3)}
             s = self._static_info(long_name, mod, op, direction, args, fwd, fkey, d, raw)
             if skey is not None:
-                if len(self._static) > 100_000:
-                    self._static.clear()
-                self._static[skey] = s
+                self._static.add(skey, s)
         if s.result is not None:  # no formula: the same answer for every kernel
             return s.result if s.joins is None else self._join(d, s, line, idx)
         # Which kernels of the call carry the numbers.
