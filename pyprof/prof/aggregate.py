@@ -266,8 +266,8 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
     dur = d.get("kDuration") or 0
     kind = _KIND.get(d.get("kind") or "kernel", KERNEL)
     flops = m.flops or 0
-    roof_ns = dur if r[3] is not None else 0
-    ideal = r[3] * dur / 100.0 if roof_ns else 0.0
+    roof_ns = dur if r.roofline_pct is not None else 0
+    ideal = r.roofline_pct * dur / 100.0 if roof_ns else 0.0
     tc_ns = dur if m.tc == "1" else 0
     t = w.totals
     t["records"] += 1

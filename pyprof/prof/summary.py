@@ -121,8 +121,8 @@ def summarize(records: Iterable[tuple[int, dict]], out: IO[str], group_by: str, 
         g[1] += dur
         if m.flops:
             g[2] += m.flops
-        if r[3] is not None:
-            g[3] += r[3] * dur / 100.0
+        if r.roofline_pct is not None:
+            g[3] += r.roofline_pct * dur / 100.0
             g[5] += dur
         if m.tc == "1":
             g[4] += dur
