@@ -19,6 +19,7 @@ from pyprof.common import no_cyclic_gc
 from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks
 from pyprof.prof.summary import _callsite_key, _op_key, kernel_key, layer_path
+from pyprof.prof.totals import CopyGroup, KernelGroup, LineGroup, OpGroup, TcMiss, Totals
 from pyprof.prof.occupancy import est_occupancy, limits, sm_fraction
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -29,28 +30,21 @@ _PROFILER_STEP = "ProfilerStep#"
 # User ranges that name an iteration: "step 3", "layer:train_step_3", "iteration#12", "iter-4".
 _USER_STEP = re.compile(r"(?i)(?:^|[^a-z])(?:step|iter|iteration)[\s#:_-]*(\d+)\s*$")
 
-# Group accumulators are plain lists (the hot loop indexes them); the column meanings (roof_ns: the time of
-# the kernels that have a roofline, so that a group with none shows na rather than 0%):
-# ops / shapes: calls, kernels, ns, flops, ideal_ns, tc_ns, tiny_kernels, tiny_ns, roof_ns
-# kernel_groups (by full name; ``kernels`` merges them by short name): calls, ns, min_ns, max_ns, flops,
-#   ideal_ns, tc_ns, occ_x_ns, occ_known_ns, roof_ns
-# lines: kernels, ns, flops, ideal_ns, tc_ns, fwd_ns, bwd_ns, roof_ns
-# layers (self time of the exact path): kernels, ns, flops, ideal_ns, tc_ns, roof_ns
-
 
 class WorkerData:
     """Everything aggregated for one worker (a process of one input)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.ops: dict = {}
-        self.shapes: dict = {}
-        self.kernel_groups: dict = {}  # by full name: kernels that share a short name are different code
+        # The groups (totals.py's records):
+        self.ops: dict = {}  # op key -> OpGroup
+        self.shapes: dict = {}  # (op key, shapes_key) -> OpGroup
+        self.kernel_groups: dict = {}  # full name -> KernelGroup: kernels that share a short name are different code
         self.kernel_names: dict = {}  # full name -> short name
-        self.lines: dict = {}
-        self.layers: dict = {}
-        self.tc_miss: dict = {}  # (op key, kernel, params, line) -> [kernels, ns]
-        self.copies: dict = {}  # (copy kind, line) -> [count, ns, bytes]
+        self.lines: dict = {}  # callsite -> LineGroup
+        self.layers: dict = {}  # layer path -> Totals (self time of the exact path)
+        self.tc_miss: dict = {}  # (op key, kernel, params, line) -> TcMiss
+        self.copies: dict = {}  # (copy kind, line) -> CopyGroup
         self.totals = {"records": 0, "kernels": 0, "kernel_ns": 0, "memcpy_ns": 0, "memset_ns": 0, "gpu_ns": 0,
                        "tiny_kernels": 0, "tiny_ns": 0, "comm_ns": 0, "flops": 0, "ideal_ns": 0.0, "tc_ns": 0}
         self.gpus: set = set()
@@ -78,10 +72,9 @@ class WorkerData:
             short = self.kernel_names.get(full, full)
             cur = out.get(short)
             if cur is None:
-                out[short] = list(g)
-                continue
-            for i, v in enumerate(g):
-                cur[i] = min(cur[i], v) if i == 2 else max(cur[i], v) if i == 3 else cur[i] + v
+                out[short] = g.copy()
+            else:
+                cur.merge(g)
         return out
 
 
@@ -283,40 +276,40 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
     for groups, key in ((w.ops, okey), (w.shapes, (okey, shapes_key(d)))):
         g = groups.get(key)
         if g is None:
-            g = groups[key] = [0, 0, 0, 0, 0.0, 0, 0, 0, 0]
-        g[0] += new_call
-        g[1] += 1
-        g[2] += dur
-        g[3] += flops
-        g[4] += ideal
-        g[5] += tc_ns
+            g = groups[key] = OpGroup()
+        g.calls += new_call
+        g.kernels += 1
+        g.ns += dur
+        g.flops += flops
+        g.ideal_ns += ideal
+        g.tc_ns += tc_ns
         if tiny:
-            g[6] += 1
-            g[7] += dur
-        g[8] += roof_ns
+            g.tiny_kernels += 1
+            g.tiny_ns += dur
+        g.roof_ns += roof_ns
     g = w.lines.get(line)
     if g is None:
-        g = w.lines[line] = [0, 0, 0, 0.0, 0, 0, 0, 0]
-    g[0] += 1
-    g[1] += dur
-    g[2] += flops
-    g[3] += ideal
-    g[4] += tc_ns
+        g = w.lines[line] = LineGroup()
+    g.kernels += 1
+    g.ns += dur
+    g.flops += flops
+    g.ideal_ns += ideal
+    g.tc_ns += tc_ns
     if d.get("dir") == "bprop":
-        g[6] += dur
+        g.bwd_ns += dur
     else:
-        g[5] += dur
-    g[7] += roof_ns
+        g.fwd_ns += dur
+    g.roof_ns += roof_ns
     lkey = tuple(layer_path(d))
     g = w.layers.get(lkey)
     if g is None:
-        g = w.layers[lkey] = [0, 0, 0, 0.0, 0, 0]
-    g[0] += 1
-    g[1] += dur
-    g[2] += flops
-    g[3] += ideal
-    g[4] += tc_ns
-    g[5] += roof_ns
+        g = w.layers[lkey] = Totals()
+    g.kernels += 1
+    g.ns += dur
+    g.flops += flops
+    g.ideal_ns += ideal
+    g.tc_ns += tc_ns
+    g.roof_ns += roof_ns
     # A device's limits do not change within a worker: read its props once.
     lkey = (d.get("gpu"), d.get("device"))
     lim = w.limits.get(lkey)
@@ -350,38 +343,38 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
             occ_x = occ * dur
         g = w.kernel_groups.get(full)
         if g is None:
-            g = w.kernel_groups[full] = [0, 0, dur, dur, 0, 0.0, 0, 0.0, 0, 0]
+            g = w.kernel_groups[full] = KernelGroup(min_ns=dur, max_ns=dur)
             w.kernel_names[full] = name
-        g[0] += 1
-        g[1] += dur
-        if dur < g[2]:
-            g[2] = dur
-        if dur > g[3]:
-            g[3] = dur
-        g[4] += flops
-        g[5] += ideal
-        g[6] += tc_ns
+        g.calls += 1
+        g.ns += dur
+        if dur < g.min_ns:
+            g.min_ns = dur
+        if dur > g.max_ns:
+            g.max_ns = dur
+        g.flops += flops
+        g.ideal_ns += ideal
+        g.tc_ns += tc_ns
         if occ_x >= 0:
-            g[7] += occ_x
-            g[8] += dur
-        g[9] += roof_ns
+            g.occ_x_ns += occ_x
+            g.occ_known_ns += dur
+        g.roof_ns += roof_ns
         if m.tc == "0" and m.family in ("gemm", "conv", "attention") and m.dtype in ("float16", "bfloat16"):
             k = (okey, name, m.params, line)
             g = w.tc_miss.get(k)
             if g is None:
-                g = w.tc_miss[k] = [0, 0]
-            g[0] += 1
-            g[1] += dur
+                g = w.tc_miss[k] = TcMiss()
+            g.kernels += 1
+            g.ns += dur
     elif kind == MEMCPY:
         t["memcpy_ns"] += dur
         ck = d.get("copy_kind") or "?"
         if ck in ("HtoD", "DtoH", "HtoA", "AtoH"):
             g = w.copies.get((ck, line))
             if g is None:
-                g = w.copies[(ck, line)] = [0, 0, 0]
-            g[0] += 1
-            g[1] += dur
-            g[2] += d.get("bytes") or 0
+                g = w.copies[(ck, line)] = CopyGroup()
+            g.count += 1
+            g.ns += dur
+            g.bytes += d.get("bytes") or 0
     else:
         t["memset_ns"] += dur
     if d.get("gpu"):

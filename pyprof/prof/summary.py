@@ -16,6 +16,7 @@ from pyprof.prof.formats import FORMATS
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks
+from pyprof.prof.totals import Totals
 
 def _op_key(d: dict) -> str:
     # A backward kernel is charged to the forward op it belongs to, with its direction: "linear (bprop)"
@@ -114,20 +115,20 @@ def summarize(records: Iterable[tuple[int, dict]], out: IO[str], group_by: str, 
         dur = d.get("kDuration") or 0
         g = groups.get(k := keyf(d))
         if g is None:
-            g = groups[k] = [0, 0, 0, 0.0, 0, 0]  # count, ns, flops, ideal ns, tc ns, ns with a roofline
+            g = groups[k] = Totals()
             if group_by == "kernel":
                 shorts[k] = d.get("kShortName") or k
-        g[0] += 1
-        g[1] += dur
+        g.kernels += 1
+        g.ns += dur
         if m.flops:
-            g[2] += m.flops
+            g.flops += m.flops
         if r.roofline_pct is not None:
-            g[3] += r.roofline_pct * dur / 100.0
-            g[5] += dur
+            g.ideal_ns += r.roofline_pct * dur / 100.0
+            g.roof_ns += dur
         if m.tc == "1":
-            g[4] += dur
-    total = sum(g[1] for g in groups.values()) or 1
-    table = sorted(groups.items(), key=lambda kv: -kv[1][1])
+            g.tc_ns += dur
+    total = sum(g.ns for g in groups.values()) or 1
+    table = sorted(groups.items(), key=lambda kv: -kv[1].ns)
     if top:
         table = table[:top]
     labels = kernel_labels(shorts) if group_by == "kernel" else {}
@@ -135,9 +136,10 @@ def summarize(records: Iterable[tuple[int, dict]], out: IO[str], group_by: str, 
     w = cls(out, SUMMARY_COLUMNS, SUMMARY_HEADERS, width)
     w.header()
     body = []
-    for k, (n, ns, fl, ideal, tc_ns, roof_ns) in table:
-        vals = (labels.get(k, k), n, ns, 100.0 * ns / total, fl, fl / ns / 1e3 if ns else None,
-                100.0 * ideal / ns if ns and roof_ns else None, 100.0 * tc_ns / ns if ns else None)
+    for k, g in table:
+        ns = g.ns
+        vals = (labels.get(k, k), g.kernels, ns, 100.0 * ns / total, g.flops, g.flops / ns / 1e3 if ns else None,
+                100.0 * g.ideal_ns / ns if ns and g.roof_ns else None, 100.0 * g.tc_ns / ns if ns else None)
         if not cls.raw:
             vals = tuple("na" if v is None else (round(v, 3) if isinstance(v, float) else v) for v in vals)
         body.append(vals)

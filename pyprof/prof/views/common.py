@@ -26,8 +26,8 @@ def tflops(flops: float, ns: float) -> float | None:
     return round(flops / ns / 1e3, 3)
 
 
-def merged(workers: list[WorkerData], attr: str, min_max: tuple[int, int] | None = None) -> dict:
-    """Sum the named group dicts of several workers field by field (fields ``min_max`` take min and max)."""
+def merged(workers: list[WorkerData], attr: str) -> dict:
+    """The named group dicts of several workers merged (their records' ``merge``: field by field)."""
     if len(workers) == 1:
         return getattr(workers[0], attr)
     out: dict = {}
@@ -35,15 +35,9 @@ def merged(workers: list[WorkerData], attr: str, min_max: tuple[int, int] | None
         for k, g in getattr(w, attr).items():
             cur = out.get(k)
             if cur is None:
-                out[k] = list(g)
-                continue
-            for i, v in enumerate(g):
-                if min_max and i == min_max[0]:
-                    cur[i] = min(cur[i], v)
-                elif min_max and i == min_max[1]:
-                    cur[i] = max(cur[i], v)
-                else:
-                    cur[i] += v
+                out[k] = g.copy()
+            else:
+                cur.merge(g)
     return out
 
 

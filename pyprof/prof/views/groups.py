@@ -18,11 +18,11 @@ _TC_NOTE = "TC % = share of the group's time in kernels that used Tensor Cores."
 
 def _op_rows(groups: dict, gpu_ns: int, key_cols) -> list[list]:
     rows = []
-    for key, (calls, kernels, ns, flops, ideal, tc_ns, _tiny, _tiny_ns, roof_ns) in sorted(
-            groups.items(), key=lambda kv: -kv[1][2]):
-        rows.append(key_cols(key) + [calls, kernels, ms(ns), round(ns / calls / 1e3, 3) if calls else None,
+    for key, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
+        calls, ns, flops = g.calls, g.ns, g.flops
+        rows.append(key_cols(key) + [calls, g.kernels, ms(ns), round(ns / calls / 1e3, 3) if calls else None,
                                      pct(ns, gpu_ns), flops or None, tflops(flops, ns),
-                                     pct(ideal, ns) if roof_ns else None, pct(tc_ns, ns)])
+                                     pct(g.ideal_ns, ns) if g.roof_ns else None, pct(g.tc_ns, ns)])
     return rows
 
 
@@ -70,17 +70,17 @@ def kernels(agg: Aggregate, worker: str | None = None) -> Table:
             ("roofline_pct", "Roofline %"), ("tc_pct", "TC %"), ("occupancy_pct", "Est. occupancy %")]
     t = Table.of("kernels", "Kernels", cols,
                  chart={"type": "pie", "label": "kernel", "values": ["total_ms"]})
-    groups = merged(ws, "kernel_groups", min_max=(2, 3))
+    groups = merged(ws, "kernel_groups")
     names: dict = {}
     for w in ws:
         names.update(w.kernel_names)
     labels = kernel_labels({full: names.get(full, full) for full in groups})
     kernel_ns = total(ws, "kernel_ns")
-    for full, (calls, ns, lo, hi, flops, ideal, tc_ns, occ_x, occ_ns, roof_ns) in sorted(groups.items(),
-                                                                                        key=lambda kv: -kv[1][1]):
-        t.rows.append([labels[full], calls, ms(ns), round(ns / calls / 1e3, 3), round(lo / 1e3, 3),
-                       round(hi / 1e3, 3), pct(ns, kernel_ns), tflops(flops, ns), pct(ideal, ns) if roof_ns else None,
-                       pct(tc_ns, ns), pct(occ_x, occ_ns)])
+    for full, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
+        calls, ns = g.calls, g.ns
+        t.rows.append([labels[full], calls, ms(ns), round(ns / calls / 1e3, 3), round(g.min_ns / 1e3, 3),
+                       round(g.max_ns / 1e3, 3), pct(ns, kernel_ns), tflops(g.flops, ns),
+                       pct(g.ideal_ns, ns) if g.roof_ns else None, pct(g.tc_ns, ns), pct(g.occ_x_ns, g.occ_known_ns)])
     t.notes += ["Kernels only: memcpy and memset are in the overview. Time % is of all kernel time.",
                 "One row per kernel (its full name): kernels that share a short name are told apart by a word of "
                 "their template arguments, e.g. elementwise_kernel<direct_copy_kernel_cuda>.",
@@ -103,11 +103,11 @@ def lines(agg: Aggregate, worker: str | None = None) -> Table:
     gpu_ns = total(ws, "gpu_ns")
     groups = merged(ws, "lines")
     prefix, shown = short_lines(groups)
-    for line, (n, ns, flops, ideal, tc_ns, fwd_ns, bwd_ns, roof_ns) in sorted(groups.items(),
-                                                                               key=lambda kv: -kv[1][1]):
+    for line, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
         src = source_line(line) if line != "-" else None
-        t.rows.append([shown[line], src, n, ms(ns), ms(fwd_ns), ms(bwd_ns), pct(ns, gpu_ns), flops or None,
-                       tflops(flops, ns), pct(ideal, ns) if roof_ns else None, pct(tc_ns, ns)])
+        ns, flops = g.ns, g.flops
+        t.rows.append([shown[line], src, g.kernels, ms(ns), ms(g.fwd_ns), ms(g.bwd_ns), pct(ns, gpu_ns),
+                       flops or None, tflops(flops, ns), pct(g.ideal_ns, ns) if g.roof_ns else None, pct(g.tc_ns, ns)])
     if prefix:
         t.notes.append(f"Lines are relative to {prefix}.")
     t.notes += [

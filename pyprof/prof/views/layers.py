@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.tables import Table
+from pyprof.prof.totals import Totals
 from pyprof.prof.views.registry import view
 from pyprof.prof.views.common import merged, ms, pct, tflops, total
 
@@ -20,7 +21,7 @@ def layers(agg: Aggregate, worker: str | None = None) -> Table:
     t = Table.of("layers", "Layers", cols, tree_column="depth",
                  chart={"type": "bar", "label": "layer", "values": ["self_ms"]})
     own = merged(ws, "layers")
-    incl: dict = {}  # path -> [kernels, ns, flops, ideal, tc_ns, roof_ns]
+    incl: dict = {}  # path -> Totals of the path and the paths inside it
     children: dict = {}
     for path, g in own.items():
         path = path or (NO_LAYER,)
@@ -28,24 +29,25 @@ def layers(agg: Aggregate, worker: str | None = None) -> Table:
             node = path[:d]
             acc = incl.get(node)
             if acc is None:
-                acc = incl[node] = [0, 0, 0, 0.0, 0, 0]
+                acc = incl[node] = Totals()
                 children.setdefault(node[:-1], []).append(node)
-            for i in range(6):
-                acc[i] += g[i]
+            acc.merge(g)
     gpu_ns = total(ws, "gpu_ns")
 
     def self_ns(node) -> int:
         g = own.get(() if node == (NO_LAYER,) else node)
-        return g[1] if g else 0
+        return g.ns if g else 0
 
-    stack = sorted(children.get((), []), key=lambda n: incl[n][1])
+    stack = sorted(children.get((), []), key=lambda n: incl[n].ns)
     while stack:
         node = stack.pop()
-        n, ns, flops, ideal, tc_ns, roof_ns = incl[node]
+        g = incl[node]
+        ns, flops = g.ns, g.flops
         # A layer with no kernel whose roofline is known has no roofline share (na), not 0%.
-        t.rows.append([node[-1], len(node) - 1, "/".join(node), n, ms(ns), ms(self_ns(node)), pct(ns, gpu_ns),
-                       flops or None, tflops(flops, ns), pct(ideal, ns) if roof_ns else None, pct(tc_ns, ns)])
-        stack.extend(sorted(children.get(node, []), key=lambda c: incl[c][1]))
+        t.rows.append([node[-1], len(node) - 1, "/".join(node), g.kernels, ms(ns), ms(self_ns(node)),
+                       pct(ns, gpu_ns), flops or None, tflops(flops, ns), pct(g.ideal_ns, ns) if g.roof_ns else None,
+                       pct(g.tc_ns, ns)])
+        stack.extend(sorted(children.get(node, []), key=lambda c: incl[c].ns))
     t.notes += [
         "GPU (ms) includes the layers inside; Self (ms) is time launched directly in the layer. The roots add up to "
         "all GPU time. Layers are pyprof module ranges and 'layer:' ranges; a backward kernel counts in its forward "

@@ -50,10 +50,10 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
 
     # 1. fp16/bf16 GEMM/conv/attention kernels not on Tensor Cores
     miss: dict = {}
-    for (op, kernel, params, line), (n, ns) in merged(ws, "tc_miss").items():
+    for (op, kernel, params, line), m in merged(ws, "tc_miss").items():
         g = miss.setdefault((op, params), [0, 0, set(), set()])
-        g[0] += n
-        g[1] += ns
+        g[0] += m.kernels
+        g[1] += m.ns
         g[2].add(kernel)
         g[3].add(line)
     for (op, params), (n, ns, knames, lnames) in sorted(miss.items(), key=lambda kv: -kv[1][1])[:MAX_ROWS_PER_RULE]:
@@ -68,11 +68,11 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
 
     # 2. hotspots near / far from the roofline: by source line, else by kernel
     lines = {k: g for k, g in all_lines.items() if k != "-"}
-    if sum(g[1] for g in lines.values()) >= 0.5 * gpu_ns and lines:
-        spots = [(short[k], g[1], g[3]) for k, g in lines.items()]
+    if sum(g.ns for g in lines.values()) >= 0.5 * gpu_ns and lines:
+        spots = [(short[k], g.ns, g.ideal_ns) for k, g in lines.items()]
         what = "line"
     else:
-        spots = [(k, g[1], g[5]) for k, g in merged(ws, "kernels", min_max=(2, 3)).items()]
+        spots = [(k, g.ns, g.ideal_ns) for k, g in merged(ws, "kernels").items()]
         what = "kernel"
     spots = [s for s in sorted(spots, key=lambda s: -s[1]) if 100.0 * s[1] / (gpu_ns or 1) >= HOTSPOT_SHARE]
     near = [s for s in spots if s[2] and 100.0 * s[2] / s[1] >= NEAR_ROOFLINE]
@@ -102,7 +102,8 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
     n_k = total(ws, "kernels")
     tiny, tiny_ns = total(ws, "tiny_kernels"), total(ws, "tiny_ns")
     if n_k and 100.0 * tiny / n_k >= TINY_SHARE:
-        ops = sorted(((k, g[6]) for k, g in merged(ws, "ops").items() if g[6]), key=lambda kv: -kv[1])
+        ops = sorted(((k, g.tiny_kernels) for k, g in merged(ws, "ops").items() if g.tiny_kernels),
+                     key=lambda kv: -kv[1])
         rows.append(["tiny_kernels", f"ops {_top([f'{k} ({n})' for k, n in ops])}",
                      f"{tiny} of {n_k} kernels ({pct(tiny, n_k)}%) ran under 10 us, {ms(tiny_ns)} ms in all",
                      "Launch-bound: fuse (torch.compile), use CUDA graphs, foreach/fused optimizers, larger batches",
@@ -111,12 +112,12 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
     # 5. copies between host and device
     copies = merged(ws, "copies")
     if copies:
-        n = sum(g[0] for g in copies.values())
-        ns = sum(g[1] for g in copies.values())
-        nbytes = sum(g[2] for g in copies.values())
+        n = sum(g.count for g in copies.values())
+        ns = sum(g.ns for g in copies.values())
+        nbytes = sum(g.bytes for g in copies.values())
         by_line: dict = {}
         for (_ck, line), g in copies.items():
-            by_line[line] = by_line.get(line, 0) + g[1]
+            by_line[line] = by_line.get(line, 0) + g.ns
         top_lines = [short.get(k, k) if k != "-" else "(no call site recorded)"
                      for k, _ in sorted(by_line.items(), key=lambda kv: -kv[1])]
         rows.append(["host_copies", f"lines {_top(top_lines)}",
@@ -128,8 +129,8 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
     # 6. low estimated occupancy
     # Tensor Core GEMM/conv kernels are built to run one large block per SM (their latency is hidden by
     # asynchronous copies, not by warps): low occupancy is their design, not a problem. Left out.
-    low = [(k, g[1], 100.0 * g[7] / g[8]) for k, g in merged(ws, "kernels", min_max=(2, 3)).items()
-           if g[8] and not g[6] and 100.0 * g[7] / g[8] < LOW_OCCUPANCY]
+    low = [(k, g.ns, 100.0 * g.occ_x_ns / g.occ_known_ns) for k, g in merged(ws, "kernels").items()
+           if g.occ_known_ns and not g.tc_ns and 100.0 * g.occ_x_ns / g.occ_known_ns < LOW_OCCUPANCY]
     low_ns = sum(x[1] for x in low)
     if kernel_ns and 100.0 * low_ns / kernel_ns >= LOW_OCC_SHARE:
         low.sort(key=lambda x: -x[1])
