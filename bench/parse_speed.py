@@ -94,7 +94,7 @@ def _floor_rows(path: str) -> int:
             elif len(st) > 64:  # bounded, as popped ranges are
                 del st[:]
             st.append(row)
-        for launch in getattr(src, "launch_times", src.launches)():
+        for launch in src.launch_times():
             stacks.get(launch[0])
         os._exit(0)
     from pyprof.parse.writer import CLOCK_SKEW_NS

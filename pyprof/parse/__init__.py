@@ -12,6 +12,7 @@ import os
 from typing import IO, Iterator
 
 from pyprof.common import Record, end_line
+from pyprof.parse.activities import Source
 from pyprof.parse.correlate import Stats
 from pyprof.parse.detect import open_source
 from pyprof.parse.writer import lines, records
@@ -37,11 +38,11 @@ def iter_records(path: str) -> tuple[Iterator[Record], Stats]:
     return gen(), stats
 
 
-def close_source(src) -> None:
+def close_source(src: Source) -> None:
     """Close a source from open_source and delete the temporary file it was read from (a decompressed export, or
     stdin spooled to disk), if any."""
     src.close()
-    temp = getattr(src, "temp_path", None)
+    temp = src.temp_path
     if temp and os.path.exists(temp):
         os.unlink(temp)
 

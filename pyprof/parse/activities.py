@@ -5,7 +5,7 @@ enclosing ranges -> forward op) happens once, in ``correlate``. Times are intege
 """
 from __future__ import annotations
 
-from typing import Iterator, NamedTuple, Protocol
+from typing import Iterator, NamedTuple
 
 from pyprof.common import BoundedDict
 
@@ -90,21 +90,56 @@ class GpuInfo(NamedTuple):
     props: dict | None
 
 
-class Source(Protocol):
-    """What every reader provides. Iterators are sorted by start time (ranges of equal start in any order)."""
+class Source:
+    """What every reader provides; each reader subclasses it. Iterators are sorted by start time (ranges of equal
+    start in any order).
 
-    path: str
+    What only some readers can do is declared here too, with the default that says a reader cannot:
+    ``ranges_decoded``, ``temp_path``, ``reopen_args`` and ``launch_times``."""
+
+    path: str  # the input's name in messages (the path as given, '<stdin>')
     format: str
     oddities: dict  # what of the input was left out or read leniently -> how often (reported, --strict refuses)
 
-    def gpus(self) -> dict[int, GpuInfo]: ...
+    #: Range rows carry a sixth field, their Marker or None (RANGE_ROW: a reader whose ranges come decoded).
+    ranges_decoded: bool = False
+    #: The temporary file the reader reads (a decompressed export, stdin spooled to disk): close_source deletes it.
+    temp_path: str | None = None
 
-    def ranges(self) -> Iterator[tuple]: ...
+    def check(self) -> None:
+        """Raise InputError unless the input is one this reader reads (once, before any output)."""
+        raise NotImplementedError
 
-    def process_of(self, thread: object) -> object: ...
+    def gpus(self) -> dict[int, GpuInfo]:
+        """GPU name and properties by device id."""
+        raise NotImplementedError
 
-    def launches(self) -> Iterator[Launch]: ...
+    def ranges(self) -> Iterator[tuple]:
+        """Push/pop ranges as RANGE_ROW tuples, in start order."""
+        raise NotImplementedError
 
-    def activities(self) -> Iterator[Activity]: ...
+    def process_of(self, thread: object) -> object:
+        """The process of a range's or launch's ``thread``."""
+        raise NotImplementedError
 
-    def close(self) -> None: ...
+    def launches(self) -> Iterator[Launch]:
+        """The launch calls, in start order."""
+        raise NotImplementedError
+
+    def activities(self) -> Iterator[Activity]:
+        """The GPU activities, in start order."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the input (a database connection)."""
+        raise NotImplementedError
+
+    def reopen_args(self) -> tuple | None:
+        """(class, file, display name) with which a sweep worker process opens the same input again; None where
+        it cannot (a trace read into memory): then the sweep runs in this process."""
+        return None
+
+    def launch_times(self) -> Iterator[tuple]:
+        """What the sweep needs of each launch call, in the order of :meth:`launches`: tuples that start
+        ``(thread, start_ns, end_ns)``. A reader with a cheaper way to read only those overrides this."""
+        return self.launches()

@@ -118,7 +118,7 @@ class Correlator:
         # thread -> whether its first numbered range was backward work: the autograd engine's own thread, whose ops
         # outside any node (adding up the gradients of a tensor used twice) are backward work too.
         self._backward_thread: dict = {}
-        self._decoded = getattr(source, "ranges_decoded", False)  # rows carry a Marker (model.RANGE_ROW)
+        self._decoded = source.ranges_decoded  # rows carry a Marker (activities.RANGE_ROW)
         self._process_of = source.process_of
 
     # -- the sweep -------------------------------------------------------------------------------

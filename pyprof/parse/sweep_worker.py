@@ -73,10 +73,9 @@ def _sweep(conn, reopen_args: tuple) -> None:
         src = cls(path, display)
         batch: list = []
         sent = attribution_window()  # what the writer holds (writer._merge_lines adds the same numbers in order)
-        times = getattr(src, "launch_times", None)
         n = 0
         correlator = Correlator(src, src.oddities)
-        for info in correlator.sweep(times() if times is not None else src.launches()):
+        for info in correlator.sweep(src.launch_times()):
             att = info[0]
             if att is not None:
                 if att[0] in sent:  # the writer has it: send the number only

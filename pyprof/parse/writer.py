@@ -37,7 +37,7 @@ def lines(source: Source, worker: bool | None = None) -> tuple[Iterator[str], St
     and the file is large). The Stats fill in as the lines are consumed."""
     if worker is None:
         worker = _worth_a_worker(source)
-    if worker and getattr(source, "reopen_args", None) is not None:  # Kineto traces are read in memory
+    if worker and source.reopen_args() is not None:  # Kineto traces are read in memory
         from pyprof.parse.sweep_worker import launch_infos_from_worker
 
         stats = Stats(oddities=source.oddities)
@@ -57,12 +57,12 @@ def records(source: Source, worker: bool | None = None) -> tuple[Iterator[Record
 def _worth_a_worker(source: Source) -> bool:
     """A worker pays off with a core to spare and a large file; without a free core the pickling between
     the two processes only adds work (the output is the same either way: a test checks it)."""
-    args = getattr(source, "reopen_args", None)
+    args = source.reopen_args()
     cores = os.cpu_count() or 1
     if args is None or cores - os.getloadavg()[0] < 1.0:
         return False
     try:
-        return os.path.getsize(args()[1]) >= WORKER_MIN_BYTES
+        return os.path.getsize(args[1]) >= WORKER_MIN_BYTES
     except OSError:
         return False
 
