@@ -362,7 +362,7 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
             k = (okey, name, m.params, line)
             g = w.tc_miss.get(k)
             if g is None:
-                g = w.tc_miss[k] = TcMiss()
+                g = w.tc_miss[k] = TcMiss(tc_dims=m.tc_dims)
             g.kernels += 1
             g.ns += dur
     elif kind == MEMCPY:

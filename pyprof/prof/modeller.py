@@ -343,7 +343,8 @@ class Modeller:
             if est.reason and est.flops is None and not s.args:
                 est = est._replace(reason=s.no_args)
             params = est.params + ",dtype-from-kernel" if s.guessed and est.params else est.params
-            res = s.results[role] = Result(est.flops, est.bytes, params, s.tc, est.reason, s.family, s.dtype, role)
+            res = s.results[role] = Result(est.flops, est.bytes, params, s.tc, est.reason, s.family, s.dtype, role,
+                                           est.tc_dims)
         return res
 
     def _static_info(self, long_name: str, mod: str, op: str, direction: str, args, fwd, fkey, d: dict,

@@ -94,6 +94,12 @@ class TcMiss(_Sums):
 
     kernels: int = 0
     ns: int = 0
+    tc_dims: tuple = ()  # their formula's Estimate.tc_dims (the params, hence the sizes, are the group's)
+
+    def merge(self, other: "TcMiss") -> None:
+        """Add ``other``'s kernels and time into this one's."""
+        self.kernels += other.kernels
+        self.ns += other.ns
 
 
 @dataclass(slots=True)
