@@ -74,11 +74,15 @@ def _parse(path: str, worker: bool | None) -> int:
 
 
 def _floor(path: str) -> int:
-    import gc
+    from pyprof.common import no_cyclic_gc
 
+    with no_cyclic_gc():  # as parse does: the rows kept are acyclic
+        return _floor_rows(path)
+
+
+def _floor_rows(path: str) -> int:
     from pyprof.parse import open_source
 
-    gc.disable()  # as parse does: the rows kept are acyclic
     pid = os.fork()
     if pid == 0:  # the sweep worker's share
         src = open_source(path)
@@ -90,7 +94,7 @@ def _floor(path: str) -> int:
             elif len(st) > 64:  # bounded, as popped ranges are
                 del st[:]
             st.append(row)
-        for launch in getattr(src, "launch_times", src.launches)():
+        for launch in src.launch_times():
             stacks.get(launch[0])
         os._exit(0)
     from pyprof.parse.writer import CLOCK_SKEW_NS

@@ -1,5 +1,6 @@
 """What the stages share besides the record (pyprof.record): the error root, opening inputs and writing outputs
-whole or not at all, turning errors into one line and an exit code, and the decompression guard.
+whole or not at all, turning errors into one line and an exit code, the decompression guard, and the two helpers
+of their hot paths (``no_cyclic_gc``, ``BoundedDict``).
 
 Nothing here imports torch.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import io
+import itertools
 import os
 import sys
 import tempfile
@@ -175,3 +177,36 @@ def no_cyclic_gc() -> Iterator[None]:
     finally:
         if was:
             gc.enable()
+
+
+class BoundedDict(dict):
+    """A dict of at most ``max_entries`` entries: every cache and window of the stages (capture, parse, prof,
+    report) that is keyed by what the input holds.
+
+    Why bounded: the stages stream inputs of millions of records in constant memory, and a dict keyed by kernel
+    names, marker texts, argument lists or launch calls would otherwise grow with the input.
+
+    The one eviction policy: entries stay in the order they were first added (setting a key again keeps its
+    place); an :meth:`add` that takes the dict past ``max_entries`` drops the oldest ``max_entries // 2`` at once.
+    So it always holds the newest ``max_entries // 2`` keys added. Caches of pure functions answer the same
+    whatever is dropped; the windows whose contents decide an output (the attribution numbers a sweep worker
+    and the writer both keep, forward ops remembered for backward links, launch calls kept for a CUDA graph's
+    later kernels, launch slices already drawn) rely on the order: the oldest go first.
+
+    Only :meth:`add` keeps the bound: ``d[key] = value`` is for replacing the value of a key already present.
+    """
+
+    __slots__ = ("max_entries",)
+
+    def __init__(self, max_entries: int) -> None:
+        super().__init__()
+        self.max_entries = max_entries
+
+    def add(self, key, value) -> None:
+        """Set ``key`` to ``value``; past ``max_entries``, drop the oldest half."""
+        self[key] = value
+        if len(self) > self.max_entries:
+            # The oldest half go at once: deleting one per add costs a scan past the holes that earlier deletions
+            # left at the front of the dict (1-9 us an add once full, against 0.1 us so).
+            for old in list(itertools.islice(self, max(1, self.max_entries // 2))):
+                del self[old]

@@ -11,8 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 #: The stages in data-flow order; a module may import its own stage, an earlier one and the shared modules.
 FLOW = ("nvtx", "parse", "prof", "report")
-#: Modules every stage may import: they hold what the stages share (the record's layout, errors, helpers).
-SHARED = {"pyprof.common", "pyprof.record"}
+#: Modules every stage may import: what the stages share (the record's layout, errors, helpers, the fork helper).
+SHARED = {"pyprof.common", "pyprof.record", "pyprof.forked"}
 #: The entry points above the stages: the umbrella command and ``pyprof.init``'s package, which import all.
 ENTRY = {"pyprof", "pyprof.cli", "pyprof.__main__"}
 

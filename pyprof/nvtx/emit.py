@@ -10,11 +10,12 @@ import os
 
 import nvtx
 
+from pyprof.common import BoundedDict
 from pyprof.nvtx import payload
 
 DOMAIN = "pyprof"
-#: A cache of markers grows with distinct signatures; past this size it is cleared rather than grown
-#: (e.g. a scalar argument that changes every step, such as a scheduled learning rate).
+#: A cache of markers grows with distinct signatures; past this size its oldest half is dropped rather than
+#: grown (e.g. a scalar argument that changes every step, such as a scheduled learning rate).
 MAX_CACHED_MARKERS = 200_000
 _MISS = object()  # cached attributes are None when no profiler is attached
 
@@ -70,7 +71,7 @@ class Emitter:
     def __init__(self, sink, stack: bool = False):
         self.sink = sink
         self.stack = stack
-        self.cache: dict = {}
+        self.cache = BoundedDict(MAX_CACHED_MARKERS)
         self.ids = itertools.count(1)
         self._internal: dict[str, bool] = {}
         # Bound once: the wrappers call these on every torch call.
@@ -125,9 +126,7 @@ class Emitter:
         site = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else ""
         stack = self.user_stack(frame) if self.stack else None
         attrs = self.sink.attributes(payload.op_marker(mod, op, args, kwargs, site, stack))
-        if len(self.cache) >= MAX_CACHED_MARKERS:
-            self.cache.clear()
-        self.cache[key] = attrs
+        self.cache.add(key, attrs)
         return attrs
 
     def push_text(self, text: str) -> None:
@@ -135,5 +134,5 @@ class Emitter:
         attrs = self.cache.get(text, _MISS)
         if attrs is _MISS:
             attrs = self.sink.attributes(text)
-            self.cache[text] = attrs
+            self.cache.add(text, attrs)
         self.push(attrs, next(self.ids))

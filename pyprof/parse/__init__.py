@@ -13,6 +13,7 @@ import warnings
 from typing import IO, Iterator
 
 from pyprof.record import Record, end_line
+from pyprof.parse.activities import Source
 from pyprof.parse.correlate import Stats
 from pyprof.parse.detect import open_source
 from pyprof.parse.writer import lines, records
@@ -46,11 +47,11 @@ def iter_records(path: str) -> tuple[Iterator[Record], Stats]:
     return parse_records(path)
 
 
-def close_source(src) -> None:
+def close_source(src: Source) -> None:
     """Close a source from open_source and delete the temporary file it was read from (a decompressed export, or
     stdin spooled to disk), if any."""
     src.close()
-    temp = getattr(src, "temp_path", None)
+    temp = src.temp_path
     if temp and os.path.exists(temp):
         os.unlink(temp)
 

@@ -5,9 +5,9 @@ enclosing ranges -> forward op) happens once, in ``correlate``. Times are intege
 """
 from __future__ import annotations
 
-import itertools
-from typing import Iterator, NamedTuple, Protocol
+from typing import Iterator, NamedTuple
 
+from pyprof.common import BoundedDict
 
 
 class Activity(NamedTuple):
@@ -60,7 +60,8 @@ RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload")
 #: process boundary cheaply: ``(key, api, start_ns, end_ns, pid, tid, attribution, call, flags)``.
 #: ``attribution`` is None (no enclosing range) or ``(number, fields)``: the number is unique per attribution
 #: in a parse (launches in the same ranges share one), so the writer encodes each once, and from a worker
-#: process a launch whose attribution the writer still holds carries the number alone (an int; see Window).
+#: process a launch whose attribution the writer still holds carries the number alone (an int; see
+#: attribution_window).
 #: ``fields`` are the record's attribution fields in the order of record.ATTRIBUTION, the ``marker`` entries,
 #: ``args`` and ``fwd`` already JSON (encode.attribution). ``call`` numbers the op call (subSeqId counts
 #: kernels per call) or is None; ``flags`` see correlate.HAS_OP.
@@ -71,25 +72,13 @@ LAUNCH_INFO = ("key", "api", "start_ns", "end_ns", "pid", "tid", "attribution", 
 WINDOW = 4096
 
 
-class Window(dict):
-    """The last ``keep`` to 2 × ``keep`` keys added (WINDOW unless given), in the order added.
+def attribution_window() -> BoundedDict:
+    """The attributions kept by number: at least the newest WINDOW, at most twice as many, the oldest dropped
+    first (common.BoundedDict).
 
-    Attribution numbers: a sweep worker and the writer add the same numbers in the same order, so each knows
-    what the other holds, and the worker sends an attribution's fields only when the writer no longer has
-    them. Also the sweep's memory of forward ops (correlate.FWD_MEMORY_OPS)."""
-
-    def __init__(self, keep: int | None = None) -> None:
-        super().__init__()
-        self.keep = WINDOW if keep is None else keep
-
-    def add(self, key, value) -> None:
-        """Set ``key`` as the newest."""
-        self[key] = value
-        if len(self) > 2 * self.keep:
-            # The oldest ``keep`` go at once: deleting one per add costs a scan past the holes that earlier
-            # deletions left at the front of the dict (1-9 µs an add once full, against 0.1 µs so).
-            for old in list(itertools.islice(self, self.keep)):
-                del self[old]
+    A sweep worker and the writer each keep one and add the same numbers in the same order, so each knows what
+    the other holds, and the worker sends an attribution's fields only when the writer no longer has them."""
+    return BoundedDict(2 * WINDOW)
 
 
 class GpuInfo(NamedTuple):
@@ -99,21 +88,56 @@ class GpuInfo(NamedTuple):
     props: dict | None
 
 
-class Source(Protocol):
-    """What every reader provides. Iterators are sorted by start time (ranges of equal start in any order)."""
+class Source:
+    """What every reader provides; each reader subclasses it. Iterators are sorted by start time (ranges of equal
+    start in any order).
 
-    path: str
+    What only some readers can do is declared here too, with the default that says a reader cannot:
+    ``ranges_decoded``, ``temp_path``, ``reopen_args`` and ``launch_times``."""
+
+    path: str  # the input's name in messages (the path as given, '<stdin>')
     format: str
     oddities: dict  # what of the input was left out or read leniently -> how often (reported, --strict refuses)
 
-    def gpus(self) -> dict[int, GpuInfo]: ...
+    #: Range rows carry a sixth field, their Marker or None (RANGE_ROW: a reader whose ranges come decoded).
+    ranges_decoded: bool = False
+    #: The temporary file the reader reads (a decompressed export, stdin spooled to disk): close_source deletes it.
+    temp_path: str | None = None
 
-    def ranges(self) -> Iterator[tuple]: ...
+    def check(self) -> None:
+        """Raise InputError unless the input is one this reader reads (once, before any output)."""
+        raise NotImplementedError
 
-    def process_of(self, thread: object) -> object: ...
+    def gpus(self) -> dict[int, GpuInfo]:
+        """GPU name and properties by device id."""
+        raise NotImplementedError
 
-    def launches(self) -> Iterator[Launch]: ...
+    def ranges(self) -> Iterator[tuple]:
+        """Push/pop ranges as RANGE_ROW tuples, in start order."""
+        raise NotImplementedError
 
-    def activities(self) -> Iterator[Activity]: ...
+    def process_of(self, thread: object) -> object:
+        """The process of a range's or launch's ``thread``."""
+        raise NotImplementedError
 
-    def close(self) -> None: ...
+    def launches(self) -> Iterator[Launch]:
+        """The launch calls, in start order."""
+        raise NotImplementedError
+
+    def activities(self) -> Iterator[Activity]:
+        """The GPU activities, in start order."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the input (a database connection)."""
+        raise NotImplementedError
+
+    def reopen_args(self) -> tuple | None:
+        """(class, file, display name) with which a sweep worker process opens the same input again; None where
+        it cannot (a trace read into memory): then the sweep runs in this process."""
+        return None
+
+    def launch_times(self) -> Iterator[tuple]:
+        """What the sweep needs of each launch call, in the order of :meth:`launches`: tuples that start
+        ``(thread, start_ns, end_ns)``. A reader with a cheaper way to read only those overrides this."""
+        return self.launches()

@@ -139,7 +139,7 @@ def _run_parallel(sources: list, out: IO[str], jobs: int, raw_markers: bool = Fa
     tmpdir = tempfile.mkdtemp(prefix="pyprof-parse-")
     try:
         dests = [os.path.join(tmpdir, f"{i}.jsonl") for i in range(len(sources))]
-        paths = [getattr(s, "temp_path", None) or s.path for s in sources]
+        paths = [s.temp_path or s.path for s in sources]
         for s in sources:
             s.close()
         with ProcessPoolExecutor(max_workers=min(jobs, len(sources))) as pool:

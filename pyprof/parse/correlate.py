@@ -12,17 +12,17 @@ so the same time-ordered sweep has seen them already.
 """
 from __future__ import annotations
 
-import gc
 import itertools
 import operator
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple
 
+from pyprof.common import BoundedDict, no_cyclic_gc
 from pyprof.parse import encode
 from pyprof.parse import markers as mk
 from pyprof.parse.markers import quick_seq
-from pyprof.parse.activities import Source, Window
+from pyprof.parse.activities import Source
 from pyprof.record import ATTRIBUTION
 
 #: Forward ranges remembered for backward links: at least this many, the newest (up to twice as many are
@@ -112,14 +112,14 @@ class Correlator:
         self._state: dict = {}
         # (process, seq) -> a copy of the stack at that forward range (a list), or its Attribution once a
         # backward node asked; oldest first, the newest FWD_MEMORY_OPS at least.
-        self._fwd = Window(FWD_MEMORY_OPS)
+        self._fwd = BoundedDict(2 * FWD_MEMORY_OPS)
         # (process, op_id) -> attributions whose op waits for a consumer to name its output's shape
         self._wanted: dict = {}
         self._calls = itertools.count(1)
         # thread -> whether its first numbered range was backward work: the autograd engine's own thread, whose ops
         # outside any node (adding up the gradients of a tensor used twice) are backward work too.
         self._backward_thread: dict = {}
-        self._decoded = getattr(source, "ranges_decoded", False)  # rows carry a Marker (model.RANGE_ROW)
+        self._decoded = source.ranges_decoded  # rows carry a Marker (activities.RANGE_ROW)
         self._process_of = source.process_of
 
     # -- the sweep -------------------------------------------------------------------------------
@@ -428,9 +428,7 @@ class Correlator:
         launch start order. A sweep worker needs no more of a launch than this (pipeline.py)."""
         # The sweep creates millions of small acyclic objects; generational GC passes over them cost more
         # than the parse itself, and there are no cycles to collect. Collection resumes at the end.
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
-        try:
+        with no_cyclic_gc():
             ranges = iter(self.source.ranges())
             r = next(ranges, None)
             push = self._push
@@ -464,9 +462,6 @@ class Correlator:
             for _, h in held:
                 h.waiting = False
                 yield empty if h is _EMPTY else (h.info or _info(h))
-        finally:
-            if gc_was_enabled:
-                gc.enable()
 
 
 def _chain_index(x: tuple) -> int:

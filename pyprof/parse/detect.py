@@ -124,7 +124,7 @@ def decompress(path: str, opener, display: str) -> str:
 def open_source(path: str):
     """Open ``path`` ('-' = stdin) with the reader its content needs, checked up front.
 
-    Returns a Source (see model.Source) with ``check()`` already passed. Raises InputError.
+    Returns a Source (activities.Source) with ``check()`` already passed. Raises InputError.
     """
     display = "<stdin>" if path == "-" else path
     temp = None

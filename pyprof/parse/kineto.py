@@ -16,7 +16,7 @@ from typing import IO, Iterator
 
 from pyprof.common import InputError, expansion_cap, too_expanded
 from pyprof.parse import markers as mk
-from pyprof.parse.activities import Activity, GpuInfo, Launch
+from pyprof.parse.activities import Activity, GpuInfo, Launch, Source
 
 _KERNEL_CATS = {"kernel"}
 _COPY_CATS = {"gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
@@ -134,7 +134,7 @@ class _Guarded:
                                         "PyTorch profiler trace")
 
 
-class KinetoSource:
+class KinetoSource(Source):
     """Reader of one Kineto JSON trace. Raises InputError on check() for anything that is not one."""
 
     format = "kineto"

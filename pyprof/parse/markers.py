@@ -18,6 +18,7 @@ import re
 import warnings
 from typing import Any
 
+from pyprof.common import BoundedDict
 from pyprof.parse import encode
 
 # Marker kinds.
@@ -44,8 +45,8 @@ _KINETO_BACKWARD_PREFIX = ENGINE_PREFIX = "autograd::engine::evaluate_function: 
 
 # Texts that repeat (pyprof's registered strings, layer names) are decoded once; emit_nvtx texts are
 # nearly all distinct (op_id), so caching them would only grow memory.
-_cache: dict[str, "Marker | None"] = {}
 _CACHE_MAX = 200_000
+_cache = BoundedDict(_CACHE_MAX)  # text -> Marker or None
 
 
 class Marker:
@@ -122,8 +123,7 @@ def decode(text: str | None) -> Marker | None:
         if hit is not _cache:
             return hit  # type: ignore[return-value]
         marker = _decode_dict(text)
-        if len(_cache) < _CACHE_MAX:
-            _cache[text] = marker
+        _cache.add(text, marker)
         return marker
     if text.startswith("layer:"):
         return Marker(LAYER, text[6:])
@@ -363,12 +363,11 @@ def _name_op(m: Marker, name: str) -> None:
     parts = _names.get(name)
     if parts is None:
         parts = _split_name(name)
-        if len(_names) < _CACHE_MAX:
-            _names[name] = parts
+        _names.add(name, parts)
     m.name, m.mod, m.op, m.backward, m.container = parts
 
 
-_names: dict[str, tuple] = {}  # op names repeat (aten::addmm), texts do not (op_id): split each name once
+_names = BoundedDict(_CACHE_MAX)  # op names repeat (aten::addmm), texts do not (op_id): split each name once
 
 
 def _split_name(name: str) -> tuple:

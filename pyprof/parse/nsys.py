@@ -9,7 +9,7 @@ import heapq
 from typing import Iterator
 
 from pyprof.common import InputError
-from pyprof.parse.activities import Activity, GpuInfo, Launch
+from pyprof.parse.activities import Activity, GpuInfo, Launch, Source
 from pyprof.parse.sqlrows import SQLITE_ERRORS, Rows, connect, integer
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -44,7 +44,7 @@ def os_pid(global_id: int | None) -> int | None:
     return None if global_id is None else (global_id >> 24) & 0xFFFFFF
 
 
-class NsysSource:
+class NsysSource(Source):
     """Reader of one nsys SQLite export. Raises InputError on open if the file is not one."""
 
     format = "nsys"

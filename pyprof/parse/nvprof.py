@@ -13,7 +13,7 @@ from typing import Iterator
 
 from pyprof.common import InputError
 from pyprof.parse.demangle import demangle, short_name
-from pyprof.parse.activities import Activity, GpuInfo, Launch
+from pyprof.parse.activities import Activity, GpuInfo, Launch, Source
 from pyprof.parse.nsys import MEMCPY_KINDS
 from pyprof.parse.sqlrows import Rows, connect, integer
 
@@ -39,7 +39,7 @@ DRIVER_API = {115: "cuLaunch", 116: "cuLaunchGrid", 117: "cuLaunchGridAsync", 30
               477: "cuLaunchCooperativeKernel", 514: "cuGraphLaunch", 652: "cuLaunchKernelEx"}
 
 
-class NvprofSource:
+class NvprofSource(Source):
     """Reader of one nvprof SQLite export. Raises InputError on open if the file is not one."""
 
     format = "nvprof"

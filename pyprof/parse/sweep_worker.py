@@ -1,33 +1,28 @@
 """The sweep in a worker process: ranges and launch calls there, activities and output here.
 
-The worker reopens the export itself (an SQLite connection must not cross a fork), sweeps with only the
-thread and times of each launch (``launch_times`` where the reader has it) and sends the end of each
+The worker (pyprof.forked) reopens the export itself (an SQLite connection must not cross a fork), sweeps with
+only the thread and times of each launch (``launch_times`` where the reader has it) and sends the end of each
 LAUNCH_INFO, ``(attribution, call, flags)``, in batches through a pipe. The parent reads the launch calls
 itself, in the same order, and joins the two: the worker is the critical path of a parse, so the rest of
 a launch's fields cost it nothing. A failure in the worker is a bug (the file was checked before any
-output): it comes back as its traceback text and is raised here.
+output): pyprof.forked raises it here with its traceback.
 """
 from __future__ import annotations
 
 import marshal
-import multiprocessing
-import os
 import pickle
 import queue
 import threading
-import traceback
 from typing import Iterator
 
-from pyprof.common import InputError
+from pyprof import forked
+from pyprof.forked import WorkerError
 from pyprof.parse.correlate import Correlator
-from pyprof.parse.activities import Window
+from pyprof.parse.activities import attribution_window
 
 BATCH = 2048
 AHEAD = 16  # batches the worker may send ahead of the writer (about 0.8 MB each on a pyprof capture)
-
-
-class WorkerError(RuntimeError):
-    """The sweep worker failed (a bug): the message holds its traceback."""
+NAME = "the sweep worker"
 
 
 class _Sender:
@@ -58,26 +53,29 @@ class _Sender:
             raise self.error
         self.queue.put(data)
 
-    def close(self) -> None:
-        """Wait until every message is sent; raise what sending raised."""
+    def stop(self) -> None:
+        """Wait until every message queued is sent (or dropped, after an error in sending)."""
         self.queue.put(None)
         self.thread.join()
+
+    def close(self) -> None:
+        """Wait until every message is sent; raise what sending raised."""
+        self.stop()
         if self.error is not None:
             raise self.error
 
 
-def _worker(reopen_args: tuple, conn) -> None:
-    sender = None
+def _sweep(conn, reopen_args: tuple) -> None:
+    """The worker's body (pyprof.forked runs it and sends what it raises)."""
+    sender = _Sender(conn)
     try:
-        sender = _Sender(conn)
         cls, path, display = reopen_args
         src = cls(path, display)
         batch: list = []
-        sent = Window()  # what the writer holds (output._merge_lines adds the same numbers in the same order)
-        times = getattr(src, "launch_times", None)
+        sent = attribution_window()  # what the writer holds (writer._merge_lines adds the same numbers in order)
         n = 0
         correlator = Correlator(src, src.oddities)
-        for info in correlator.sweep(times() if times is not None else src.launches()):
+        for info in correlator.sweep(src.launch_times()):
             att = info[0]
             if att is not None:
                 if att[0] in sent:  # the writer has it: send the number only
@@ -91,34 +89,16 @@ def _worker(reopen_args: tuple, conn) -> None:
                 batch = []
         sender.send(_pack(batch))
         sender.send(_END + marshal.dumps((n + len(batch), correlator.oddities)))
-        sender.close()
-    except BrokenPipeError:
-        pass  # the parent stopped reading (its own error, or `| head`)
-    except InputError as e:  # the export turned out unreadable part way (a corrupt page): the parent says so
-        try:
-            if sender is not None:
-                sender.queue.put(None)
-                sender.thread.join()
-            conn.send_bytes(_REFUSED + marshal.dumps((e.path, e.problem)))
-        except OSError:
-            pass
     except BaseException:
-        try:
-            if sender is not None:
-                sender.queue.put(None)
-                sender.thread.join()
-            conn.send_bytes(_FAILED + traceback.format_exc().encode())
-        except OSError:
-            pass
-    finally:
-        conn.close()
-        os._exit(0)  # skip the finalizers of objects inherited from the parent (its SQLite connection)
+        sender.stop()  # the batches queued go first: the failure is sent after them
+        raise
+    sender.close()
 
 
 # LAUNCH_INFO tuples hold only ints, strings, None and lists, tuples and dicts of those: marshal writes and
 # reads them about twice as fast as pickle, which matters on the worker's side (the critical path of a parse).
 # pickle stays as the fallback for anything marshal refuses.
-_MARSHAL, _PICKLE, _END, _FAILED, _REFUSED = b"M", b"P", b"E", b"X", b"R"
+_MARSHAL, _PICKLE, _END = b"M", b"P", b"E"
 
 
 def _pack(batch: list) -> bytes:
@@ -130,20 +110,14 @@ def _pack(batch: list) -> bytes:
 
 def launch_infos_from_worker(source, oddities: dict) -> Iterator[tuple]:
     """Yield the LAUNCH_INFO tuples of ``source``: the launch calls read here, their attributions swept in
-    a forked worker process. What the sweep left out is added to ``oddities`` at the end."""
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_worker, args=(source.reopen_args(), send), daemon=True)
-    proc.start()
-    send.close()
+    a forked worker process. What the sweep left out is added to ``oddities`` at the end. Raises InputError
+    when the worker finds the export unreadable part way, WorkerError for a bug in it."""
+    worker = forked.start(NAME, _sweep, (source.reopen_args(),))
     launches = iter(source.launches())
     n = 0
     try:
         while True:
-            try:
-                msg = recv.recv_bytes()
-            except EOFError:
-                raise WorkerError("the sweep worker exited without a result") from None
+            msg = worker.recv_bytes()
             tag = msg[:1]
             if tag == _MARSHAL:
                 batch = marshal.loads(msg[1:])
@@ -152,21 +126,16 @@ def launch_infos_from_worker(source, oddities: dict) -> Iterator[tuple]:
             elif tag == _END:
                 swept, odd = marshal.loads(msg[1:])
                 if swept != n or next(launches, None) is not None:
-                    raise WorkerError(f"the sweep worker swept {swept} launch calls, the writer read "
+                    raise WorkerError(f"{NAME} swept {swept} launch calls, the writer read "
                                       f"{n} and {'more' if swept == n else 'no more'}")
                 for reason, count in odd.items():
                     oddities[reason] = oddities.get(reason, 0) + count
                 return
-            elif tag == _REFUSED:
-                raise InputError(*marshal.loads(msg[1:]))
             else:
-                raise WorkerError(f"the sweep worker failed:\n{msg[1:].decode(errors='replace')}")
+                raise WorkerError(f"{NAME} sent a message of unknown kind {tag!r}")
             # batch first: zip stops at its end without taking a launch from the next batch's share
             for (att, call, flags), (_thread, start, end, api, key, pid, tid) in zip(batch, launches):
                 n += 1
                 yield key, api, start, end, pid, tid, att, call, flags
     finally:
-        recv.close()
-        proc.join(timeout=5)
-        if proc.is_alive():
-            proc.terminate()
+        forked.stop([worker])

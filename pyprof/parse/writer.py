@@ -11,20 +11,21 @@ directly. Its output is byte for byte ``Record.to_json()``: a test checks every 
 """
 from __future__ import annotations
 
-import gc
 import json
 import os
 from typing import Iterator
 
+from pyprof.common import BoundedDict, no_cyclic_gc
 from pyprof.record import LINE_RUNS, Part, Record, header_line
 from pyprof.parse import encode
 from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
-from pyprof.parse.activities import Source, Window
+from pyprof.parse.activities import Source, attribution_window
 
 #: How far a GPU timestamp may run ahead of the launch call's CPU timestamp (clock conversion jitter).
 CLOCK_SKEW_NS = 50_000_000
 #: Launches kept after their first activity, for the further kernels of a CUDA graph launch, and op calls
-#: whose kernel count (subSeqId) is kept: the kernels of one call run back to back, far within this.
+#: whose kernel count (subSeqId) is kept (at least this many, the newest; common.BoundedDict): the kernels of
+#: one call run back to back, far within this.
 RECENT = 16_384
 #: Exports smaller than this are swept in-process: a worker process is not worth starting.
 WORKER_MIN_BYTES = 16 << 20
@@ -39,7 +40,7 @@ def lines(source: Source, worker: bool | None = None, raw_markers: bool = False)
     in as the lines are consumed."""
     if worker is None:
         worker = _worth_a_worker(source)
-    if worker and getattr(source, "reopen_args", None) is not None:  # Kineto traces are read in memory
+    if worker and source.reopen_args() is not None:  # Kineto traces are read in memory
         from pyprof.parse.sweep_worker import launch_infos_from_worker
 
         stats = Stats(oddities=source.oddities)
@@ -66,24 +67,19 @@ def _with_header(d: dict, header: dict) -> Record:
 def _worth_a_worker(source: Source) -> bool:
     """A worker pays off with a core to spare and a large file; without a free core the pickling between
     the two processes only adds work (the output is the same either way: a test checks it)."""
-    args = getattr(source, "reopen_args", None)
+    args = source.reopen_args()
     cores = os.cpu_count() or 1
     if args is None or cores - os.getloadavg()[0] < 1.0:
         return False
     try:
-        return os.path.getsize(args()[1]) >= WORKER_MIN_BYTES
+        return os.path.getsize(args[1]) >= WORKER_MIN_BYTES
     except OSError:
         return False
 
 
 def _merge(source: Source, infos: Iterator[tuple], stats: Stats, raw_markers: bool) -> Iterator[str]:
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # only acyclic tuples and strings are made here; see Correlator.launch_infos
-    try:
+    with no_cyclic_gc():  # only acyclic tuples and strings are made here; see Correlator.launch_infos
         yield from _merge_lines(source, infos, stats, raw_markers)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _template() -> str:
@@ -135,14 +131,16 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
     no_call = encode.part(_LAUNCH, (None, None, None))
     empty_head, empty_tail = encode.attribution(None)
     names: dict = {}  # (kind, short, long) -> JSON: a few hundred distinct kernels, not a million
-    shapes: dict = {}  # launch configuration, device, copy size -> JSON of the config and copy parts
+    # Launch configuration, device, copy size -> JSON of the config and copy parts (bounded: distinct copy
+    # sizes could be many).
+    shapes = BoundedDict(4 * RECENT)
     places: dict = {}  # (device, stream) -> JSON
     apis: dict = {}
-    received = Window()  # attribution number -> fields, as the sweep worker's ``sent`` (sweep_worker.py)
-    encoded = Window()  # attribution number -> its parts' JSON: launches that share one are encoded once
+    received = attribution_window()  # attribution number -> fields, as the sweep worker's ``sent``
+    encoded = attribution_window()  # attribution number -> its parts' JSON: launches sharing one encode it once
     pending: dict = {}  # launch key -> info, swept but not yet used
-    recent: dict = {}  # used already: a graph launch starts many kernels
-    counts: dict = {}  # op call -> kernels so far
+    recent = BoundedDict(2 * RECENT)  # used already: a graph launch starts many kernels
+    counts = BoundedDict(2 * RECENT)  # op call -> kernels so far
     line = LINE
     launch_json = "".join(f',"{f.name}":{"%s" if i == 0 else ""}' for i, f in enumerate(_LAUNCH[:2]))
     api_end_key = f',"{_LAUNCH[2].name}":'
@@ -182,9 +180,7 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
             else:
                 call_json = encode.part(_LAUNCH, (api, api_start, api_end))
             info = (pid, tid, call_json, head, tail, call, flags)
-            recent[key] = info
-            if len(recent) > 2 * RECENT:  # pruned in bulk: cheaper than an LRU per record
-                recent = dict(list(recent.items())[-RECENT:])
+            recent.add(key, info)
         else:
             info = recent.get(key)
         stats.records += 1
@@ -210,9 +206,7 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
                     stats.recompute_kernels += 1
             if call is not None:
                 sub = counts.get(call, 0)
-                counts[call] = sub + 1
-                if len(counts) > 2 * RECENT:
-                    counts = dict(list(counts.items())[-RECENT:])
+                counts.add(call, sub + 1)
         k = (act.kind, act.short_name, act.long_name)
         name_json = names.get(k)
         if name_json is None:
@@ -231,13 +225,12 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
             if act.static_smem_bytes is not None and act.dynamic_smem_bytes is not None and \
                     smem in (None, act.static_smem_bytes + act.dynamic_smem_bytes):
                 smem = None  # the sum of the two, which readers compute (record.DERIVED): left out
-            shape = shapes[k] = (
+            shape = (
                 encode.part(_CONFIG, (act.grid, act.block, act.registers, act.static_smem_bytes,
                                       act.dynamic_smem_bytes, smem, act.est_occupancy_pct,
                                       gpu_names.get(act.device, no_gpu))),
                 encode.part(_COPY, (act.bytes, act.copy_kind)))
-            if len(shapes) > 4 * RECENT:  # distinct copy sizes could be many
-                shapes.clear()
+            shapes.add(k, shape)
         start = act.start_ns
         yield line % (name_json, act.end_ns - start, start, num(pid), num(tid), where,
                       num(act.correlation_id), shape[0], call_json, shape[1], head, num(sub), tail)

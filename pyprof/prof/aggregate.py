@@ -11,7 +11,7 @@ import re
 from array import array
 from typing import Iterable
 
-from pyprof.common import UsageError
+from pyprof.common import BoundedDict, UsageError
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.coverage import Coverage
 from pyprof.common import no_cyclic_gc
@@ -43,7 +43,8 @@ class WorkerData:
         self.kernel_names: dict = {}  # full name -> short name
         self.lines: dict[str, Group] = {}
         self.layers: dict[tuple, Group] = {}
-        self.tc_miss: dict[tuple, Group] = {}  # (op key, kernel, params, line): fp16/bf16 GEMMs not on TCs
+        # (op key, kernel, params, line, the formula's tc_dims): fp16/bf16 GEMMs not on Tensor Cores
+        self.tc_miss: dict[tuple, Group] = {}
         self.copies: dict[tuple[str, str], Group] = {}  # (copy kind, line): copies between host and device
         self.totals = {"records": 0, "kernels": 0, "kernel_ns": 0, "memcpy_ns": 0, "memset_ns": 0, "gpu_ns": 0,
                        "tiny_kernels": 0, "tiny_ns": 0, "comm_ns": 0, "flops": 0, "ideal_ns": 0.0, "tc_ns": 0}
@@ -96,7 +97,7 @@ class Aggregate:
         return [w]
 
 
-_step_cache: dict = {}
+_step_cache = BoundedDict(100_000)  # range name -> (ProfilerStep number, user step number)
 
 
 def _step_labels(ranges) -> tuple[int, int]:
@@ -112,9 +113,7 @@ def _step_labels(ranges) -> tuple[int, int]:
                 m = _USER_STEP.search(name)
                 if m:
                     hit = (NO_STEP, int(m.group(1)))
-            if len(_step_cache) > 100_000:
-                _step_cache.clear()
-            _step_cache[name] = hit
+            _step_cache.add(name, hit)
         if hit[0] != NO_STEP and ps == NO_STEP:
             ps = hit[0]
         elif hit[1] != NO_STEP and us == NO_STEP:
@@ -277,7 +276,7 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
         if occ_x >= 0:
             g.add_occupancy(occ_x, dur)
         if m.tc == "0" and m.family in ("gemm", "conv", "attention") and m.dtype in ("float16", "bfloat16"):
-            add(w.tc_miss, (okey, name, m.params, line), s)
+            add(w.tc_miss, (okey, name, m.params, line, m.tc_dims), s)
     elif kind == MEMCPY:
         t["memcpy_ns"] += dur
         ck = d.get("copy_kind") or "?"

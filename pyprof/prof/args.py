@@ -238,9 +238,11 @@ def moved(*terms: tuple[int, str | None]) -> int | None:
     return total
 
 
-def estimate(flops: int, io: Sequence[tuple[int, str | None]], params: str):
-    """Build an Estimate from FLOPs, (numel, dtype) read/write terms and params; bytes ``na`` if a dtype is unknown."""
+def estimate(flops: int, io: Sequence[tuple[int, str | None]], params: str, tc_dims: tuple = ()):
+    """Build an Estimate from FLOPs, (numel, dtype) read/write terms, params and the sizes Tensor Cores want
+    aligned (Estimate.tc_dims); bytes ``na`` if a dtype is unknown."""
     from pyprof.prof.registry import Estimate
 
     nbytes = moved(*io)
-    return Estimate(flops, nbytes, params, None if nbytes is not None else "dtype unknown: bytes not modelled")
+    return Estimate(flops, nbytes, params, None if nbytes is not None else "dtype unknown: bytes not modelled",
+                    tc_dims)

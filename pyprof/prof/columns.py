@@ -1,5 +1,5 @@
 """The output columns: name, header, meaning, and how each is computed from (idx, record, model result,
-roofline tuple). ``compile_row`` turns a column selection into one function per run: the per-row cost is
+roofline.Roofline). ``compile_row`` turns a column selection into one function per run: the per-row cost is
 then a single call, which is what keeps ``prof`` above 300k rows/s (bench/prof_speed.py).
 
 Text formats show ``na`` where a value is not known; JSON Lines gives null.
@@ -71,11 +71,11 @@ COLUMNS: dict[str, Column] = {
     "start": Column("Start(ns)", "kernel start time, ns", "_na(d.get('start_ns'))", "d.get('start_ns')"),
     "callsite": Column("CallSite", "the user's file:line that called the op", "d.get('callsite') or '-'",
                        "d.get('callsite')"),
-    "tflops": Column("TFLOP/s", "achieved TFLOP/s (FLOPs / duration)", "_f(r[0], 3)", "r[0]"),
-    "gbps": Column("GB/s", "achieved GB/s (bytes / duration)", "_f(r[1], 1)", "r[1]"),
-    "intensity": Column("FLOP/B", "arithmetic intensity, FLOPs per byte", "_f(r[2], 2)", "r[2]"),
+    "tflops": Column("TFLOP/s", "achieved TFLOP/s (FLOPs / duration)", "_f(r.tflops, 3)", "r.tflops"),
+    "gbps": Column("GB/s", "achieved GB/s (bytes / duration)", "_f(r.gbps, 1)", "r.gbps"),
+    "intensity": Column("FLOP/B", "arithmetic intensity, FLOPs per byte", "_f(r.flops_per_byte, 2)", "r.flops_per_byte"),
     "roofline": Column("Roofline%", "% of the roofline: max(FLOPs/peak FLOP/s, bytes/peak bandwidth) / duration",
-                       "_f(r[3], 1)", "r[3]"),
+                       "_f(r.roofline_pct, 1)", "r.roofline_pct"),
     "note": Column("Note", "why flops/bytes are na, or why a kernel is above its roofline", "_note(m, r) or '-'",
                    "_note(m, r)"),
 }
@@ -115,7 +115,7 @@ def _note(m, r) -> str | None:
     """Why a row's numbers are na, or why it is above its roofline (a number no GPU reaches needs its reason)."""
     if m.reason:
         return m.reason
-    return ABOVE_ROOFLINE if r[3] is not None and r[3] > 100.0 else None
+    return ABOVE_ROOFLINE if r.roofline_pct is not None and r.roofline_pct > 100.0 else None
 
 
 _ENV = {"_seq": _seq, "_dims": _dims, "_na": _na, "_f": _f, "_last_site": _last_site, "_note": _note}

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
+from pyprof.common import BoundedDict
 from pyprof.prof.modeller import json_key
 
 TINY_NS = 10_000  # a kernel shorter than 10 us is launch-bound territory (docs/actionable.md, 3)
@@ -33,7 +34,7 @@ class Sample(NamedTuple):
 def sample(d: dict, m, roof) -> Sample:
     """The Sample of a record ``d`` with its model result ``m`` and roofline ``roof`` (pyprof.prof.rows)."""
     dur = d.get("kDuration") or 0
-    pct = roof[3]  # the roofline share, in percent
+    pct = roof.roofline_pct
     roof_ns = dur if pct is not None else 0
     return Sample(dur, m.flops or 0, pct * dur / 100.0 if roof_ns else 0.0,
                   dur if m.tc == "1" else 0, roof_ns,
@@ -191,7 +192,7 @@ def dir_key(d: dict) -> str:
     return d.get("dir") or "na"
 
 
-_shapes_cache: dict = {}
+_shapes_cache = BoundedDict(100_000)  # argument bytes -> shapes_key
 
 
 def shapes_key(d: dict) -> str:
@@ -209,9 +210,8 @@ def shapes_key(d: dict) -> str:
         return _shapes(args)
     hit = _shapes_cache.get(ck)
     if hit is None:
-        if len(_shapes_cache) > 100_000:
-            _shapes_cache.clear()
-        hit = _shapes_cache[ck] = _shapes(args)
+        hit = _shapes(args)
+        _shapes_cache.add(ck, hit)
     return hit
 
 

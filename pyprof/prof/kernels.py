@@ -9,22 +9,18 @@ are helpers) and Composable Kernel (``ck::kernel_gemm_xdl_cshuffle_v3``, ``gridw
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
-from pyprof.prof.tensorcores import NAME_SCAN_CHARS, TENSILE_GEMM, TENSILE_HELPER, dtype_from_kernel_name
+from pyprof.prof.tensorcores import NAME_SCAN_CHARS, TENSILE_GEMM, dtype_from_kernel_name, library_helper
 
-# Names that are always helpers:
-HELPER_KERNEL = re.compile(
-    r"nchwToNhwc|nhwcToNchw|AddPaddingKernel|RemovePaddingKernel|init_device_workspace|splitKreduce|"
-    r"split_k_reduce|reduction::kernel::ReduceSplitK|reduce_1Block|reduce_wgrad|CatArrayBatchedCopy|"
+# Names that are always helpers: a matrix library's kernels that multiply nothing (tensorcores.library_helper) and
+# these, which the Tensor Core rules leave to their other patterns (a Winograd transform names a CUDA-core path):
+_ALSO_HELPER = re.compile(
+    r"reduce_1Block|reduce_wgrad|CatArrayBatchedCopy|"
     # cuDNN's offset tables (computeOffsetsKernel, computeBOffsetsKernel, computeWgradSplitKOffsetsKernel) and
     # Winograd's data, filter and output transforms around the batched GEMM that multiplies (V100 traces):
-    r"compute\w*Offsets|winograd\w*(?:Data|Filter|Output|Delta)\dx\d|generateWinogradTiles|scal_kernel|"
-    r"scalePackedTensor|"
-    r"epilogue::impl|xmma\w*_execute_split_k_kernel|"
-    r"dot_do_o|convert_dq|clear_dq|at::native::.*reduce_kernel|cunn_SoftMax|softmax_warp|"
-    # at::cuda::philox::unpack_cudnn: a one-thread kernel that reads the RNG seed and offset for cuDNN's
-    # attention (PyTorch's ATen/cuda/PhiloxUtils); it multiplies nothing.
-    r"unpack_cudnn", re.IGNORECASE)
+    r"compute\w*Offsets|winograd\w*(?:Data|Filter|Output|Delta)\dx\d|generateWinogradTiles|"
+    r"clear_dq|at::native::.*reduce_kernel|cunn_SoftMax|softmax_warp", re.IGNORECASE)
 # Tensile/hipBLASLt (tensorcores.TENSILE_*): a GEMM is ``Cijk_Ailk_Bljk_<types>_..._MT<tile>_MI<instruction>_...``
 # (``Custom_Cijk_...`` for hand-written ones) and carries ``_Bias_`` when its epilogue adds one; the beta-only
 # pass before a global-split-U GEMM (``Cijk_S``, ``Cijk_H_GA``), the ``_PostGSU`` reduction after it and
@@ -39,20 +35,17 @@ _WEAK_HELPER = re.compile(r"transpose|elementwise_kernel|fill_kernel|memset|copy
 # adds one); Composable Kernel's say gemm or xdl/wmma (its matrix-core paths), MIOpen's implicit GEMMs gtcx.
 _MATMUL = re.compile(r"gemm|xmma|nvjet|tensorop|implicit|fprop|dgrad|wgrad|flash_fwd|flash_bwd_dq|fmha|sdpa|"
                      r"xdl|wmma|mfma|gtcx", re.IGNORECASE)
-_helper_cache: dict[str, bool] = {}
 
 
 def is_helper(name: str) -> bool:
     """True for kernels that only help a GEMM/conv/attention call (transposes, split-K reductions, casts ...)."""
-    name = name[:NAME_SCAN_CHARS]  # tensorcores.NAME_SCAN_CHARS says why
-    v = _helper_cache.get(name)
-    if v is None:
-        if len(_helper_cache) > 65536:
-            _helper_cache.clear()
-        v = bool(HELPER_KERNEL.search(name) or TENSILE_HELPER.search(name) or
-                 (_WEAK_HELPER.search(name) and not (_MATMUL.search(name) or TENSILE_GEMM.search(name))))
-        _helper_cache[name] = v
-    return v
+    return _is_helper(name[:NAME_SCAN_CHARS])  # tensorcores.NAME_SCAN_CHARS says why
+
+
+@lru_cache(maxsize=65536)
+def _is_helper(name: str) -> bool:
+    return bool(library_helper(name) or _ALSO_HELPER.search(name) or
+                (_WEAK_HELPER.search(name) and not (_MATMUL.search(name) or TENSILE_GEMM.search(name))))
 
 
 _DGRAD = re.compile(r"dgrad", re.IGNORECASE)

@@ -24,6 +24,9 @@ report.RowStream) makes the Modeller with ``share=True`` and passes each record'
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+
+from pyprof.common import BoundedDict
 from pyprof.prof import registry
 from pyprof.prof.args import Args
 from pyprof.prof.kernels import autocast, fill_dtypes, is_helper, named_role
@@ -70,19 +73,24 @@ def _gradient_present(args: list, role: str) -> str:
     return role
 
 
-# The op call in progress on a thread is a list (one is made per op call, on the hot path, where a slotted
-# object costs seven times as much to make); its fields:
-_KEY = 0  # (direction, op, first sequence id, call site, argument bytes)
-_START = 1  # input line of its first record
-_LAST = 2  # input line of its latest record
-_MAINS = 3  # kernels seen that are not helpers
-_SUB = 4  # subSeqId of its first main kernel
-_ROLES = 5  # backward GEMM/conv: (roles given, {gradient's numbers: (its result, subSeqId of its first kernel)})
-_FIRST = 6  # share mode: its first main kernel (idx, record, result given, call's result, tc), until settled
-_MORE = 7  # share mode: its further sharing kernels, as _FIRST (None while there is one)
-_FKEY = 8  # a backward op's borrowed forward link (bytes): kernels of the same forward op's other nodes join
-_ROLE = 9  # backward GEMM/conv: the gradient of its latest main kernel
-_BLIND = 10  # a worker's replay started after a record of the thread that may belong to it (reset_calls)
+@dataclass(slots=True)
+class OpCall:
+    """The op call in progress on a thread: made once per op call, on the hot path (the fields that change as
+    its kernels come have defaults, so that making one costs as little as it can)."""
+
+    key: tuple  # (direction, op, first sequence id, call site, argument bytes)
+    start_line: int  # input line of its first record
+    last_line: int  # input line of its latest record
+    fwd_key: bytes | None  # a backward op's borrowed forward link: kernels of the same forward op's other nodes join
+    blind: bool  # a worker's replay started after a record of the thread that may belong to it (reset_calls)
+    mains: int = 0  # kernels seen that are not helpers
+    first_sub: int | None = None  # subSeqId of its first main kernel
+    # backward GEMM/conv: (roles given, {gradient's numbers: (its result, subSeqId of its first kernel)})
+    roles: tuple | None = None
+    # share mode: its first main kernel (idx, record, result given, call's result, tc), until settled
+    first: tuple | None = None
+    more: list | None = None  # share mode: its further sharing kernels, as ``first`` (None while there is one)
+    role: str | None = None  # backward GEMM/conv: the gradient of its latest main kernel
 
 
 class Modeller:
@@ -98,10 +106,10 @@ class Modeller:
 
     def __init__(self, share: bool = False) -> None:
         self._resolved: dict[tuple[str, str], Formula | None] = {}
-        self._estimates: dict = {}
-        self._calls: dict = {}  # tid -> the call in progress (see _KEY ... _ROLE)
-        self._static: dict = {}  # (kernel, mod, op, dir, args, fwd) -> _Static
-        self._copies: dict = {}  # (kind, bytes, copy kind) -> Result
+        self._estimates = BoundedDict(200_000)  # (formula, role, argument bytes) -> Estimate
+        self._calls: dict = {}  # tid -> OpCall in progress
+        self._static = BoundedDict(100_000)  # (kernel, mod, op, dir, args, fwd) -> Static
+        self._copies = BoundedDict(10_000)  # (kind, bytes, copy kind) -> Result
         self._share = share
         self._closed: list = []  # the sharing kernels of each call closed since the last settle
         self.blind_until = self.watch_from = -1
@@ -153,9 +161,7 @@ class Modeller:
             # Arguments of an unexpected form (a marker from an unknown writer): say so, do not crash.
             est = Estimate(None, None, "", f"arguments not understood by {formula.fn.__name__}: {e}")
         if ck is not None:
-            if len(self._estimates) > 200_000:
-                self._estimates.clear()
-            self._estimates[ck] = est
+            self._estimates.add(ck, est)
         return est
 
     def model(self, d: dict, line: int = 0, idx: int = 0, raw: bytes | None = None) -> Result:
@@ -168,9 +174,8 @@ class Modeller:
             k = (kind, n, ck)
             hit = self._copies.get(k)
             if hit is None:
-                if len(self._copies) > 10_000:
-                    self._copies.clear()
-                hit = self._copies[k] = copy_result(kind, n, ck)
+                hit = copy_result(kind, n, ck)
+                self._copies.add(k, hit)
             return hit
         ops, mods = d.get("op"), d.get("mod")
         op = (ops if type(ops) is str else ops[0]) if ops else ""
@@ -201,9 +206,7 @@ class Modeller:
                 fwd = {**fwd, "args": raw_value(fwd["args"], level=3)}
             s = self._static_info(long_name, mod, op, direction, args, fwd, fkey, d, raw)
             if skey is not None:
-                if len(self._static) > 100_000:
-                    self._static.clear()
-                self._static[skey] = s
+                self._static.add(skey, s)
         if s.result is not None:  # no formula: the same answer for every kernel
             return s.result if s.joins is None else self._join(d, s, line, idx)
         # Which kernels of the call carry the numbers.
@@ -215,54 +218,54 @@ class Modeller:
         key = (direction, op, (seq[0] if seq else None) if type(seq) is list else seq, d.get("callsite"), akey)
         tid = d.get("tid")
         st = self._calls.get(tid)
-        if st is None or sub == 0 or st[_KEY] != key or line - st[_LAST] > WINDOW:
+        if st is None or sub == 0 or st.key != key or line - st.last_line > WINDOW:
             blind = False
             if st is None:
                 if sub != 0 and line < self.blind_until:
                     blind = True
                     if line >= self.watch_from:
                         self.uncertain = True
-            elif st[_MORE] is not None:
-                self._closed.append([st[_FIRST], *st[_MORE]])
-            st = self._calls[tid] = [key, line, line, 0, None, None, None, None, s.fkey, None, blind]
+            elif st.more is not None:
+                self._closed.append([st.first, *st.more])
+            st = self._calls[tid] = OpCall(key, line, line, s.fkey, blind)
         else:
-            st[_LAST] = line
-            if st[_BLIND] and line >= self.watch_from:
+            st.last_line = line
+            if st.blind and line >= self.watch_from:
                 self.uncertain = True
         if s.helper is not None:
             return s.helper
-        if line - st[_START] > WINDOW:
+        if line - st.start_line > WINDOW:
             return s.late(op)
-        st[_MAINS] += 1
+        st.mains += 1
         if s.grads:
             return self._gradient(st, s, d, idx, sub, op)
         if s.one_per_kernel:  # an aten GEMM/conv op inside a backward node runs one main kernel per call
-            st[_MAINS] = 1
-            st[_SUB] = sub
+            st.mains = 1
+            st.first_sub = sub
             return self._result(s, s.role, op)
-        if st[_MAINS] == 1:
-            st[_SUB] = sub
+        if st.mains == 1:
+            st.first_sub = sub
             res = s.results.get(s.role) or self._result(s, s.role, op)
             if self._share:
-                st[_FIRST] = (idx, d, res, res, s.tc)
+                st.first = (idx, d, res, res, s.tc)
             return res
-        given = s.counted(st[_SUB], op)
+        given = s.counted(st.first_sub, op)
         if self._share:
-            _add(st, (idx, d, given, st[_FIRST][3], s.tc))
+            _add(st, (idx, d, given, st.first[3], s.tc))
         return given
 
-    def _gradient(self, st: list, s: Static, d: dict, idx: int, sub, op: str) -> Result:
+    def _gradient(self, st: OpCall, s: Static, d: dict, idx: int, sub, op: str) -> Result:
         """A main kernel of a backward GEMM/conv call: the gradient it computes, and its result (the first
         kernel of each gradient gets that gradient's numbers; later ones are counted on it)."""
-        roles = st[_ROLES]
+        roles = st.roles
         if roles is None:
-            roles = st[_ROLES] = ({}, {})  # nominal roles given; (FLOPs, bytes, params) -> (result, its sub)
+            roles = st.roles = ({}, {})  # nominal roles given; (FLOPs, bytes, params) -> (result, its sub)
         given, groups = roles
         role = s.named_role
         if role is None:  # the order decides; a third kernel continues the gradient before it (split-K)
-            role = "dgrad" if "dgrad" not in given else "wgrad" if "wgrad" not in given else st[_ROLE]
+            role = "dgrad" if "dgrad" not in given else "wgrad" if "wgrad" not in given else st.role
         given[role] = True
-        st[_ROLE] = role
+        st.role = role
         res = self._result(s, role, op)
         # The gradient really computed: a formula gives the role it was asked for the numbers of the one that
         # exists (the first layer's weight gradient only, convolution_backward's output_mask), params saying
@@ -271,12 +274,12 @@ class Modeller:
         group = groups.get(key)
         if group is None:
             groups[key] = (res, sub)
-            if st[_SUB] is None:
-                st[_SUB] = sub
+            if st.first_sub is None:
+                st.first_sub = sub
             if self._share:
                 entry = (idx, d, res, res, s.tc)
-                if st[_FIRST] is None:
-                    st[_FIRST] = entry
+                if st.first is None:
+                    st.first = entry
                 else:
                     _add(st, entry)
             return res
@@ -295,17 +298,17 @@ class Modeller:
             if self.watch_from <= line < self.blind_until:
                 self.uncertain = True
             return s.result
-        if st[_FKEY] != s.joins or not st[_MAINS] or line - st[_LAST] > WINDOW or line - st[_START] > WINDOW:
+        if st.fwd_key != s.joins or not st.mains or line - st.last_line > WINDOW or line - st.start_line > WINDOW:
             return s.result
-        st[_LAST] = line
-        if st[_BLIND] and line >= self.watch_from:
+        st.last_line = line
+        if st.blind and line >= self.watch_from:
             self.uncertain = True
-        op = st[_KEY][1]
+        op = st.key[1]
         if s.matrix:
             return s.helper_of(op)
-        given = s.counted(st[_SUB], op)
+        given = s.counted(st.first_sub, op)
         if self._share:
-            _add(st, (idx, d, given, st[_FIRST][3], s.tc))
+            _add(st, (idx, d, given, st.first[3], s.tc))
         return given
 
     def settle(self, line: int | None = None) -> list[Fix]:
@@ -314,10 +317,10 @@ class Modeller:
         Returns the kernels whose result is not the one ``model`` gave them (share mode), in no order."""
         closed = self._closed
         for st in self._calls.values():
-            if st[_FIRST] is not None and (line is None or line - st[_START] > WINDOW):
-                if st[_MORE] is not None:
-                    closed.append([st[_FIRST], *st[_MORE]])
-                st[_FIRST] = st[_MORE] = None
+            if st.first is not None and (line is None or line - st.start_line > WINDOW):
+                if st.more is not None:
+                    closed.append([st.first, *st.more])
+                st.first = st.more = None
         fixes: list = []
         for entries in closed:
             fixes += shares(entries)
@@ -327,11 +330,11 @@ class Modeller:
     def oldest_open(self) -> int | None:
         """The index of the earliest record whose result may still change (a sharing kernel of a call that is
         not closed; call ``settle`` first), or None."""
-        return min((st[_FIRST][0] for st in self._calls.values() if st[_FIRST] is not None), default=None)
+        return min((st.first[0] for st in self._calls.values() if st.first is not None), default=None)
 
     def open_threads(self, before: int) -> set:
         """The threads whose call in progress holds a sharing kernel of index below ``before``."""
-        return {tid for tid, st in self._calls.items() if st[_FIRST] is not None and st[_FIRST][0] < before}
+        return {tid for tid, st in self._calls.items() if st.first is not None and st.first[0] < before}
 
     def _result(self, s: "Static", role: str, op: str) -> Result:
         res = s.results.get(role)
@@ -340,7 +343,8 @@ class Modeller:
             if est.reason and est.flops is None and not s.args:
                 est = est._replace(reason=s.no_args)
             params = est.params + ",dtype-from-kernel" if s.guessed and est.params else est.params
-            res = s.results[role] = Result(est.flops, est.bytes, params, s.tc, est.reason, s.family, s.dtype, role)
+            res = s.results[role] = Result(est.flops, est.bytes, params, s.tc, est.reason, s.family, s.dtype, role,
+                                           est.tc_dims)
         return res
 
     def _static_info(self, long_name: str, mod: str, op: str, direction: str, args, fwd, fkey, d: dict,
@@ -395,11 +399,11 @@ class Modeller:
         return s
 
 
-def _add(st: list, entry: tuple) -> None:
+def _add(st: OpCall, entry: tuple) -> None:
     """One more sharing kernel of the call ``st``."""
-    more = st[_MORE]
+    more = st.more
     if more is None:
-        st[_MORE] = [entry]
+        st.more = [entry]
     else:
         more.append(entry)
 

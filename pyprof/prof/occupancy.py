@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from pyprof.common import BoundedDict
+
 # Resident blocks per SM by compute capability (CUDA programming guide, "Technical specifications"): the exports
 # do not carry it. Architectures not listed get 32 (every data-center part since Volta).
 _MAX_BLOCKS_PER_SM = {(7, 5): 16, (8, 6): 16, (8, 7): 16, (8, 9): 24, (12, 0): 32}
@@ -27,7 +29,7 @@ class Limits(NamedTuple):
     smem_reserved_bytes: int
 
 
-_cache: dict = {}
+_cache = BoundedDict(1024)  # id(props) -> (props, Limits): props kept, so that the id stays theirs
 
 
 def limits(props: dict | None) -> Limits | None:
@@ -56,9 +58,7 @@ def limits(props: dict | None) -> Limits | None:
                  first("maxRegistersPerSm", "regsPerMultiprocessor"),
                  first("maxShmemPerSm", "sharedMemPerMultiprocessor"),
                  _MAX_BLOCKS_PER_SM.get(cc, 32), SMEM_RESERVED_PER_BLOCK if cc[0] >= 8 else 0)
-    if len(_cache) > 1024:
-        _cache.clear()
-    _cache[key] = (props, out)
+    _cache.add(key, (props, out))
     return out
 
 

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import io
 import json
-import multiprocessing
 import os
 import re
 import stat
 from collections import deque
 from typing import IO, Iterator, NamedTuple
 
-from pyprof.common import InputError
+from pyprof import forked
+from pyprof.common import InputError, no_cyclic_gc
 from pyprof.record import HEADER_PREFIX
 from pyprof.prof.contract import Ending
 from pyprof.prof.columns import ROOFLINE_COLUMNS, compile_row
@@ -48,11 +48,8 @@ AHEAD_STEP = 16  # lines read at a time after the chunk
 AHEAD_BYTES = 256 << 10  # bytes a worker reads at a time after its chunk
 
 _state: dict = {}
-
-
-def available() -> bool:
-    """True where worker processes can be forked."""
-    return "fork" in multiprocessing.get_all_start_methods()
+NAME = "a prof worker process"
+available = forked.available
 
 
 def _init(columns: list, fmt: str, peaks: Peaks) -> None:
@@ -354,19 +351,11 @@ def _tasks(stream: IO[bytes], path: str) -> Iterator[tuple]:
     return _file_chunks(fd, pos, st.st_size, path)
 
 
-def _serve(conn, columns: list, fmt: str, peaks: Peaks, inherited: list) -> None:
-    """A worker process: answer each task sent on ``conn`` with (text, coverage, chunk ending, error) until None
-    comes.
-    ``inherited``: the main process's ends of the pipes to this worker and to those forked before it, closed
-    here so that when the main process closes them, each worker sees the end of its pipe."""
-    import gc
-    import traceback
-
-    for c in inherited:
-        c.close()
-
-    gc.disable()  # records are trees, no cycles: as in the serial run (report.no_cyclic_gc)
-    try:
+def _serve(conn, columns: list, fmt: str, peaks: Peaks) -> None:
+    """A worker process's body (pyprof.forked): answer each task sent on ``conn`` with (text, coverage, chunk
+    ending, error) until None comes. A task that fails (a bug, not bad input) is answered with its failure, which
+    the parent raises when it takes that task's result."""
+    with no_cyclic_gc():  # records are trees, no cycles: as in the serial run
         _init(columns, fmt, peaks)
         while True:
             task = conn.recv()
@@ -376,16 +365,8 @@ def _serve(conn, columns: list, fmt: str, peaks: Peaks, inherited: list) -> None
                 conn.send(_work(task))
             except (BrokenPipeError, EOFError):
                 raise
-            except BaseException:  # a bug, not bad input: the parent raises it with this traceback
-                conn.send((None, None, None, _BUG + traceback.format_exc()))
-    except (BrokenPipeError, EOFError, KeyboardInterrupt):
-        pass  # the parent stopped (its own error, or `| head`)
-    finally:
-        conn.close()
-        os._exit(0)  # skip the finalizers of objects inherited from the parent
-
-
-_BUG = "\0bug\0"
+            except BaseException as e:
+                forked.send_failure(conn, e)
 
 
 def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, columns: list, fmt: str, peaks: Peaks,
@@ -401,29 +382,18 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
     coverage = Coverage()
     ending = Ending(path)  # the chunks' endings, in order: the input's
     commit = getattr(out, "commit", None)
-    ctx = multiprocessing.get_context("fork")
-    conns, procs = [], []
+    workers: list = []
     try:
         for _ in range(jobs):
-            mine, theirs = ctx.Pipe()
-            proc = ctx.Process(target=_serve, args=(theirs, columns, fmt, peaks, conns + [mine]), daemon=True)
-            proc.start()
-            theirs.close()
-            conns.append(mine)
-            procs.append(proc)
+            workers.append(forked.start(NAME, _serve, (columns, fmt, peaks), duplex=True, siblings=workers))
         pending: deque = deque()  # worker index of each chunk in flight, in chunk order
         done = 0
 
         def take() -> None:
             nonlocal done
             w = pending.popleft()
-            try:
-                text, cov, chunk_end, err = conns[w].recv()
-            except EOFError:
-                raise RuntimeError("a prof worker process exited without a result") from None
+            text, cov, chunk_end, err = workers[w].recv()
             if err is not None:
-                if err.startswith(_BUG):
-                    raise RuntimeError(f"a prof worker process failed:\n{err[len(_BUG):]}")
                 raise InputError(path, err)
             out.write(text)
             coverage.merge(cov)
@@ -442,20 +412,13 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
             while len(pending) >= limit:
                 take()
             w = k % jobs
-            conns[w].send(task)
+            workers[w].send(task)
             pending.append(w)
         while pending:
             take()
         ending.done()
-        for c in conns:
-            c.send(None)  # every result is in: the workers stop
+        for worker in workers:
+            worker.send(None)  # every result is in: the workers stop
     finally:
-        # On an error, workers may still be busy or blocked writing a result nobody will read: stop them.
-        for c in conns:
-            c.close()
-        for proc in procs:
-            proc.join(timeout=5)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join()
+        forked.stop(workers)
     return coverage

@@ -31,6 +31,9 @@ class Estimate(NamedTuple):
     bytes: int | None
     params: str
     reason: str | None = None
+    #: The sizes that Tensor Cores want in multiples of 8, as (name, size) pairs: a GEMM's M, N and K, a
+    #: convolution's C and K (the recommendations name those that are not); () for other ops.
+    tc_dims: tuple = ()
 
 
 class NotModelled(Exception):

@@ -19,6 +19,7 @@ class Result(NamedTuple):
     family: str  # formula family, '' when no formula
     dtype: str | None  # the op's input dtype (None when unknown)
     role: str
+    tc_dims: tuple = ()  # the formula's Estimate.tc_dims
 
 
 class Pending(Result):

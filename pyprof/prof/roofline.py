@@ -8,6 +8,7 @@ half-precision CUDA-core math is held to the fp32 peak, a documented simplificat
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pyprof.common import UsageError
 from pyprof.prof.args import dtype_info
@@ -48,6 +49,21 @@ class Peaks:
         return base
 
 
+class Roofline(NamedTuple):
+    """The roofline numbers of one kernel; None where not computable."""
+
+    tflops: float | None  # achieved TFLOP/s: FLOPs / duration
+    gbps: float | None  # achieved GB/s: bytes / duration
+    flops_per_byte: float | None  # arithmetic intensity
+    roofline_pct: float | None  # % of the roofline: the time at the GPU's peaks over the measured time
+
+
+NO_ROOFLINE = Roofline(None, None, None, None)
+# roofline() runs once per row of prof's hot loop: tuple.__new__ skips the named tuple's Python-level __new__
+# (a third of the cost of making one).
+_new_tuple = tuple.__new__
+
+
 def peak_tflops(peaks: GpuPeaks, dtype: str | None, tc: str) -> float | None:
     """The compute peak (TFLOP/s) that a kernel of ``dtype`` with ``tc`` ('1', '0', '-') is held to."""
     info = dtype_info(dtype)
@@ -62,13 +78,13 @@ def peak_tflops(peaks: GpuPeaks, dtype: str | None, tc: str) -> float | None:
 
 
 def roofline(flops: int | None, nbytes: int | None, duration_ns: int, peaks: GpuPeaks | None, dtype: str | None,
-             tc: str) -> tuple[float | None, float | None, float | None, float | None]:
-    """(TFLOP/s, GB/s, FLOPs per byte, % of roofline) for one kernel; None where not computable.
+             tc: str) -> Roofline:
+    """The Roofline of one kernel: TFLOP/s, GB/s, FLOPs per byte and % of the roofline; None where not computable.
 
     The roofline share is None, never 0, when neither the FLOPs nor the bytes can be set against a peak: the
     GPU is unknown, or it has no peak for the unit the kernel needs and no bandwidth (zero work is 0%)."""
     if not duration_ns or duration_ns <= 0:
-        return None, None, None, None
+        return NO_ROOFLINE
     tflops = flops / duration_ns / 1e3 if flops is not None else None  # FLOP/ns = GFLOP/s
     gbps = nbytes / duration_ns if nbytes is not None else None  # byte/ns = GB/s
     intensity = flops / nbytes if flops is not None and nbytes else None
@@ -84,4 +100,4 @@ def roofline(flops: int | None, nbytes: int | None, duration_ns: int, peaks: Gpu
         if t_ns is None and not flops and not nbytes:  # nothing to do takes no time at any peak
             t_ns = 0.0
         frac = None if t_ns is None else 100.0 * t_ns / duration_ns
-    return tflops, gbps, intensity, frac
+    return _new_tuple(Roofline, (tflops, gbps, intensity, frac))

@@ -15,17 +15,16 @@ from pyprof.prof.coverage import Coverage
 from pyprof.prof.modeller import Modeller, Result
 from pyprof.prof.reader import DECODE_ERRORS, LEAN_ERRORS, legacy_loads, lean_loads, loads
 from pyprof.prof.results import Pending
-from pyprof.prof.roofline import Peaks, roofline
+from pyprof.prof.roofline import NO_ROOFLINE, Peaks, Roofline, roofline
 
-NO_ROOF = (None, None, None, None)
 _EMPTY_LINES = frozenset({b"", b"\r", b"\n", b"\r\n"})
 BATCH = 2048  # rows handed to the format at a time
 COMMIT_BATCHES = 32  # a spooling output (the CLI's) is written out every 64k rows
 
 
 def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks | None, need_roofline: bool,
-         coverage: Coverage, path: str = "<input>") -> Iterable[tuple[int, dict, Result, tuple]]:
-    """(idx, record, model result, roofline tuple) for each ``(line number, record)``, in input order.
+         coverage: Coverage, path: str = "<input>") -> Iterable[tuple[int, dict, Result, Roofline]]:
+    """(idx, record, model result, Roofline) for each ``(line number, record)``, in input order.
 
     A kernel's result is its share of its op call, so a record comes out once its call is closed: at most
     WINDOW records later. ``modeller`` should be made with ``share=True`` (without, each record gets the
@@ -46,7 +45,7 @@ def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks |
                 dur = d.get("kDuration") or 0
                 add(dur, m)
                 r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
-                    if need_roofline and m.family != "transfer" else NO_ROOF
+                    if need_roofline and m.family != "transfer" else NO_ROOFLINE
             except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
                 raise InputError(path, f"line {ln}: a record field has an unexpected type ({first_line(e)})") \
                     from None
@@ -170,7 +169,7 @@ class RowStream:
                     t[1] += 1
                     t[2] += dur
                 r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
-                    if need_roofline and m.family != "transfer" else NO_ROOF
+                    if need_roofline and m.family != "transfer" else NO_ROOFLINE
                 append(row(idx, d, m, r))
             except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
                 if count:
@@ -190,7 +189,7 @@ class RowStream:
             d, m = fix.record, fix.final
             dur = d.get("kDuration") or 0
             r = roofline(m.flops, m.bytes, dur, self.peaks.for_gpu(d.get("gpu")), m.dtype, m.tc) \
-                if self.need_roofline and m.family != "transfer" else NO_ROOF
+                if self.need_roofline and m.family != "transfer" else NO_ROOFLINE
             held[fix.idx - first] = self.row(fix.idx, d, m, r)
             if fix.idx >= self.lo and (self.hi is None or fix.idx < self.hi):
                 if type(fix.given) is Pending:  # never counted

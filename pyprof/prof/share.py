@@ -71,8 +71,9 @@ def shares(entries: list) -> list[Fix]:
         else:
             durations = [e[1].get("kDuration") or 0 for e in group]
             flops, nbytes = apportion(whole.flops, durations), apportion(whole.bytes, durations)
-            make, (params, reason, family, dtype, role) = type(whole), whole[2:3] + whole[4:]
-            finals = [make(f, b, params, e[4], reason, family, dtype, role) for e, f, b in zip(group, flops, nbytes)]
+            make, w = type(whole), whole
+            finals = [make(f, b, w.params, e[4], w.reason, w.family, w.dtype, w.role, w.tc_dims)
+                      for e, f, b in zip(group, flops, nbytes)]
         for (idx, d, given, _whole, _tc), final in zip(group, finals):
             if final is not given:
                 fixes.append(Fix(idx, d, given, final))

@@ -11,12 +11,16 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-# Checked first: kernels that belong to matrix libraries but multiply nothing (layout changes, workspace set-up,
-# split-K reductions): not applicable, whatever their template arguments mention.
-_NOT_MATRIX = re.compile(r"init_device_workspace|AddPaddingKernel|RemovePaddingKernel|nchwToNhwc|nhwcToNchw|"
-                         r"splitKreduce|split_k_reduce|reduction::kernel::ReduceSplitK|compute_dot_do_o|convert_dq|dot_do_o|scal_kernel|"
-                         r"scalePackedTensor|epilogue::impl|xmma\w*_execute_split_k_kernel|unpack_cudnn",
-                         re.IGNORECASE)
+# Kernels that belong to matrix libraries but multiply nothing (layout changes, workspace set-up, split-K
+# reductions, scaling, attention backward's dO*O and dQ conversion): checked first here (not applicable, whatever their
+# template arguments mention), and always helpers of their op call (kernels.is_helper): see library_helper.
+LIBRARY_HELPER = re.compile(
+    r"init_device_workspace|AddPaddingKernel|RemovePaddingKernel|nchwToNhwc|nhwcToNchw|"
+    r"splitKreduce|split_k_reduce|reduction::kernel::ReduceSplitK|dot_do_o|convert_dq|scal_kernel|"
+    r"scalePackedTensor|epilogue::impl|xmma\w*_execute_split_k_kernel|"
+    # at::cuda::philox::unpack_cudnn: a one-thread kernel that reads the RNG seed and offset for cuDNN's
+    # attention (PyTorch's ATen/cuda/PhiloxUtils); it multiplies nothing.
+    r"unpack_cudnn", re.IGNORECASE)
 # Tensile/hipBLASLt (case matters: generated names). A GEMM kernel is named C's, A's and B's index letters first
 # (``Cijk_Ailk_Bljk_...``); it used the matrix cores when its name gives the matrix instruction it was built
 # on, ``_MI<M>x<N>x<K>[x<B>]_`` (Tensile's Solution.getNameMin), else it ran on the vector ALUs. The beta-only
@@ -24,6 +28,14 @@ _NOT_MATRIX = re.compile(r"init_device_workspace|AddPaddingKernel|RemovePaddingK
 TENSILE_GEMM = re.compile(r"(?:^|[^A-Za-z])C[a-z]+_A[a-z]+_B[a-z]+_")
 _TENSILE_MI = re.compile(r"_MI\d+x\d+x\d+")
 TENSILE_HELPER = re.compile(r"^C[a-z]+_[A-Z0-9][A-Za-z0-9]*(?:_GB)?(?:_GA)?$|_PostGSU|^WSFlags")
+
+
+def library_helper(name: str) -> bool:
+    """True for a kernel of a matrix library (cuBLAS, cuDNN, CUTLASS, Tensile/hipBLASLt) that multiplies nothing:
+    a helper of its GEMM/convolution/attention call, to which Tensor Cores do not apply."""
+    return bool(LIBRARY_HELPER.search(name) or TENSILE_HELPER.search(name))
+
+
 # Then names that say CUDA cores even though they are matrix kernels.
 _SIMT = re.compile(
     r"ffma|simt|(?<![0-9a-z])[sdcz]gemm|_sgemm|_dgemm|[^a-z]gemv|gemvx|gemv2|gemmSN|gemmk1|dot_kernel|"
@@ -66,7 +78,7 @@ def tc_used(name: str) -> bool | None:
 
 @lru_cache(maxsize=65536)
 def _tc_used(name: str) -> bool | None:
-    if _NOT_MATRIX.search(name) or TENSILE_HELPER.search(name):
+    if library_helper(name):
         return None
     if TENSILE_GEMM.search(name):
         return bool(_TENSILE_MI.search(name))
@@ -91,7 +103,7 @@ def _tc_column(name: str, matrix_role: bool, dtype: str | None) -> str:
     used = _tc_used(name)
     if used:
         return "1"
-    if used is None and (_NOT_MATRIX.search(name) or TENSILE_HELPER.search(name)):
+    if used is None and library_helper(name):
         return "-"
     if (matrix_role or used is False or MATRIX_KERNEL.search(name)) and dtype in TC_DTYPES:
         return "0"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import IO, Iterable, Iterator
 
-from pyprof.common import InputError
+from pyprof.common import BoundedDict, InputError
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.rows import rows as model_rows
@@ -123,15 +123,12 @@ class _Launches:
     graph's kernels run close together, so forgetting old ones costs at worst a duplicate slice)."""
 
     def __init__(self) -> None:
-        self.seen: dict = {}
+        self.seen = BoundedDict(_LAUNCH_MEMORY)
 
     def first(self, key) -> bool:
         if key in self.seen:
             return False
-        self.seen[key] = None
-        if len(self.seen) > _LAUNCH_MEMORY:
-            for k in list(self.seen)[: _LAUNCH_MEMORY // 2]:
-                del self.seen[k]
+        self.seen.add(key, None)
         return True
 
 

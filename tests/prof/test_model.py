@@ -118,7 +118,7 @@ def test_roofline_numbers():
     tf, gbps, inten, pct = roofline(10**9, 4_800_000, 2021.2, h200, "bfloat16", "1")
     assert round(pct, 1) == 50.0 and round(tf, 1) == 494.8 and round(inten, 1) == 208.3
     # bandwidth-bound: 4.8e6 B at 4800 GB/s = 1000 ns of 4000 ns → 25 %
-    assert round(roofline(0, 4_800_000, 4000, h200, "float16", "-")[3], 1) == 25.0
+    assert round(roofline(0, 4_800_000, 4000, h200, "float16", "-").roofline_pct, 1) == 25.0
 
 
 def test_peak_overrides():

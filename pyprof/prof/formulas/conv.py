@@ -51,14 +51,15 @@ def conv(x: tuple, w: tuple, dtype: str | None, *, stride: tuple, padding: tuple
               + ",k=" + "x".join(map(str, kernel)) + ",out=" + "x".join(map(str, out))
               + (f",s={'x'.join(map(str, stride))}" if any(s != 1 for s in stride) else "")
               + (f",g={groups}" if groups != 1 else "") + (",T" if transposed else "") + f",{short_dtype(dtype)}")
+    dims = (("C", cin), ("K", cout))  # the channels: the batch and spatial sizes need no alignment
     if role == "dgrad":
-        return estimate(flops, [(on, dtype), (wn, dtype), (xn, dtype)], params + ",dgrad")
+        return estimate(flops, [(on, dtype), (wn, dtype), (xn, dtype)], params + ",dgrad", dims)
     if role == "wgrad":
-        return estimate(flops, [(xr, dtype), (on, dtype), (wn, dtype)], params + ",wgrad")
+        return estimate(flops, [(xr, dtype), (on, dtype), (wn, dtype)], params + ",wgrad", dims)
     if role == "bprop":
         return estimate(2 * flops, [(on, dtype), (wn, dtype), (xn, dtype), (xr, dtype), (wn, dtype)],
-                        params + ",bprop")
-    return estimate(flops, [(xr, dtype), (wn, dtype), (bias_numel, dtype), (on, dtype)], params)
+                        params + ",bprop", dims)
+    return estimate(flops, [(xr, dtype), (wn, dtype), (bias_numel, dtype), (on, dtype)], params, dims)
 
 
 def _covered(size: int, out: int, k: int, stride: int, pad, dil: int) -> int:
@@ -243,4 +244,4 @@ def _gradients(a: Args, x, w, g, mask, one_role) -> Estimate:
     flops = sum(p.flops for p in parts)
     nbytes = None if any(p.bytes is None for p in parts) else sum(p.bytes for p in parts)
     return Estimate(flops, nbytes, parts[0].params.rsplit(",", 1)[0] + ",bprop",
-                    None if nbytes is not None else "dtype unknown: bytes not modelled")
+                    None if nbytes is not None else "dtype unknown: bytes not modelled", parts[0].tc_dims)

@@ -19,15 +19,17 @@ def gemm(batch: int, m: int, n: int, k: int, dtype: str | None, role: str, extra
     read (bias). Used by every GEMM-like formula so that they agree."""
     out_dtype = out_dtype or dtype
     params = f"M={m},N={n},K={k}" + (f",B={batch}" if batch != 1 else "") + f",{short_dtype(dtype)}"
+    dims = (("M", m), ("N", n), ("K", k))
     a, b, c = batch * m * k, batch * k * n, batch * m * n
     if role == "dgrad":  # dA[M,K] = dC[M,N] · Bᵀ
-        return estimate(2 * batch * m * n * k, [(c, out_dtype), (b, dtype), (a, dtype)], params + ",dgrad")
+        return estimate(2 * batch * m * n * k, [(c, out_dtype), (b, dtype), (a, dtype)], params + ",dgrad", dims)
     if role == "wgrad":  # dB[K,N] = Aᵀ · dC
-        return estimate(2 * batch * m * n * k, [(a, dtype), (c, out_dtype), (b, dtype)], params + ",wgrad")
+        return estimate(2 * batch * m * n * k, [(a, dtype), (c, out_dtype), (b, dtype)], params + ",wgrad", dims)
     if role == "bprop":
         return estimate(4 * batch * m * n * k, [(c, out_dtype), (b, dtype), (a, dtype), (a, dtype), (b, dtype)],
-                        params + ",bprop")
-    return estimate(2 * batch * m * n * k, [(a, dtype), (b, dtype), (extra_read, dtype), (c, out_dtype)], params)
+                        params + ",bprop", dims)
+    return estimate(2 * batch * m * n * k, [(a, dtype), (b, dtype), (extra_read, dtype), (c, out_dtype)], params,
+                    dims)
 
 
 def _mk_kn(a: Tensor, b: Tensor) -> tuple[int, int, int]:

@@ -3,8 +3,6 @@ do (docs/actionable.md explains them; thresholds below, and in docs/views.md). A
 the records (data loading share, pageable vs pinned host memory) does not fire."""
 from __future__ import annotations
 
-import re
-
 from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.groups import Group
 from pyprof.prof.tables import Table
@@ -20,16 +18,12 @@ TINY_SHARE = 50.0  # % of kernels shorter than TINY_NS
 LOW_OCCUPANCY = 25.0  # estimated occupancy %
 LOW_OCC_SHARE = 10.0  # % of kernel time in low-occupancy kernels
 MAX_ROWS_PER_RULE = 5
-_DIM = re.compile(r"\b([A-Za-z]+)=(\d+)")
-_ALIGN_NAMES = {"gemm": ("M", "N", "K"), "conv": ("C", "K")}
 
 
-def misaligned(params: str) -> list[str]:
-    """The dimensions in a params string (``M=..,N=..,K=..``; ``N=,C=,K=`` for convolutions) that are not
-    multiples of 8, as ``NAME=VALUE``."""
-    dims = dict(_DIM.findall(params or ""))
-    names = _ALIGN_NAMES["conv"] if "C" in dims else _ALIGN_NAMES["gemm"]
-    return [f"{n}={dims[n]}" for n in names if n in dims and int(dims[n]) % 8]
+def misaligned(tc_dims: tuple) -> list[str]:
+    """The sizes among a formula's ``tc_dims`` (registry.Estimate: a GEMM's M, N, K, a convolution's C, K) that
+    are not multiples of 8, as ``NAME=VALUE``. A negative size (a corrupt marker) names nothing to pad."""
+    return [f"{name}={size}" for name, size in tc_dims if size >= 0 and size % 8]
 
 
 def _top(names: list[str], n: int = 3) -> str:
@@ -51,14 +45,16 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
 
     # 1. fp16/bf16 GEMM/conv/attention kernels not on Tensor Cores
     miss: dict = {}
-    for (op, kernel, params, line), group in merged(ws, "tc_miss").items():
-        g, knames, lnames = miss.setdefault((op, params), (Group(), set(), set()))  # its kernels' names, lines
+    for (op, kernel, params, line, dims), group in merged(ws, "tc_miss").items():
+        # per op and params: its kernels, their names and lines; the params decide the sizes, so one tc_dims
+        g, knames, lnames, _ = miss.setdefault((op, params), (Group(), set(), set(), dims))
         g.merge(group)
         knames.add(kernel)
         lnames.add(line)
-    for (op, params), (g, knames, lnames) in sorted(miss.items(), key=lambda kv: -kv[1][0].ns)[:MAX_ROWS_PER_RULE]:
+    for (op, params), (g, knames, lnames, dims) in sorted(miss.items(),
+                                                          key=lambda kv: -kv[1][0].ns)[:MAX_ROWS_PER_RULE]:
         n, ns = g.count, g.ns
-        bad = misaligned(params)
+        bad = misaligned(dims)
         why = (f"dimensions not multiples of 8: {', '.join(bad)}" if bad else "dimensions are multiples of 8")
         at = sorted(short.get(x, x) for x in lnames)
         rows.append(["tensor_cores", f"{op} at {_top(at)}; kernels {_top(sorted(knames))}",

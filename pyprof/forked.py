@@ -1,0 +1,117 @@
+"""Work in forked worker processes, their results read back through pipes: parse's sweep worker and prof's
+``--jobs`` workers.
+
+Fork, because a worker inherits what the parent has loaded (the readers, formulas of ``--plugin``) and starts
+in milliseconds. A worker runs ``body(conn, *args)`` with its end of a pipe and ends with ``os._exit``: the
+finalizers of objects inherited from the parent (an open SQLite connection) must not run twice. What it sends
+are byte messages (``send_bytes``) or pickles (``send``); a failure is a message too, and :meth:`Worker.recv`
+raises it in the parent: an InputError (the input turned out unreadable part way) as itself, anything else as
+WorkerError with the worker's traceback (a bug). A worker that dies without a word raises WorkerError too. A
+message of the worker's own starts with any byte but the two this module reserves (FAILED and REFUSED): a
+pickle starts with 0x80, parse's batches with a letter.
+"""
+from __future__ import annotations
+
+import marshal
+import multiprocessing
+import os
+import pickle
+import traceback
+from typing import Callable, Iterable
+
+from pyprof.common import InputError
+
+FAILED, REFUSED = b"\x01", b"\x02"
+
+
+class WorkerError(RuntimeError):
+    """A worker process failed (a bug) or broke the protocol: the message names the worker and, when it
+    failed, holds its traceback."""
+
+
+def available() -> bool:
+    """True where worker processes can be forked."""
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+class Worker:
+    """The parent's side of a forked worker process: its end of the pipe, and the process."""
+
+    def __init__(self, name: str, conn, proc) -> None:
+        self.name, self.conn, self.proc = name, conn, proc
+
+    def send(self, obj) -> None:
+        """Send ``obj`` (pickled) to the worker (a two-way pipe only)."""
+        self.conn.send(obj)
+
+    def recv_bytes(self) -> bytes:
+        """The worker's next message. Raises InputError or WorkerError for what the worker failed with, and
+        WorkerError when it exited without a message."""
+        try:
+            msg = self.conn.recv_bytes()
+        except EOFError:
+            raise WorkerError(f"{self.name} exited without a result") from None
+        tag = msg[:1]
+        if tag == FAILED:
+            raise WorkerError(f"{self.name} failed:\n{msg[1:].decode(errors='replace')}")
+        if tag == REFUSED:
+            raise InputError(*marshal.loads(msg[1:]))
+        return msg
+
+    def recv(self):
+        """The worker's next message, unpickled (see :meth:`recv_bytes` for what it raises)."""
+        return pickle.loads(self.recv_bytes())
+
+
+def start(name: str, body: Callable, args: tuple = (), duplex: bool = False,
+          siblings: Iterable[Worker] = ()) -> Worker:
+    """Fork a worker running ``body(conn, *args)`` and return the parent's side of it. ``name`` is how messages
+    name it ("the sweep worker"). ``duplex``: the parent sends to it too (tasks), else it only sends.
+    ``siblings``: the workers forked before it, whose pipe ends it inherits and closes, so that each worker sees
+    the end of its own pipe when the parent closes it."""
+    ctx = multiprocessing.get_context("fork")
+    mine, theirs = ctx.Pipe(duplex=duplex)  # one-way: (the reading end, the writing end)
+    inherited = [w.conn for w in siblings] + [mine]
+    proc = ctx.Process(target=_run, args=(body, theirs, args, inherited), daemon=True)
+    proc.start()
+    theirs.close()
+    return Worker(name, mine, proc)
+
+
+def send_failure(conn, error: BaseException) -> None:
+    """Send ``error`` to the parent, whose ``recv`` raises it. For a worker that keeps serving after a failed
+    task; ``start`` sends what escapes ``body`` by itself."""
+    if isinstance(error, InputError):
+        conn.send_bytes(REFUSED + marshal.dumps((error.path, error.problem)))
+    else:
+        conn.send_bytes(FAILED + "".join(traceback.format_exception(error)).encode())
+
+
+def _run(body: Callable, conn, args: tuple, inherited: list) -> None:
+    for c in inherited:
+        c.close()
+    try:
+        body(conn, *args)
+    except (BrokenPipeError, EOFError, KeyboardInterrupt):
+        pass  # the parent stopped reading or sending (its own error, or `| head`)
+    except BaseException as e:
+        try:
+            send_failure(conn, e)
+        except OSError:
+            pass
+    finally:
+        conn.close()
+        os._exit(0)  # skip the finalizers of objects inherited from the parent (its SQLite connection)
+
+
+def stop(workers: Iterable[Worker]) -> None:
+    """Close the parent's ends of the workers' pipes, then wait for each (5 s) and terminate what is still
+    running: on an error, a worker may still be busy or blocked writing a result nobody will read."""
+    workers = list(workers)
+    for w in workers:
+        w.conn.close()
+    for w in workers:
+        w.proc.join(timeout=5)
+        if w.proc.is_alive():
+            w.proc.terminate()
+            w.proc.join()
