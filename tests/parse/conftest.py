@@ -6,13 +6,13 @@ from pathlib import Path
 import pytest
 
 from parse_synth import CORPUS, NsysBuilder
+from shared_files import require_shared
 
 
 @pytest.fixture
 def corpus() -> Path:
-    """The shared corpus of real exports; its tests skip only when the folder is absent."""
-    if not CORPUS.is_dir():
-        pytest.skip(f"shared corpus not present at {CORPUS}")
+    """The shared corpus of real exports (tests/shared_files.py: skipped loudly without it, required in CI)."""
+    require_shared()
     return CORPUS
 
 

@@ -11,7 +11,7 @@ import sqlite3
 from pathlib import Path
 
 #: The shared corpus of real exports (../shared/corpus next to the repository), when present.
-CORPUS = Path(__file__).resolve().parents[2].parent / "shared" / "corpus"
+from shared_files import CORPUS  # noqa: E402  (where ../shared is, said once)
 
 
 def gtid(pid: int, tid: int) -> int:

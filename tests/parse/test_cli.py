@@ -128,7 +128,7 @@ def test_sweep_worker_on_and_off_write_the_same(corpus):
     assert old.stderr.decode().startswith("python -m pyprof.parse: --worker is deprecated, use --sweep-process\n")
 
 
-def test_the_renamed_functions_answer_to_their_old_names_with_a_warning():
+def test_the_renamed_functions_answer_to_their_old_names_with_a_warning(shared):
     import warnings
 
     import pyprof.parse

@@ -38,9 +38,7 @@ NODE = re.compile(r"^autograd::engine::evaluate_function: |Backward\d*$|^torch::
 
 
 @pytest.fixture
-def external() -> Path:
-    if not EXTERNAL.is_dir():
-        pytest.skip(f"shared corpus not present at {EXTERNAL}")
+def external(shared) -> Path:
     return EXTERNAL
 
 

@@ -9,14 +9,15 @@ import os
 import subprocess
 import sys
 
+from shared_files import EXTERNAL
 from pyprof.prof.per_kernel import run_stream
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The shared corpus beside the repository (tests/parse/parse_synth.py): read in place, never copied.
-TRACE = os.path.join(os.path.dirname(ROOT), "shared", "corpus", "external", "tracelens_mi300_Qwen1.5-0.5B-Chat.json.gz")
+TRACE = str(EXTERNAL / "tracelens_mi300_Qwen1.5-0.5B-Chat.json.gz")
 
 
-def test_linear_on_mi300_counts_its_flops_on_the_tensile_kernels():
+def test_linear_on_mi300_counts_its_flops_on_the_tensile_kernels(shared):
     """The issue: linear showed 0 FLOPs on MI300 (its Cijk_..._Bias_ kernels were taken for helpers). Expected:
     the sum over the trace's own aten::linear events of 2·M·N·K from their "Input Dims" (x [..., K], weight
     [N, K]), recounted here from the JSON: 5,514,536,681,472 FLOPs over 168 calls."""

@@ -7,10 +7,6 @@ import pytest
 
 from pyprof.prof import registry
 from pyprof.prof.args import Args
-from pyprof.prof.formulas import loss as loss_mod
-from pyprof.prof.formulas import optim as optim_mod
-from pyprof.prof.formulas import pointwise as pw
-from pyprof.prof.formulas import reduce as red
 from pyprof.prof.modeller import Modeller
 
 from .helpers import D, L, S, T, rec, split_name
@@ -285,35 +281,109 @@ CASES.update({
     "reshape": [("aten::reshape", [T([8, 511], "int64"), S([-1])], "fprop",
                  0, 65408)],  # 4088·8 read + written
 })
+# FLOPs per output element of the table-made formulas, written here from each op's arithmetic (docs/formulas.md:
+# an elementary operation counts 1, a transcendental function one special-function instruction), not read from
+# the tables under test: a changed cost in pyprof fails the case of its op.
+ONE = 1  # one operation: an add, a compare, a sqrt, an exp ...
+UNARY_COST = {
+    **dict.fromkeys(("abs", "neg", "negative", "reciprocal", "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2",
+                     "log10", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
+                     "acosh", "atanh", "erf", "erfc", "erfinv", "sign", "sgn", "floor", "ceil", "round", "trunc",
+                     "frac", "square", "bitwise_not", "logical_not", "nan_to_num", "clamp_min", "clamp_max", "relu",
+                     "threshold", "hardshrink"), ONE),
+    "clamp": 2, "clip": 2,  # a max and a min
+    "sigmoid": 3,  # 1 / (1 + exp(-x)): exp, add, divide
+    "relu6": 2, "hardtanh": 2,  # a max and a min
+    "leaky_relu": 2,  # compare, multiply
+    "elu": 3, "celu": 3,  # exp, subtract, multiply
+    "selu": 4,  # elu's 3 and the scale
+    "gelu": 5,  # 0.5·x·(1 + erf(x/√2)): divide, erf, add, 2 multiplies
+    "silu": 4,  # x·sigmoid(x): sigmoid's 3 and a multiply
+    "mish": 4,  # x·tanh(softplus(x)): exp, log1p, tanh, multiply
+    "softplus": 2,  # log1p(exp(x))
+    "hardswish": 4,  # x·min(max(x + 3, 0), 6) / 6: add, max, min, multiply (the /6 folded into it)
+    "hardsigmoid": 3,  # min(max(x + 3, 0), 6) / 6: add, max, min
+    "logsigmoid": 4,  # -softplus(-x): negate, exp, log1p, negate
+    "softsign": 3,  # x / (1 + |x|): abs, add, divide
+    "tanhshrink": 2,  # x - tanh(x)
+    "softshrink": 2,  # compare, subtract
+}
+BINARY_COST = {
+    **dict.fromkeys(("add", "sub", "subtract", "rsub", "mul", "multiply", "div", "divide", "true_divide",
+                     "floor_divide", "remainder", "fmod", "pow", "float_power", "atan2", "maximum", "minimum", "fmax",
+                     "fmin", "copysign", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+                     "bitwise_right_shift"), ONE),
+    "xlogy": 2,  # x·log(y)
+    "hypot": 4,  # sqrt(a² + b²): 2 squares, add, sqrt
+    "prelu": 2,  # compare, multiply
+}
+TERNARY_COST = {"addcmul": 3, "addcdiv": 3,  # a + v·(b∘c): the b∘c, the ·v, the add
+                "lerp": 3,  # a + w·(b - a): subtract, multiply, add
+                "where": 1}  # a select
+COMPARE_COST = {**dict.fromkeys(("eq", "ne", "lt", "le", "gt", "ge", "greater", "less", "greater_equal",
+                                 "less_equal", "not_equal", "isnan", "isinf", "isfinite", "isneginf", "isposinf",
+                                 "logical_and", "logical_or", "logical_xor", "signbit"), ONE),
+                "isclose": 4}  # |a-b| <= atol + rtol·|b|: subtract, abs, fma, compare
+REDUCE_COST = {  # per input element: accumulate 1; var/std/norm square and accumulate; logsumexp exp, add, max
+    **dict.fromkeys(("sum", "mean", "nansum", "nanmean", "prod", "max", "min", "amax", "amin", "argmax", "argmin",
+                     "all", "any", "count_nonzero", "cumsum", "cumprod"), ONE),
+    "aminmax": 2,  # a min and a max
+    "var": 2, "std": 2, "var_mean": 2, "std_mean": 2, "norm": 2, "linalg.vector_norm": 2,
+    "logsumexp": 3,
+}
+LOSS_COST = {  # per input element (docs/formulas.md, Losses)
+    "cross_entropy": 6,  # log_softmax 5 (max, subtract, exp, sum, log) + gather/negate/sum 1
+    "mse_loss": 3,  # subtract, square, accumulate
+    "l1_loss": 3,  # subtract, abs, accumulate
+    "smooth_l1_loss": 4, "huber_loss": 4,  # subtract, abs, compare, square-or-linear
+    "binary_cross_entropy": 6,  # -(t·log x + (1-t)·log(1-x)): 2 logs, 2 multiplies, a subtract, an add
+    "binary_cross_entropy_with_logits": 8,  # max(x,0) - x·t + log1p(exp(-|x|)): max, multiply, subtract, abs,
+                                            # negate, exp, log1p, add
+    "kl_div": 4,  # t·(log t - x): log, subtract, multiply, accumulate
+    "soft_margin_loss": 4,  # log(1 + exp(-y·x)): multiply, exp, log1p, accumulate
+    "cosine_embedding_loss": 6,  # a·b / (|a|·|b|): a multiply-add each for the dot and the two squared norms
+    "poisson_nll_loss": 3,  # exp(x) - t·x: exp, multiply, subtract
+}
+# The optimizers' foreach ops cost what their element-wise op costs (a list of tensors instead of one): their
+# own literal table, the element-wise ones repeated from above, plus the copies (0) and norm/max.
+FOREACH_COST = {**{n: UNARY_COST[n] for n in ("sqrt", "rsqrt", "exp", "log", "neg", "abs", "reciprocal", "sign",
+                                              "clamp_min", "clamp_max", "sigmoid", "tanh", "erf", "floor", "ceil",
+                                              "round", "trunc", "frac", "sin", "cos")},
+                **{n: BINARY_COST[n] for n in ("add", "sub", "mul", "div", "maximum", "minimum", "pow")},
+                "addcmul": 3, "addcdiv": 3, "lerp": 3,
+                "copy": 0, "zero": 0, "fill": 0,  # data movement only
+                "norm": 2,  # square and accumulate
+                "max": 1}
+
 for _name in ("threshold", "gelu", "silu", "sigmoid", "tanh", "hardtanh", "leaky_relu", "elu", "softplus",
               "hardswish", "hardsigmoid", "mish", "logsigmoid", "softshrink", "hardshrink"):
     CASES[f"{_name}_backward"] = [(f"aten::{_name}_backward", [T([10], "float16"), T([10], "float16")], "fprop",
-                                   pw.UNARY[_name] * 10,  # the forward's cost per element
+                                   UNARY_COST[_name] * 10,  # the forward's cost per element · 10 elements
                                    (10 + 2 * 10) * 2)]  # dY + the saved tensor read, dX written; ·2 B
 
-# Formulas made from tables: one case each, the expected numbers from the documented per-element cost.
-for _name, _cost in {**pw.UNARY, **pw.BINARY}.items():
+# Formulas made from tables: one case each, the expected numbers from the cost per element above.
+for _name, _cost in {**UNARY_COST, **BINARY_COST}.items():
     CASES[f"pointwise_{_name}"] = [(f"torch.{_name}", [T([4, 8], "float16"), T([8], "float16")]
-                                    if _name in pw.BINARY else [T([4, 8], "float16")], "fprop",
+                                    if _name in BINARY_COST else [T([4, 8], "float16")], "fprop",
                                     _cost * 32,  # cost · 4·8 output elements
-                                    (32 + 8 + 32) * 2 if _name in pw.BINARY else (32 + 32) * 2)]
-for _name, _cost in pw.TERNARY.items():
+                                    (32 + 8 + 32) * 2 if _name in BINARY_COST else (32 + 32) * 2)]
+for _name, _cost in TERNARY_COST.items():
     CASES[f"pointwise_{_name}"] = [(f"torch.{_name}", [T([10], "bool" if _name == "where" else "float32"), T([10]),
                                                        T([10])], "fprop", _cost * 10,
                                     (10 + 80 + 40) if _name == "where" else 160)]  # 3 read + 1 written
-for _name, _cost in pw.COMPARE.items():
+for _name, _cost in COMPARE_COST.items():
     CASES[f"pointwise_{_name}"] = [(f"torch.{_name}", [T([4, 8], "float16"), T([4, 8], "float16")], "fprop",
                                     _cost * 32, 64 + 64 + 32)]  # two fp16 inputs, bool output
-for _name, _cost in red._COST.items():
-    _out = 10 if _name in red._SCANS else 1
+for _name, _cost in REDUCE_COST.items():
+    _out = 10 if _name in ("cumsum", "cumprod") else 1  # a scan writes every element, a reduction one
+    _out_bytes = 8 if _name in ("argmax", "argmin") else 1 if _name in ("all", "any") else 4  # int64, bool, fp32
     CASES[f"reduce_{_name.replace('.', '_')}"] = [(f"torch.{_name}", [T([10])], "fprop", _cost * 10,
-                                                   40 + _out * (8 if _name in red._INDEX_OUT else
-                                                                1 if _name in ("all", "any") else 4))]
-for _name, _cost in {**loss_mod._PER_ELEMENT, "nll_loss": 1}.items():
+                                                   40 + _out * _out_bytes)]
+for _name, _cost in {**LOSS_COST, "nll_loss": 1}.items():
     CASES[_name] = [(f"torch.nn.functional.{_name}", [T([4, 10]), T([4], "int64")], "fprop",
                      4 if _name == "nll_loss" else _cost * 40,  # per target / per input element
                      160 + 32 + 4)]  # input 40·4 + target 4·8 + scalar loss
-for _name, _cost in optim_mod._FOREACH.items():
+for _name, _cost in FOREACH_COST.items():
     CASES[f"foreach_{_name}"] = [(f"aten::_foreach_{_name}_", [L(T([10]), T([20]))], "fprop", _cost * 30,
                                   2 * 30 * 4)]  # read and write 30 elements
 for _m, _d in {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int": 4, "long": 8, "bool": 1, "short": 2,
@@ -392,3 +462,14 @@ def test_unknown_dtype_keeps_flops_and_says_why():
 def test_unusable_arguments_are_na_with_a_reason(op, args):
     r = Modeller().model(rec(op=split_name(op)[1], mod=split_name(op)[0], args=args))
     assert r.flops is None and r.bytes is None and r.reason
+
+
+def test_every_table_made_formula_has_its_cost_written_here():
+    """The cost tables above are this file's own: every op pyprof makes from a table has its entry (the names,
+    not the costs, are read from pyprof), so a new op cannot go untested."""
+    from pyprof.prof.formulas import loss, optim, pointwise, reduce
+
+    assert set(UNARY_COST) == set(pointwise.UNARY) and set(BINARY_COST) == set(pointwise.BINARY)
+    assert set(TERNARY_COST) == set(pointwise.TERNARY) and set(COMPARE_COST) == set(pointwise.COMPARE)
+    assert set(REDUCE_COST) == set(reduce._COST) and set(LOSS_COST) == set(loss._PER_ELEMENT)
+    assert set(FOREACH_COST) == set(optim._FOREACH)

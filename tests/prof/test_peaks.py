@@ -17,11 +17,7 @@ from pyprof.prof.summary import summarize
 
 from .helpers import T, rec
 
-import os
-
-# The shared corpus beside the repository (tests/parse/parse_synth.py): read in place, never copied.
-EXTERNAL = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))),
-                        "shared", "corpus", "external")
+from shared_files import EXTERNAL  # the shared corpus beside the repository: read in place, never copied
 
 
 # (device name as the tool reports it, table row, bandwidth GB/s, dense bf16 matrix TFLOP/s): figures from the
@@ -47,7 +43,7 @@ def test_device_names_find_their_row(name, row, bandwidth, bf16):
     assert (p.name, p.bandwidth_gbps, p.tflops["bf16_tc"]) == (row, bandwidth, bf16)
 
 
-def test_the_mi300_trace_names_a_known_gpu():
+def test_the_mi300_trace_names_a_known_gpu(shared):
     """The name in the ROCm trace's deviceProperties (TraceLens' Qwen1.5 capture on an MI300X VM) is found."""
     with gzip.open(f"{EXTERNAL}/tracelens_mi300_Qwen1.5-0.5B-Chat.json.gz") as f:
         names = {d["name"] for d in json.load(f)["deviceProperties"]}

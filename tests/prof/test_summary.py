@@ -8,13 +8,14 @@ import os
 import subprocess
 import sys
 
+from shared_files import EXTERNAL
 from pyprof.prof.reader import read_records
 from pyprof.prof.groups import kernel_labels
 from pyprof.prof.summary import summarize
 from pyprof.record import read_lines
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TRACE = os.path.join(os.path.dirname(ROOT), "shared", "corpus", "external", "tracelens_b200_eager_trace.json.gz")
+TRACE = str(EXTERNAL / "tracelens_b200_eager_trace.json.gz")
 
 
 def test_labels():
@@ -25,7 +26,7 @@ def test_labels():
     assert kernel_labels({"k<1, 2>": "k", "k<2, 1>": "k"}) == {"k<1, 2>": "k<#1>", "k<2, 1>": "k<#2>"}
 
 
-def test_group_by_kernel_on_the_b200_trace():
+def test_group_by_kernel_on_the_b200_trace(shared):
     """Two elementwise_kernel<128, 4, ...> kernels of the TraceLens B200 trace: 72 direct copies and one masked
     fill, 380568 ns and 7712 ns by the JSON's own durations (sum of dur per full name, in us)."""
     with gzip.open(TRACE) as f:
@@ -49,7 +50,7 @@ def test_group_by_kernel_on_the_b200_trace():
     assert "elementwise_kernel" not in rows
 
 
-def test_group_by_op_keeps_recomputed_and_unlinked_backward_work_apart(tmp_path):
+def test_group_by_op_keeps_recomputed_and_unlinked_backward_work_apart(tmp_path, shared):
     """Activation checkpointing's recomputed convolutions are 'conv2d (recompute)', not forward 'conv2d' nor the
     backward node they run in; backward work without a forward link (the engine's AccumulateGrad copies) is
     'op (bprop)', not the forward op of the same name. Counts are those of the records parse marked."""

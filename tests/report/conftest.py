@@ -11,6 +11,7 @@ import pytest
 
 from report_helpers import CORPUS, DATA, ROOT, ParseFailed
 from pyprof.record import read_lines
+from shared_files import require_shared
 
 
 
@@ -38,9 +39,9 @@ def records(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def corpus() -> Path:
-    """The shared corpus of other people's exports; its tests skip only when the folder is absent."""
-    if not CORPUS.is_dir():
-        pytest.skip(f"shared corpus not present at {CORPUS}")
+    """The shared corpus of other people's exports (tests/shared_files.py: skipped loudly without it, required
+    in CI)."""
+    require_shared()
     return CORPUS
 
 

@@ -136,7 +136,7 @@ def _parse(path) -> list[dict]:
     return list(read_lines(p.stdout.splitlines()))
 
 
-def test_kernels_that_share_a_short_name_are_two_rows():
+def test_kernels_that_share_a_short_name_are_two_rows(shared):
     """The B200 vLLM trace (../shared/corpus/external, TraceLens) runs two different elementwise_kernel<128, 4,
     ...> kernels: a direct copy 72 times and a masked fill once. They are two rows, told apart by a word of
     their template arguments, with the calls and time a recount of the JSON gives per full name
@@ -146,7 +146,7 @@ def test_kernels_that_share_a_short_name_are_two_rows():
     import gzip
     import json
 
-    trace = ROOT.parent / "shared" / "corpus" / "external" / "tracelens_b200_eager_trace.json.gz"
+    trace = shared / "corpus" / "external" / "tracelens_b200_eager_trace.json.gz"
     with gzip.open(trace) as f:
         events = json.load(f)["traceEvents"]
     recount: dict = {}

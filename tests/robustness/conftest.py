@@ -25,7 +25,7 @@ def case(tmp_path):
 
 
 @pytest.fixture(scope="session")
-def small_seeds(tmp_path_factory):
+def small_seeds(tmp_path_factory, shared):
     """Committed captures (one nsys export of each marker kind, two Kineto traces), one nvprof file of the shared
     corpus, and records made from them by parse: the seeded mutations start from these."""
     nvprof = CORPUS / "nvprof" / "nvprof_v18_vectoradd.nvvp"

@@ -27,7 +27,7 @@ from bench.fuzz import judge as fuzz_judge  # noqa: E402
 from bench.fuzz.registry import Command  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
-CORPUS = ROOT.parent / "shared" / "corpus"
+from shared_files import CORPUS  # noqa: E402  (where ../shared is, said once)
 
 
 class Hang(Exception):

@@ -150,7 +150,7 @@ def test_without_rowid_table_is_valid(export, case):
 
 @pytest.mark.parametrize("table", ["CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMSET",
                                    "CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL"])
-def test_nvprof_table_without_rowid_gives_the_same_records(case, table):
+def test_nvprof_table_without_rowid_gives_the_same_records(case, table, shared):
     # nvprof exports declare _id_ the primary key of each table; rebuilt WITHOUT ROWID (same rows), the file
     # must give the records the original gives.
     original = CORPUS / "nvprof" / "nvprof_v18_vectoradd.nvvp"
