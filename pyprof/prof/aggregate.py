@@ -18,6 +18,7 @@ from pyprof.common import no_cyclic_gc
 from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks
 from pyprof.prof.groups import Group, add, callsite_key, kernel_key, layer_path, op_key, sample, shapes_key
+from pyprof.prof.registry import TC_FAMILIES
 from pyprof.prof.occupancy import est_occupancy, limits, sm_fraction
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -275,7 +276,7 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
         g = add(w.kernel_groups, full, s, 1)
         if occ_x >= 0:
             g.add_occupancy(occ_x, dur)
-        if m.tc == "0" and m.family in ("gemm", "conv", "attention") and m.dtype in ("float16", "bfloat16"):
+        if m.tc == "0" and m.family in TC_FAMILIES and m.dtype in ("float16", "bfloat16"):
             add(w.tc_miss, (okey, name, m.params, line, m.tc_dims), s)
     elif kind == MEMCPY:
         t["memcpy_ns"] += dur

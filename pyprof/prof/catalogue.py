@@ -7,7 +7,7 @@ import re
 
 from pyprof.prof import registry
 
-FAMILIES = ["gemm", "conv", "attention", "norm", "pointwise", "reduce", "loss", "optim", "memory", "misc"]
+FAMILIES = [f for f in registry.Family if f not in (registry.Family.OTHER, registry.Family.TRANSFER)]
 _TABLE_MADE = re.compile(r"^(pointwise_|reduce_|foreach_|cast_to_|max_pool|avg_pool|adaptive_)")
 
 

@@ -31,7 +31,7 @@ from pyprof.prof import registry
 from pyprof.prof.args import Args
 from pyprof.prof.kernels import autocast, fill_dtypes, is_helper, named_role
 from pyprof.prof.reader import Raw, raw_value
-from pyprof.prof.registry import COUNTED_FAMILIES, TC_FAMILIES, Estimate, Formula, NotModelled
+from pyprof.prof.registry import GRAD_FAMILIES, TC_FAMILIES, Estimate, Formula, NotModelled
 from pyprof.prof.lookup import candidates
 from pyprof.prof.results import Result, Static, as_list, copy_result, first_dtype, no_arguments
 from pyprof.prof.share import WINDOW, Fix, shares
@@ -389,10 +389,10 @@ class Modeller:
         s.no_args = None if args else no_arguments(op, d, raw)
         s.matrix = matrix = s.family in TC_FAMILIES
         s.dtype = first_dtype(args)
-        s.grads = (role == "bprop" or formula.backward) and s.family in ("gemm", "conv")
+        s.grads = (role == "bprop" or formula.backward) and s.family in GRAD_FAMILIES
         s.named_role = named_role(long_name) if s.grads else None
         s.one_per_kernel = direction == "bprop" and role == "fprop" and not formula.backward and \
-            s.family in ("gemm", "conv")
+            s.family in GRAD_FAMILIES
         s.tc = tc_column(long_name, matrix, s.dtype)
         if matrix and is_helper(long_name):
             s.helper = s.helper_of(op)
@@ -406,8 +406,3 @@ def _add(st: OpCall, entry: tuple) -> None:
         st.more = [entry]
     else:
         more.append(entry)
-
-
-def counted_by_flop_counter(family: str) -> bool:
-    """True for the families whose FLOPs torch.utils.flop_counter counts (GEMM, convolution, attention)."""
-    return family in COUNTED_FAMILIES

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from pyprof.prof.registry import Family
 from pyprof.prof.share import WINDOW
 from pyprof.prof.tensorcores import tc_column, tc_used
 
@@ -16,7 +17,7 @@ class Result(NamedTuple):
     params: str
     tc: str
     reason: str | None  # why flops/bytes are na (None when both are modelled)
-    family: str  # formula family, '' when no formula
+    family: str  # the formula's registry.Family, '' when no formula
     dtype: str | None  # the op's input dtype (None when unknown)
     role: str
     tc_dims: tuple = ()  # the formula's Estimate.tc_dims
@@ -115,8 +116,8 @@ def copy_result(kind: str, n, ck) -> Result:
     """The row of a memcpy or memset of ``n`` bytes."""
     p = f"{ck or kind},{n}B"
     # A copy to or from the host (or another GPU) is bound by PCIe/NVLink, not by this GPU's memory:
-    # family "transfer" keeps it out of the roofline.
-    fam = "memory" if kind == "memset" or ck in ("DtoD", "DeviceToDevice") else "transfer"
+    # Family.TRANSFER keeps it out of the roofline.
+    fam = Family.MEMORY if kind == "memset" or ck in ("DtoD", "DeviceToDevice") else Family.TRANSFER
     if n is None:
         return Result(0, None, p, "-", f"{kind} without a size", fam, None, "")
     return Result(0, int(n), p, "-", None, fam, None, "")

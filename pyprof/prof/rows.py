@@ -14,6 +14,7 @@ from pyprof.prof.contract import Ending, Header, check
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.modeller import Modeller, Result
 from pyprof.prof.reader import DECODE_ERRORS, LEAN_ERRORS, legacy_loads, lean_loads, loads
+from pyprof.prof.registry import Family
 from pyprof.prof.results import Pending
 from pyprof.prof.roofline import NO_ROOFLINE, Peaks, Roofline, roofline
 
@@ -45,7 +46,7 @@ def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks |
                 dur = d.get("kDuration") or 0
                 add(dur, m)
                 r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
-                    if need_roofline and m.family != "transfer" else NO_ROOFLINE
+                    if need_roofline and m.family != Family.TRANSFER else NO_ROOFLINE
             except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
                 raise InputError(path, f"line {ln}: a record field has an unexpected type ({first_line(e)})") \
                     from None
@@ -169,7 +170,7 @@ class RowStream:
                     t[1] += 1
                     t[2] += dur
                 r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
-                    if need_roofline and m.family != "transfer" else NO_ROOFLINE
+                    if need_roofline and m.family != Family.TRANSFER else NO_ROOFLINE
                 append(row(idx, d, m, r))
             except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
                 if count:
@@ -189,7 +190,7 @@ class RowStream:
             d, m = fix.record, fix.final
             dur = d.get("kDuration") or 0
             r = roofline(m.flops, m.bytes, dur, self.peaks.for_gpu(d.get("gpu")), m.dtype, m.tc) \
-                if self.need_roofline and m.family != "transfer" else NO_ROOFLINE
+                if self.need_roofline and m.family != Family.TRANSFER else NO_ROOFLINE
             held[fix.idx - first] = self.row(fix.idx, d, m, r)
             if fix.idx >= self.lo and (self.hi is None or fix.idx < self.hi):
                 if type(fix.given) is Pending:  # never counted

@@ -280,6 +280,12 @@ CASES.update({
                   0, 262144)],  # 131072·2 written
     "reshape": [("aten::reshape", [T([8, 511], "int64"), S([-1])], "fprop",
                  0, 65408)],  # 4088·8 read + written
+    "outer": [("torch.outer", [T([10]), T([20])], "fprop",
+               200,  # 10·20 products
+               920),  # x 10·4 + y 20·4 read, the 10×20 product 200·4 written
+              ("torch.outer", [T([10]), T([20])], "bprop",
+               800,  # dx = dY·y and dy = dYᵀ·x: 200 multiply-adds each, 2·2·200
+               1040)],  # dY 200·4, x 10·4, y 20·4 read; dx 10·4, dy 20·4 written
 })
 # FLOPs per output element of the table-made formulas, written here from each op's arithmetic (docs/formulas.md:
 # an elementary operation counts 1, a transcendental function one special-function instruction), not read from

@@ -11,7 +11,7 @@ so its bytes are under-counted).
 from __future__ import annotations
 
 from pyprof.prof.args import Args, Tensor, estimate, short_dtype
-from pyprof.prof.registry import Estimate, NotModelled, register
+from pyprof.prof.registry import Estimate, Family, NotModelled, register
 
 
 def sdpa(q: Tensor, k: Tensor, v: Tensor, role: str) -> Estimate:
@@ -42,7 +42,7 @@ def sdpa(q: Tensor, k: Tensor, v: Tensor, role: str) -> Estimate:
           "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
           "aten::_scaled_dot_product_cudnn_attention", "aten::_scaled_dot_product_attention_math",
           "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_fused_attention_overrideable",
-          family="attention")
+          family=Family.ATTENTION)
 def scaled_dot_product_attention(a: Args) -> Estimate:
     """sdpa(query, key, value, ...): forward two GEMMs; as the forward of a backward node, the five GEMMs."""
     return sdpa(a.tensor(0, "query"), a.tensor(1, "key"), a.tensor(2, "value"), "fprop" if a.role == "fprop"
@@ -52,7 +52,7 @@ def scaled_dot_product_attention(a: Args) -> Estimate:
 @register("aten::_scaled_dot_product_flash_attention_backward",
           "aten::_scaled_dot_product_efficient_attention_backward",
           "aten::_scaled_dot_product_cudnn_attention_backward",
-          "aten::_scaled_dot_product_flash_attention_for_cpu_backward", family="attention")
+          "aten::_scaled_dot_product_flash_attention_for_cpu_backward", family=Family.ATTENTION)
 def scaled_dot_product_attention_backward(a: Args) -> Estimate:
     """The explicit backward ops: (grad_out, query, key, value, ...): the five GEMMs."""
     return sdpa(a.tensor(1, "query"), a.tensor(2, "key"), a.tensor(3, "value"), "bprop")
@@ -68,7 +68,7 @@ def _blhd(t: Tensor) -> Tensor:
     raise NotModelled(f"attention input shape {s}")
 
 
-@register("aten::_flash_attention_forward", "aten::_efficient_attention_forward", family="attention")
+@register("aten::_flash_attention_forward", "aten::_efficient_attention_forward", family=Family.ATTENTION)
 def flash_attention_forward(a: Args) -> Estimate:
     """_flash/_efficient_attention_forward(query, key, value, ...) with q as [B, Lq, H, D]: the sdpa formula.
     Variable-length batches ([total, H, D]) are counted as one sequence of the total length (an upper bound)."""
@@ -76,7 +76,7 @@ def flash_attention_forward(a: Args) -> Estimate:
                 "fprop" if a.role == "fprop" else "bprop")
 
 
-@register("aten::_flash_attention_backward", "aten::_efficient_attention_backward", family="attention")
+@register("aten::_flash_attention_backward", "aten::_efficient_attention_backward", family=Family.ATTENTION)
 def flash_attention_backward(a: Args) -> Estimate:
     """_flash/_efficient_attention_backward(grad_out, query, key, value, ...) in [B, L, H, D]: five GEMMs."""
     return sdpa(_blhd(a.tensor(1, "query")), _blhd(a.tensor(2, "key")), _blhd(a.tensor(3, "value")), "bprop")

@@ -11,7 +11,7 @@ from pyprof.prof.args import Args, Tensor, estimate, short_dtype
 from pyprof.prof.formulas.norm import norm
 from pyprof.prof.formulas.pointwise import UNARY, elementwise
 from pyprof.prof.formulas.pointwise import softmax as softmax_formula
-from pyprof.prof.registry import Estimate, NotModelled, register
+from pyprof.prof.registry import Estimate, Family, NotModelled, register
 
 
 def _entry(t: Tensor) -> dict:
@@ -22,7 +22,7 @@ def _params_numel(*ts: Tensor | None) -> int:
     return sum(t.numel for t in ts if t is not None)
 
 
-@register("aten::native_layer_norm_backward", family="norm")
+@register("aten::native_layer_norm_backward", family=Family.NORM)
 def layer_norm_backward(a: Args) -> Estimate:
     """native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias, mask):
     layer_norm's backward (2 × 7 FLOPs per element)."""
@@ -30,7 +30,7 @@ def layer_norm_backward(a: Args) -> Estimate:
     return norm(x, 7, _params_numel(a.tensor(5, "weight", optional=True), a.tensor(6, "bias", optional=True)), "bprop")
 
 
-@register("aten::native_batch_norm_backward", "aten::miopen_batch_norm_backward", family="norm")
+@register("aten::native_batch_norm_backward", "aten::miopen_batch_norm_backward", family=Family.NORM)
 def batch_norm_backward(a: Args) -> Estimate:
     """native_batch_norm_backward(grad_out, input, weight, running_mean, running_var, save_mean, save_invstd, ...):
     batch_norm's backward (2 × 7 FLOPs per element)."""
@@ -38,7 +38,7 @@ def batch_norm_backward(a: Args) -> Estimate:
     return norm(x, 7, _params_numel(a.tensor(2, "weight", optional=True)) * 2, "bprop")
 
 
-@register("aten::cudnn_batch_norm_backward", family="norm")
+@register("aten::cudnn_batch_norm_backward", family=Family.NORM)
 def cudnn_batch_norm_backward(a: Args) -> Estimate:
     """cudnn_batch_norm_backward(input, grad_output, weight, running_mean, running_var, save_mean, save_var, ...):
     batch_norm's backward (2 × 7 FLOPs per element)."""
@@ -46,7 +46,7 @@ def cudnn_batch_norm_backward(a: Args) -> Estimate:
     return norm(x, 7, _params_numel(a.tensor(2, "weight", optional=True)) * 2, "bprop")
 
 
-@register("aten::native_group_norm_backward", family="norm")
+@register("aten::native_group_norm_backward", family=Family.NORM)
 def group_norm_backward(a: Args) -> Estimate:
     """native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group, mask):
     group_norm's backward (2 × 7 FLOPs per element)."""
@@ -66,17 +66,17 @@ def _activation_backward(name: str, cost: int):
 
 for _n in ("threshold", "gelu", "silu", "sigmoid", "tanh", "hardtanh", "leaky_relu", "elu", "softplus",
            "hardswish", "hardsigmoid", "mish", "logsigmoid", "softshrink", "hardshrink"):
-    register(f"aten::{_n}_backward", family="pointwise")(_activation_backward(_n, UNARY[_n]))
+    register(f"aten::{_n}_backward", family=Family.POINTWISE)(_activation_backward(_n, UNARY[_n]))
 
 
-@register("aten::_softmax_backward_data", "aten::_log_softmax_backward_data", family="pointwise")
+@register("aten::_softmax_backward_data", "aten::_log_softmax_backward_data", family=Family.POINTWISE)
 def softmax_backward_data(a: Args) -> Estimate:
     """_(log_)softmax_backward_data(grad_output, output, dim, input_dtype): softmax's backward (4 per element)."""
     return softmax_formula(Args([_entry(a.tensor(1, "output")), {"type": "int", "value": a.value(2, "dim", -1)}],
                                 "bprop"))
 
 
-@register("aten::native_dropout_backward", family="pointwise")
+@register("aten::native_dropout_backward", family=Family.POINTWISE)
 def dropout_backward(a: Args) -> Estimate:
     """native_dropout_backward(grad_output, mask, scale): 1 FLOP per element; reads dY and the mask, writes dX."""
     g, mask = a.tensor(0), a.tensor(1, "mask")
@@ -86,7 +86,7 @@ def dropout_backward(a: Args) -> Estimate:
 
 @register("aten::max_pool2d_with_indices_backward", "aten::max_pool3d_with_indices_backward",
           "aten::avg_pool2d_backward", "aten::avg_pool3d_backward", "aten::_adaptive_avg_pool2d_backward",
-          "aten::_adaptive_avg_pool3d_backward", "aten::adaptive_max_pool2d_backward", family="misc")
+          "aten::_adaptive_avg_pool3d_backward", "aten::adaptive_max_pool2d_backward", family=Family.MISC)
 def pool_backward(a: Args) -> Estimate:
     """*_pool*_backward(grad_output, self, ...): 1 FLOP per input element (each input gradient gathers or
     receives its window's share); reads dY (and max pooling's int64 indices), writes dX."""
@@ -96,7 +96,7 @@ def pool_backward(a: Args) -> Estimate:
     return estimate(x.numel, io, f"T=({','.join(map(str, x.shape))}),{short_dtype(x.dtype)},bprop")
 
 
-@register("aten::nll_loss_backward", "aten::nll_loss2d_backward", family="loss")
+@register("aten::nll_loss_backward", "aten::nll_loss2d_backward", family=Family.LOSS)
 def nll_loss_backward(a: Args) -> Estimate:
     """nll_loss_backward(grad_output, self, target, ...): 1 FLOP per target; reads the targets, writes dX
     (its zero-fill is the first kernel of the call)."""
@@ -105,7 +105,7 @@ def nll_loss_backward(a: Args) -> Estimate:
                     f"T=({','.join(map(str, x.shape))}),{short_dtype(x.dtype)},bprop")
 
 
-@register("aten::embedding_backward", "aten::embedding_dense_backward", family="misc")
+@register("aten::embedding_backward", "aten::embedding_dense_backward", family=Family.MISC)
 def embedding_backward(a: Args) -> Estimate:
     """embedding_(dense_)backward(grad_output, indices, num_weights, ...): accumulates n·D gradient elements into a
     dense [num_weights, D] gradient (1 FLOP each); reads dY and the indices, writes the weight gradient."""
@@ -119,7 +119,7 @@ def embedding_backward(a: Args) -> Estimate:
                     f"I=({','.join(map(str, idx.shape))}),V={v},D={d},{short_dtype(g.dtype)},bprop")
 
 
-@register("aten::_amp_foreach_non_finite_check_and_unscale", family="optim")
+@register("aten::_amp_foreach_non_finite_check_and_unscale", family=Family.OPTIM)
 def amp_unscale(a: Args) -> Estimate:
     """_amp_foreach_non_finite_check_and_unscale_(grads, found_inf, inv_scale): 2 FLOPs per element (check,
     multiply); reads and writes every gradient."""
@@ -131,7 +131,7 @@ def amp_unscale(a: Args) -> Estimate:
                     f"tensors={len(lists[0])},N={n},{short_dtype(lists[0][0].dtype)}")
 
 
-@register("aten::_amp_update_scale", family="optim")
+@register("aten::_amp_update_scale", family=Family.OPTIM)
 def amp_update_scale(a: Args) -> Estimate:
     """_amp_update_scale_(scale, growth_tracker, found_inf, ...): a one-thread kernel: 2 FLOPs, 3 scalars read
     and 2 written."""
@@ -140,7 +140,7 @@ def amp_update_scale(a: Args) -> Estimate:
 
 
 @register("aten::new_zeros", "aten::new_ones", "aten::new_full", "torch.Tensor.new_zeros", "torch.Tensor.new_ones",
-          "torch.Tensor.new_full", family="misc")
+          "torch.Tensor.new_full", family=Family.MISC)
 def new_fill(a: Args) -> Estimate:
     """new_zeros/new_ones/new_full(self, size, ...): writes prod(size) elements of self's dtype (or ``dtype``)."""
     x = a.tensor(0)
@@ -152,7 +152,7 @@ def new_fill(a: Args) -> Estimate:
 
 
 @register("aten::reshape", "torch.reshape", "torch.Tensor.reshape", "aten::flatten", "torch.flatten",
-          "torch.Tensor.flatten", family="memory")
+          "torch.Tensor.flatten", family=Family.MEMORY)
 def reshape(a: Args) -> Estimate:
     """reshape/flatten(self, ...): a view unless the input is not contiguous; a kernel under it is the copy:
     read and write every element."""

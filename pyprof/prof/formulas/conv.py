@@ -13,7 +13,7 @@ from __future__ import annotations
 from math import prod
 
 from pyprof.prof.args import Args, estimate, short_dtype
-from pyprof.prof.registry import Estimate, NotModelled, register
+from pyprof.prof.registry import Estimate, Family, NotModelled, register
 
 
 def conv(x: tuple, w: tuple, dtype: str | None, *, stride: tuple, padding: tuple, dilation: tuple,
@@ -113,7 +113,7 @@ def _same_padding(mode: str, kernel: tuple, dilation: tuple) -> tuple:
 
 @register("torch.nn.functional.conv1d", "torch.nn.functional.conv2d", "torch.nn.functional.conv3d",
           "torch.conv1d", "torch.conv2d", "torch.conv3d", "aten::conv1d", "aten::conv2d", "aten::conv3d",
-          family="conv")
+          family=Family.CONV)
 def conv_nd(a: Args) -> Estimate:
     """conv1d/2d/3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1)."""
     return _functional(a, transposed=False)
@@ -122,13 +122,13 @@ def conv_nd(a: Args) -> Estimate:
 @register("torch.nn.functional.conv_transpose1d", "torch.nn.functional.conv_transpose2d",
           "torch.nn.functional.conv_transpose3d", "torch.conv_transpose1d", "torch.conv_transpose2d",
           "torch.conv_transpose3d", "aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d",
-          family="conv")
+          family=Family.CONV)
 def conv_transpose_nd(a: Args) -> Estimate:
     """conv_transposeNd(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1)."""
     return _functional(a, transposed=True)
 
 
-@register("aten::convolution", "aten::_convolution", "torch.convolution", family="conv")
+@register("aten::convolution", "aten::_convolution", "torch.convolution", family=Family.CONV)
 def convolution(a: Args) -> Estimate:
     """aten::convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)."""
     x, w = a.tensor(0, "input"), a.tensor(1, "weight")
@@ -142,19 +142,19 @@ def convolution(a: Args) -> Estimate:
                 role=a.role, bias_numel=bias.numel if bias else 0)
 
 
-@register("aten::cudnn_convolution", family="conv")
+@register("aten::cudnn_convolution", family=Family.CONV)
 def cudnn_convolution(a: Args) -> Estimate:
     """aten::cudnn_convolution(self, weight, padding, stride, dilation, groups, benchmark, deterministic, tf32)."""
     return _backend(a, transposed=False, bias=False)
 
 
-@register("aten::cudnn_convolution_transpose", family="conv")
+@register("aten::cudnn_convolution_transpose", family=Family.CONV)
 def cudnn_convolution_transpose(a: Args) -> Estimate:
     """aten::cudnn_convolution_transpose(self, weight, padding, output_padding, stride, dilation, groups, ...)."""
     return _backend(a, transposed=True, bias=False)
 
 
-@register("aten::miopen_convolution", "aten::mkldnn_convolution", family="conv")
+@register("aten::miopen_convolution", "aten::mkldnn_convolution", family=Family.CONV)
 def backend_convolution_with_bias(a: Args) -> Estimate:
     """aten::miopen_convolution / mkldnn_convolution(self, weight, bias, padding, stride, dilation, groups, ...)."""
     return _backend(a, transposed=False, bias=True)
@@ -179,7 +179,7 @@ def _backend(a: Args, transposed: bool, bias: bool) -> Estimate:
                 transposed=transposed, output_padding=output_padding, role=a.role, bias_numel=b.numel if b else 0)
 
 
-@register("aten::convolution_backward", backward=True, family="conv")
+@register("aten::convolution_backward", backward=True, family=Family.CONV)
 def convolution_backward(a: Args) -> Estimate:
     """aten::convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
     output_padding, groups, output_mask): the gradients ``output_mask`` asks for (dgrad, wgrad; the bias
@@ -197,7 +197,7 @@ def convolution_backward(a: Args) -> Estimate:
                                      groups=int(a.value(9, "groups", 1, required=True)), role=r))
 
 
-@register("aten::cudnn_convolution_backward", backward=True, family="conv")
+@register("aten::cudnn_convolution_backward", backward=True, family=Family.CONV)
 def cudnn_convolution_backward(a: Args) -> Estimate:
     """aten::cudnn_convolution_backward(self, grad_output, weight, padding, stride, dilation, groups, benchmark,
     deterministic[, allow_tf32], output_mask), PyTorch 1.x's cuDNN backward: as convolution_backward."""

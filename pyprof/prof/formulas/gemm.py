@@ -10,7 +10,7 @@ import re
 from math import prod
 
 from pyprof.prof.args import Args, Tensor, broadcast, estimate, short_dtype
-from pyprof.prof.registry import Estimate, NotModelled, register
+from pyprof.prof.registry import Estimate, Family, NotModelled, register
 
 
 def gemm(batch: int, m: int, n: int, k: int, dtype: str | None, role: str, extra_read: int = 0,
@@ -41,7 +41,7 @@ def _mk_kn(a: Tensor, b: Tensor) -> tuple[int, int, int]:
     return m, n, k
 
 
-@register("torch.mm", "aten::mm", family="gemm")
+@register("torch.mm", "aten::mm", family=Family.GEMM)
 def mm(a: Args) -> Estimate:
     """mm(A[M,K], B[K,N]): 2·M·N·K."""
     x, y = a.tensor(0), a.tensor(1)
@@ -49,7 +49,7 @@ def mm(a: Args) -> Estimate:
     return gemm(1, m, n, k, x.dtype, a.role)
 
 
-@register("torch.addmm", "aten::addmm", family="gemm")
+@register("torch.addmm", "aten::addmm", family=Family.GEMM)
 def addmm(a: Args) -> Estimate:
     """addmm(bias, A, B) = mm(A, B): the bias addition is ignored in FLOPs (flop_counter), its bytes read once."""
     bias, x, y = a.tensor(0), a.tensor(1), a.tensor(2)
@@ -57,7 +57,7 @@ def addmm(a: Args) -> Estimate:
     return gemm(1, m, n, k, x.dtype, a.role, extra_read=bias.numel)
 
 
-@register("torch.bmm", "aten::bmm", family="gemm")
+@register("torch.bmm", "aten::bmm", family=Family.GEMM)
 def bmm(a: Args) -> Estimate:
     """bmm(A[B,M,K], B[B,K,N]): 2·B·M·N·K."""
     x, y = a.tensor(0), a.tensor(1)
@@ -66,7 +66,7 @@ def bmm(a: Args) -> Estimate:
     return gemm(x.shape[0], x.shape[1], y.shape[2], x.shape[2], x.dtype, a.role)
 
 
-@register("torch.baddbmm", "aten::baddbmm", family="gemm")
+@register("torch.baddbmm", "aten::baddbmm", family=Family.GEMM)
 def baddbmm(a: Args) -> Estimate:
     """baddbmm(self, A, B) = bmm(A, B), the addition of ``self`` ignored in FLOPs and read once."""
     s, x, y = a.tensor(0), a.tensor(1), a.tensor(2)
@@ -92,7 +92,7 @@ def matmul_shapes(x: tuple, y: tuple) -> tuple[int, int, int, int]:
     return batch, xs[-2], ys[-1], xs[-1]
 
 
-@register("torch.matmul", "aten::matmul", "torch.Tensor.__matmul__", family="gemm")
+@register("torch.matmul", "aten::matmul", "torch.Tensor.__matmul__", family=Family.GEMM)
 def matmul(a: Args) -> Estimate:
     """matmul with broadcasting: 2·batch·M·N·K; a 2-D weight broadcast over a batch is read once."""
     x, y = a.tensor(0), a.tensor(1)
@@ -102,7 +102,7 @@ def matmul(a: Args) -> Estimate:
     return gemm(batch, m, n, k, x.dtype, a.role)
 
 
-@register("torch.nn.functional.linear", "aten::linear", family="gemm")
+@register("torch.nn.functional.linear", "aten::linear", family=Family.GEMM)
 def linear(a: Args) -> Estimate:
     """linear(x[..., K], W[N, K], bias): M = prod(x.shape[:-1]); 2·M·N·K, bias ignored in FLOPs."""
     x, w, bias = a.tensor(0), a.tensor(1), a.tensor(2, "bias", optional=True)
@@ -112,7 +112,7 @@ def linear(a: Args) -> Estimate:
     return gemm(1, m, w.shape[0], w.shape[1], x.dtype, a.role, extra_read=bias.numel if bias else 0)
 
 
-@register("torch.mv", "aten::mv", family="gemm")
+@register("torch.mv", "aten::mv", family=Family.GEMM)
 def mv(a: Args) -> Estimate:
     """mv(A[M,K], x[K]) = mm with N=1."""
     x = a.tensor(0)
@@ -122,20 +122,20 @@ def mv(a: Args) -> Estimate:
     return gemm(1, x.shape[0], 1, x.shape[1], x.dtype, a.role)
 
 
-@register("torch.addmv", "aten::addmv", family="gemm")
+@register("torch.addmv", "aten::addmv", family=Family.GEMM)
 def addmv(a: Args) -> Estimate:
     """addmv(self, A, x) = mv(A, x), the addition ignored."""
     return mv(Args([_entry(a.tensor(1)), _entry(a.tensor(2))], a.role))
 
 
-@register("torch.dot", "torch.vdot", "aten::dot", "aten::vdot", family="gemm")
+@register("torch.dot", "torch.vdot", "aten::dot", "aten::vdot", family=Family.GEMM)
 def dot(a: Args) -> Estimate:
     """dot(x[K], y[K]) = mm with M=N=1."""
     x = a.tensor(0)
     return gemm(1, 1, 1, x.numel, x.dtype, a.role)
 
 
-@register("torch._scaled_mm", "aten::_scaled_mm", family="gemm")
+@register("torch._scaled_mm", "aten::_scaled_mm", family=Family.GEMM)
 def scaled_mm(a: Args) -> Estimate:
     """_scaled_mm(A[M,K], B[K,N], scale_a, scale_b, bias, scale_result, out_dtype): 2·M·N·K;
     scales ignored, output in ``out_dtype`` (A's dtype when not given)."""
@@ -147,7 +147,7 @@ def scaled_mm(a: Args) -> Estimate:
 _EINSUM_OPERANDS = re.compile(r"^[a-zA-Z,]*->[a-zA-Z]*$")
 
 
-@register("torch.einsum", "aten::einsum", family="gemm")
+@register("torch.einsum", "aten::einsum", family=Family.GEMM)
 def einsum(a: Args) -> Estimate:
     """einsum(eq, A, B): 2 × the product of every index size (one multiply-add per point of the iteration
     space), as the bmm PyTorch lowers it to counts. One operand: one add per input element. No ``...``."""

@@ -6,7 +6,7 @@ Backward (bprop): the forward's FLOPs; reads the input (and target), writes the 
 from __future__ import annotations
 
 from pyprof.prof.args import Args, estimate, short_dtype
-from pyprof.prof.registry import Estimate, register
+from pyprof.prof.registry import Estimate, Family, register
 
 _PER_ELEMENT = {"cross_entropy": 6, "mse_loss": 3, "l1_loss": 3, "smooth_l1_loss": 4, "huber_loss": 4,
                 "binary_cross_entropy": 6, "binary_cross_entropy_with_logits": 8, "kl_div": 4,
@@ -40,4 +40,4 @@ for _name, _cost in {**_PER_ELEMENT, "nll_loss": 1}.items():
         _names += ["aten::nll_loss_nd", "aten::nll_loss_forward", "aten::nll_loss2d", "aten::nll_loss2d_forward"]
     if _name == "cross_entropy":
         _names += ["aten::cross_entropy_loss"]
-    register(*_names, family="loss")(_make(_name, _cost))
+    register(*_names, family=Family.LOSS)(_make(_name, _cost))

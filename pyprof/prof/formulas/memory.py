@@ -11,7 +11,7 @@ from __future__ import annotations
 from math import prod
 
 from pyprof.prof.args import Args, Tensor, broadcast, estimate, short_dtype
-from pyprof.prof.registry import Estimate, NotModelled, register
+from pyprof.prof.registry import Estimate, Family, NotModelled, register
 
 
 def _t(t: Tensor) -> str:
@@ -35,7 +35,7 @@ def _dtype_arg(a: Args) -> str | None:
 
 
 @register("torch.Tensor.to", "aten::to", "aten::_to_copy", "torch.Tensor.type", "torch.clone", "aten::clone",
-          "torch.Tensor.contiguous", "aten::contiguous", "torch.Tensor.to_dense", family="memory")
+          "torch.Tensor.contiguous", "aten::contiguous", "torch.Tensor.to_dense", family=Family.MEMORY)
 def to_copy(a: Args) -> Estimate:
     """to(dtype)/_to_copy/clone/contiguous: a cast or copy of the input; dtype from a dtype argument."""
     return copy(a.tensor(0), _dtype_arg(a), a.role)
@@ -53,10 +53,10 @@ def _cast(dtype: str):
 for _m, _d in {"float": "float32", "half": "float16", "bfloat16": "bfloat16", "double": "float64",
                "int": "int32", "long": "int64", "bool": "bool", "short": "int16", "char": "int8",
                "byte": "uint8"}.items():
-    register(f"torch.Tensor.{_m}", family="memory")(_cast(_d))
+    register(f"torch.Tensor.{_m}", family=Family.MEMORY)(_cast(_d))
 
 
-@register("torch.Tensor.copy", "aten::copy", family="memory")
+@register("torch.Tensor.copy", "aten::copy", family=Family.MEMORY)
 def copy_(a: Args) -> Estimate:
     """self.copy_(src): read src, write self (in self's dtype)."""
     dst, src = a.tensor(0), a.tensor(1, "src")
@@ -64,7 +64,7 @@ def copy_(a: Args) -> Estimate:
 
 
 @register("torch.cat", "torch.concat", "torch.concatenate", "aten::cat", "aten::_cat", "aten::concat",
-          "torch.stack", "aten::stack", "torch.hstack", "torch.vstack", "torch.dstack", family="memory")
+          "torch.stack", "aten::stack", "torch.hstack", "torch.vstack", "torch.dstack", family=Family.MEMORY)
 def cat(a: Args) -> Estimate:
     """cat/stack(tensors, dim): read every input, write the same number of elements."""
     ts = a.tensors()
@@ -82,7 +82,7 @@ def _gather_like(x: Tensor, index: Tensor, out_n: int, role: str, flops: int = 0
     return estimate(flops, [(index.numel, index.dtype), (out_n, x.dtype), (out_n, x.dtype)], p)
 
 
-@register("torch.index_select", "aten::index_select", family="memory")
+@register("torch.index_select", "aten::index_select", family=Family.MEMORY)
 def index_select(a: Args) -> Estimate:
     """index_select(x, dim, index): reads the index and the selected slices, writes them."""
     x, dim, index = a.tensor(0), int(a.value(1, "dim", 0)), a.tensor(2, "index")
@@ -91,14 +91,14 @@ def index_select(a: Args) -> Estimate:
     return _gather_like(x, index, x.numel // x.shape[dim] * index.numel, a.role)
 
 
-@register("torch.gather", "aten::gather", "torch.take_along_dim", family="memory")
+@register("torch.gather", "aten::gather", "torch.take_along_dim", family=Family.MEMORY)
 def gather(a: Args) -> Estimate:
     """gather(x, dim, index): one element read and written per index element."""
     x, index = a.tensor(0), a.tensor(2, "index")
     return _gather_like(x, index, index.numel, a.role)
 
 
-@register("torch.Tensor.__getitem__", "aten::index", family="memory")
+@register("torch.Tensor.__getitem__", "aten::index", family=Family.MEMORY)
 def index(a: Args) -> Estimate:
     """x[idx] with integer index tensors on the leading dims (aten::index(self, indices)). Boolean masks give
     the upper bound (every element selected). Slices and ints are views (no kernel) and not modelled here."""
@@ -113,7 +113,7 @@ def index(a: Args) -> Estimate:
 
 
 @register("torch.scatter", "aten::scatter", "torch.index_copy", "aten::index_copy", "torch.index_put",
-          "aten::index_put", "aten::_index_put_impl", "torch.Tensor.__setitem__", family="memory")
+          "aten::index_put", "aten::_index_put_impl", "torch.Tensor.__setitem__", family=Family.MEMORY)
 def scatter(a: Args) -> Estimate:
     """scatter(x, dim, index, src) and friends, in place: reads the index and the source elements,
     writes as many elements of x."""
@@ -128,7 +128,7 @@ def scatter(a: Args) -> Estimate:
 
 
 @register("torch.scatter_add", "aten::scatter_add", "torch.scatter_reduce", "aten::scatter_reduce",
-          "torch.index_add", "aten::index_add", "torch.index_reduce", family="memory")
+          "torch.index_add", "aten::index_add", "torch.index_reduce", family=Family.MEMORY)
 def scatter_add(a: Args) -> Estimate:
     """scatter_add/index_add(x, dim, index, src): scatter plus one FLOP per source element; x read and written
     at the scattered positions."""
@@ -139,7 +139,7 @@ def scatter_add(a: Args) -> Estimate:
         a.tensor(0).numel, 1))
 
 
-@register("torch.masked_fill", "aten::masked_fill", "torch.Tensor.masked_fill", family="memory")
+@register("torch.masked_fill", "aten::masked_fill", "torch.Tensor.masked_fill", family=Family.MEMORY)
 def masked_fill(a: Args) -> Estimate:
     """masked_fill(x, mask, value): reads x and the mask, writes x (a select per element, 0 FLOPs)."""
     x, mask = a.tensor(0), a.tensor(1, "mask")
@@ -149,7 +149,7 @@ def masked_fill(a: Args) -> Estimate:
 
 
 @register("torch.masked_select", "aten::masked_select", "torch.masked_scatter", "aten::masked_scatter",
-          family="memory")
+          family=Family.MEMORY)
 def masked_select(a: Args) -> Estimate:
     """masked_select/masked_scatter(x, mask, ...): reads x and mask, writes at most every element (upper bound:
     the real count depends on the mask's values)."""

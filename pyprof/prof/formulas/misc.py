@@ -15,7 +15,7 @@ import math
 from math import prod
 
 from pyprof.prof.args import Args, Tensor, estimate, short_dtype
-from pyprof.prof.registry import Estimate, NotModelled, register
+from pyprof.prof.registry import Estimate, Family, NotModelled, register
 
 
 def _t(t: Tensor) -> str:
@@ -28,7 +28,7 @@ def _t(t: Tensor) -> str:
           "torch.bernoulli", "torch.Tensor.random", "torch.Tensor.exponential", "torch.Tensor.geometric",
           "torch.Tensor.log_normal", "torch.Tensor.cauchy", "torch.rand_like", "torch.randn_like",
           "torch.randint_like", "aten::uniform", "aten::normal", "aten::bernoulli", "aten::random",
-          "aten::exponential", "aten::rand_like", "aten::randn_like", family="misc")
+          "aten::exponential", "aten::rand_like", "aten::randn_like", family=Family.MISC)
 def fill_like(a: Args) -> Estimate:
     """A fill or random fill of a tensor shaped like the first argument: writes it once, 0 FLOPs."""
     x = a.tensor(0)
@@ -53,7 +53,7 @@ def _size(a: Args) -> tuple[int, ...]:
 
 
 @register("torch.zeros", "torch.ones", "torch.full", "torch.rand", "torch.randn", "aten::zeros", "aten::ones",
-          "aten::full", "aten::rand", "aten::randn", family="misc")
+          "aten::full", "aten::rand", "aten::randn", family=Family.MISC)
 def fill_new(a: Args) -> Estimate:
     """zeros/ones/full/rand/randn(size, dtype=float32): writes prod(size) elements, 0 FLOPs."""
     size = _size(a)
@@ -61,13 +61,13 @@ def fill_new(a: Args) -> Estimate:
     return estimate(0, [(prod(size), dtype)], f"T=({','.join(map(str, size))}),{short_dtype(dtype)}")
 
 
-@register("torch.nn.functional.embedding", family="misc")
+@register("torch.nn.functional.embedding", family=Family.MISC)
 def embedding(a: Args) -> Estimate:
     """F.embedding(input, weight): reads the indices and n·D weight elements, writes n·D."""
     return _embedding(a.tensor(0, "input"), a.tensor(1, "weight"), a.role)
 
 
-@register("aten::embedding", "torch.embedding", family="misc")
+@register("aten::embedding", "torch.embedding", family=Family.MISC)
 def aten_embedding(a: Args) -> Estimate:
     """aten::embedding(weight, indices, ...): the same as F.embedding with the arguments swapped."""
     return _embedding(a.tensor(1, "indices"), a.tensor(0, "weight"), a.role)
@@ -83,13 +83,13 @@ def _embedding(idx: Tensor, w: Tensor, role: str) -> Estimate:
     return estimate(0, [(idx.numel, idx.dtype), (n, w.dtype), (n, w.dtype)], p)
 
 
-@register("torch.nn.functional.embedding_bag", family="misc")
+@register("torch.nn.functional.embedding_bag", family=Family.MISC)
 def embedding_bag(a: Args) -> Estimate:
     """F.embedding_bag(input, weight, offsets, ...): gathers n rows and sums them into bags (1 FLOP each)."""
     return _bag(a.tensor(0, "input"), a.tensor(1, "weight"), a.tensor(2, "offsets", optional=True), a.role)
 
 
-@register("aten::embedding_bag", "aten::_embedding_bag", "torch.embedding_bag", family="misc")
+@register("aten::embedding_bag", "aten::_embedding_bag", "torch.embedding_bag", family=Family.MISC)
 def aten_embedding_bag(a: Args) -> Estimate:
     """aten::embedding_bag(weight, indices, offsets, ...)."""
     return _bag(a.tensor(1, "indices"), a.tensor(0, "weight"), a.tensor(2, "offsets", optional=True), a.role)
@@ -162,11 +162,11 @@ def _make_pool(kind: str, d: int, with_indices: bool):
 
 for _d in (1, 2, 3):
     register(f"torch.nn.functional.max_pool{_d}d", f"torch.max_pool{_d}d", f"aten::max_pool{_d}d",
-             family="misc")(_make_pool("max", _d, False))
+             family=Family.MISC)(_make_pool("max", _d, False))
     register(f"aten::max_pool{_d}d_with_indices", f"torch.nn.functional.max_pool{_d}d_with_indices",
-             family="misc")(_make_pool("max", _d, True))
+             family=Family.MISC)(_make_pool("max", _d, True))
     register(f"torch.nn.functional.avg_pool{_d}d", f"torch.avg_pool{_d}d", f"aten::avg_pool{_d}d",
-             family="misc")(_make_pool("avg", _d, False))
+             family=Family.MISC)(_make_pool("avg", _d, False))
 
 
 def _adaptive(kind: str, d: int):
@@ -193,13 +193,13 @@ for _d in (1, 2, 3):
     for _k in ("avg", "max"):
         register(f"torch.nn.functional.adaptive_{_k}_pool{_d}d", f"torch.adaptive_{_k}_pool{_d}d",
                  f"aten::adaptive_{_k}_pool{_d}d", f"aten::_adaptive_{_k}_pool{_d}d",
-                 family="misc")(_adaptive(_k, _d))
+                 family=Family.MISC)(_adaptive(_k, _d))
 
 _TAPS_FLOPS = {"nearest": 0, "nearest-exact": 0, "linear": 3, "bilinear": 7, "bicubic": 31, "trilinear": 15,
                "area": 1}
 
 
-@register("torch.nn.functional.interpolate", "torch.nn.functional.upsample", family="misc")
+@register("torch.nn.functional.interpolate", "torch.nn.functional.upsample", family=Family.MISC)
 def interpolate(a: Args) -> Estimate:
     """interpolate(input, size=None, scale_factor=None, mode='nearest', ...): FLOPs per output element by mode
     (module docstring); reads the input once, writes the output once."""
@@ -228,7 +228,7 @@ def interpolate(a: Args) -> Estimate:
 
 @register("aten::upsample_nearest1d", "aten::upsample_nearest2d", "aten::upsample_nearest3d",
           "aten::upsample_linear1d", "aten::upsample_bilinear2d", "aten::upsample_bicubic2d",
-          "aten::upsample_trilinear3d", family="misc")
+          "aten::upsample_trilinear3d", family=Family.MISC)
 def upsample(a: Args) -> Estimate:
     """aten::upsample_*(self, output_size, ...): as interpolate, the mode from the op name is not known here,
     so the cheapest (nearest, 0 FLOPs) is NOT assumed: FLOPs are 1 per output element (a documented floor)."""
@@ -242,7 +242,7 @@ def upsample(a: Args) -> Estimate:
 
 
 @register("torch.nn.functional.pad", "aten::pad", "aten::constant_pad_nd", "aten::reflection_pad2d",
-          "aten::replication_pad2d", family="misc")
+          "aten::replication_pad2d", family=Family.MISC)
 def pad(a: Args) -> Estimate:
     """pad(input, pad, mode, value): reads the input, writes the padded output; 0 FLOPs."""
     x = a.tensor(0, "input")

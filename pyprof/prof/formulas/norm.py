@@ -10,7 +10,7 @@ Backward (role bprop): twice the forward FLOPs; reads dy and x, writes dx (weigh
 from __future__ import annotations
 
 from pyprof.prof.args import Args, Tensor, estimate, short_dtype
-from pyprof.prof.registry import Estimate, register
+from pyprof.prof.registry import Estimate, Family, register
 
 
 def norm(x: Tensor, per_element: int, params_numel: int, role: str, extra: str = "") -> Estimate:
@@ -28,7 +28,7 @@ def _numel(*ts: Tensor | None) -> int:
 
 @register("torch.nn.functional.batch_norm", "torch.batch_norm", "aten::batch_norm", "aten::_batch_norm_impl_index",
           "aten::native_batch_norm", "aten::cudnn_batch_norm", "aten::_native_batch_norm_legit",
-          "aten::_native_batch_norm_legit_no_training", "aten::miopen_batch_norm", family="norm")
+          "aten::_native_batch_norm_legit_no_training", "aten::miopen_batch_norm", family=Family.NORM)
 def batch_norm(a: Args) -> Estimate:
     """batch_norm(x, running_mean, running_var, weight, bias, training, ...): 7 FLOPs per element."""
     x = a.tensor(0, "input")
@@ -38,7 +38,7 @@ def batch_norm(a: Args) -> Estimate:
 
 
 @register("torch.nn.functional.layer_norm", "torch.layer_norm", "aten::layer_norm", "aten::native_layer_norm",
-          family="norm")
+          family=Family.NORM)
 def layer_norm(a: Args) -> Estimate:
     """layer_norm(x, normalized_shape, weight, bias, eps): 7 FLOPs per element."""
     x = a.tensor(0, "input")
@@ -46,7 +46,7 @@ def layer_norm(a: Args) -> Estimate:
 
 
 @register("torch.nn.functional.rms_norm", "torch.rms_norm", "aten::rms_norm", "aten::_fused_rms_norm",
-          family="norm")
+          family=Family.NORM)
 def rms_norm(a: Args) -> Estimate:
     """rms_norm(x, normalized_shape, weight, eps): 4 FLOPs per element."""
     x = a.tensor(0, "input")
@@ -54,7 +54,7 @@ def rms_norm(a: Args) -> Estimate:
 
 
 @register("torch.nn.functional.group_norm", "torch.group_norm", "aten::group_norm", "aten::native_group_norm",
-          family="norm")
+          family=Family.NORM)
 def group_norm(a: Args) -> Estimate:
     """group_norm(x, num_groups, weight, bias, eps): 7 FLOPs per element."""
     x = a.tensor(0, "input")
@@ -63,7 +63,7 @@ def group_norm(a: Args) -> Estimate:
                 f",G={g}" if g is not None else "")
 
 
-@register("torch.nn.functional.instance_norm", "torch.instance_norm", "aten::instance_norm", family="norm")
+@register("torch.nn.functional.instance_norm", "torch.instance_norm", "aten::instance_norm", family=Family.NORM)
 def instance_norm(a: Args) -> Estimate:
     """instance_norm(x, running_mean, running_var, weight, bias, ...): 7 FLOPs per element."""
     x = a.tensor(0, "input")
@@ -72,7 +72,7 @@ def instance_norm(a: Args) -> Estimate:
     return norm(x, 7, _numel(*ts), a.role)
 
 
-@register("torch.nn.functional.normalize", family="norm")
+@register("torch.nn.functional.normalize", family=Family.NORM)
 def normalize(a: Args) -> Estimate:
     """normalize(x, p=2, dim=1): 3 FLOPs per element (square-accumulate 2, divide 1)."""
     return norm(a.tensor(0, "input"), 3, 0, a.role)

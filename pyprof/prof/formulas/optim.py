@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pyprof.prof.args import Args, estimate, short_dtype
 from pyprof.prof.formulas.pointwise import BINARY, TERNARY, UNARY
-from pyprof.prof.registry import Estimate, NotModelled, register
+from pyprof.prof.registry import Estimate, Family, NotModelled, register
 
 
 def _lists(a: Args, count: int) -> list:
@@ -42,19 +42,19 @@ def adam(a: Args, adamw: bool) -> Estimate:
     return estimate(flops * n, io, f"tensors={len(params)},N={n},{short_dtype(dtype)}" + (",amsgrad" if amsgrad else ""))
 
 
-@register("aten::_fused_adam", "torch._fused_adam", family="optim")
+@register("aten::_fused_adam", "torch._fused_adam", family=Family.OPTIM)
 def fused_adam(a: Args) -> Estimate:
     """_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, lr, beta1, ...)."""
     return adam(a, adamw=False)
 
 
-@register("aten::_fused_adamw", "torch._fused_adamw", family="optim")
+@register("aten::_fused_adamw", "torch._fused_adamw", family=Family.OPTIM)
 def fused_adamw(a: Args) -> Estimate:
     """_fused_adamw_(...): Adam with decoupled weight decay."""
     return adam(a, adamw=True)
 
 
-@register("aten::_fused_sgd", "torch._fused_sgd", family="optim")
+@register("aten::_fused_sgd", "torch._fused_sgd", family=Family.OPTIM)
 def fused_sgd(a: Args) -> Estimate:
     """_fused_sgd_(params, grads, momentum_buffer_list, *, weight_decay, momentum, lr, ...)."""
     params, grads, bufs = _lists(a, 3)
@@ -95,4 +95,4 @@ _FOREACH = {n: c for n, c in {**UNARY, **BINARY, **TERNARY}.items()
                      "sigmoid", "tanh", "erf", "floor", "ceil", "round", "trunc", "frac", "sin", "cos"}}
 _FOREACH.update({"copy": 0, "zero": 0, "fill": 0, "norm": 2, "max": 1})
 for _n, _c in _FOREACH.items():
-    register(f"aten::_foreach_{_n}", f"torch._foreach_{_n}", family="optim")(_make(_n, _c))
+    register(f"aten::_foreach_{_n}", f"torch._foreach_{_n}", family=Family.OPTIM)(_make(_n, _c))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from math import prod
 
 from pyprof.prof.args import Args, broadcast, estimate, short_dtype
-from pyprof.prof.registry import Estimate, NotModelled, register
+from pyprof.prof.registry import Estimate, Family, NotModelled, register
 
 # op -> FLOPs per output element, with the arithmetic where it is not 1.
 UNARY = {
@@ -92,7 +92,7 @@ def _register_table(table: dict, out_dtype: str | None = None) -> None:
         names = [f"torch.{name}", f"aten::{name}"]
         if name in _FUNCTIONAL:
             names.append(f"torch.nn.functional.{name}")
-        register(*names, family="pointwise")(_make(name, cost, out_dtype))
+        register(*names, family=Family.POINTWISE)(_make(name, cost, out_dtype))
 
 
 _register_table(UNARY)
@@ -101,7 +101,7 @@ _register_table(TERNARY)
 _register_table(COMPARE, "bool")
 
 
-@register("torch.nn.functional.glu", "aten::glu", family="pointwise")
+@register("torch.nn.functional.glu", "aten::glu", family=Family.POINTWISE)
 def glu(a: Args) -> Estimate:
     """glu(x, dim=-1) = a·sigmoid(b) on the two halves: 4 FLOPs per output element (half the input)."""
     x = a.tensor(0)
@@ -110,10 +110,26 @@ def glu(a: Args) -> Estimate:
     return estimate(4 * n, io, f"T=({','.join(map(str, x.shape))}),{short_dtype(x.dtype)}")
 
 
+# An outer product runs as a broadcast multiply (one element-wise kernel), not in a matrix library: a matrix
+# family would make that kernel a helper and lose its FLOPs (registry.Family).
+@register("torch.outer", "torch.ger", "torch.Tensor.outer", "torch.Tensor.ger", "aten::outer", "aten::ger",
+          family=Family.POINTWISE)
+def outer(a: Args) -> Estimate:
+    """outer(x[M], y[N]) = x_i·y_j: M·N multiplies; reads x and y, writes the M×N product. Backward (bprop):
+    dx = dY·y and dy = dYᵀ·x, M·N multiply-adds each (4·M·N); reads dY, x and y, writes dx and dy."""
+    x, y = a.tensor(0), a.tensor(1)
+    m, n = x.numel, y.numel
+    p = f"x=({m}),y=({n}),{short_dtype(x.dtype)}"
+    if a.role != "fprop":
+        return estimate(4 * m * n, [(m * n, x.dtype), (m, x.dtype), (n, y.dtype), (m, x.dtype), (n, y.dtype)],
+                        p + ",bprop")
+    return estimate(m * n, [(m, x.dtype), (n, y.dtype), (m * n, x.dtype)], p)
+
+
 @register("torch.nn.functional.dropout", "torch.dropout", "aten::dropout", "aten::native_dropout",
           "aten::_fused_dropout", "aten::feature_dropout", "torch.nn.functional.dropout1d",
           "torch.nn.functional.dropout2d", "torch.nn.functional.dropout3d", "torch.nn.functional.alpha_dropout",
-          family="pointwise")
+          family=Family.POINTWISE)
 def dropout(a: Args) -> Estimate:
     """dropout(x, p, training): forward 2 FLOPs per element (compare a random number with p, scale),
     reads x, writes y and a 1-byte mask; backward 1 FLOP (mask·scale), reads dy and the mask, writes dx.
@@ -127,7 +143,7 @@ def dropout(a: Args) -> Estimate:
 
 @register("torch.softmax", "torch.nn.functional.softmax", "aten::softmax", "aten::_softmax",
           "torch.log_softmax", "torch.nn.functional.log_softmax", "aten::log_softmax", "aten::_log_softmax",
-          "torch.special.softmax", "torch.special.log_softmax", "aten::_safe_softmax", family="pointwise")
+          "torch.special.softmax", "torch.special.log_softmax", "aten::_safe_softmax", family=Family.POINTWISE)
 def softmax(a: Args) -> Estimate:
     """softmax / log_softmax(x, dim): 5 FLOPs per element forward (max, subtract, exp, sum, divide or log),
     4 backward (y·(dy - sum(y·dy)): multiply, sum, subtract, multiply). Reads x once, writes y once."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from math import prod
 
 from pyprof.prof.args import Args, estimate, short_dtype
-from pyprof.prof.registry import Estimate, NotModelled, register
+from pyprof.prof.registry import Estimate, Family, NotModelled, register
 
 _COST = {"sum": 1, "mean": 1, "nansum": 1, "nanmean": 1, "prod": 1, "max": 1, "min": 1, "amax": 1, "amin": 1,
          "argmax": 1, "argmin": 1, "all": 1, "any": 1, "count_nonzero": 1, "aminmax": 2, "var": 2, "std": 2,
@@ -54,4 +54,4 @@ def _make(name: str, cost: int):
 
 for _name, _cost in _COST.items():
     register(f"torch.{_name}", f"aten::{_name.split('.')[-1]}" if "." not in _name else "aten::linalg_vector_norm",
-             family="reduce")(_make(_name, _cost))
+             family=Family.REDUCE)(_make(_name, _cost))
