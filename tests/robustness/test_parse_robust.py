@@ -109,7 +109,7 @@ NVPROF_VALUES = [("CUPTI_ACTIVITY_KIND_RUNTIME", "threadId", "NULL"), ("CUPTI_AC
                  ("CUPTI_ACTIVITY_KIND_KERNEL", "start", "NULL"), ("CUPTI_ACTIVITY_KIND_KERNEL", "correlationId",
                                                                    "'abc'")]
 @pytest.mark.parametrize("table,column,value", NVPROF_VALUES)
-def test_nvprof_wrong_value(case, table, column, value):
+def test_nvprof_wrong_value(case, table, column, value, shared):
     path = case / "in" / "vectoradd.nvvp"
     path.write_bytes((CORPUS / "nvprof" / "nvprof_v18_vectoradd.nvvp").read_bytes())
     db = sqlite3.connect(path)
