@@ -276,7 +276,7 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
         g = add(w.kernel_groups, full, s, 1)
         if occ_x >= 0:
             g.add_occupancy(occ_x, dur)
-        if m.tc == "0" and m.family in TC_FAMILIES and m.dtype in ("float16", "bfloat16"):
+        if m.tc is False and m.family in TC_FAMILIES and m.dtype in ("float16", "bfloat16"):
             add(w.tc_miss, (okey, name, m.params, line, m.tc_dims), s)
     elif kind == MEMCPY:
         t["memcpy_ns"] += dur

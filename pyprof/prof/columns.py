@@ -10,6 +10,7 @@ import re
 from typing import Callable, NamedTuple
 
 from pyprof.common import UsageError
+from pyprof.prof.tensorcores import TC_TEXT
 
 
 class Column(NamedTuple):
@@ -60,7 +61,8 @@ COLUMNS: dict[str, Column] = {
                      "m.params or 'na'", "m.params or None"),
     "sil": Column("Sil(ns)", "kernel duration on the GPU (silicon time), ns", "d.get('kDuration', 0)",
                   "d.get('kDuration', 0)"),
-    "tc": Column("TC", "Tensor Cores: 1 used, 0 eligible but not used, - not applicable", "m.tc", "m.tc"),
+    "tc": Column("TC", "Tensor Cores: 1 used, 0 eligible but not used, - not applicable", "TC_TEXT[m.tc]",
+                 "TC_TEXT[m.tc]"),
     "device": Column("Device", "GPU index", "_na(d.get('device'))", "d.get('device')"),
     "stream": Column("Stream", "CUDA stream id", "_na(d.get('stream'))", "d.get('stream')"),
     "grid": Column("Grid", "grid dimensions", "_dims(d.get('grid'))", "d.get('grid') or None"),
@@ -118,7 +120,8 @@ def _note(m, r) -> str | None:
     return ABOVE_ROOFLINE if r.roofline_pct is not None and r.roofline_pct > 100.0 else None
 
 
-_ENV = {"_seq": _seq, "_dims": _dims, "_na": _na, "_f": _f, "_last_site": _last_site, "_note": _note}
+_ENV = {"_seq": _seq, "_dims": _dims, "_na": _na, "_f": _f, "_last_site": _last_site, "_note": _note,
+        "TC_TEXT": TC_TEXT}
 
 
 _GET = re.compile(r"d\.get\('(\w+)'")

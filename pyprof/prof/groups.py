@@ -37,7 +37,7 @@ def sample(d: dict, m, roof) -> Sample:
     pct = roof.roofline_pct
     roof_ns = dur if pct is not None else 0
     return Sample(dur, m.flops or 0, pct * dur / 100.0 if roof_ns else 0.0,
-                  dur if m.tc == "1" else 0, roof_ns,
+                  dur if m.tc else 0, roof_ns,
                   dur < TINY_NS and d.get("kind") not in _COPIES, d.get("dir") == "bprop")
 
 

@@ -35,7 +35,7 @@ from pyprof.prof.registry import GRAD_FAMILIES, TC_FAMILIES, Estimate, Formula, 
 from pyprof.prof.lookup import candidates
 from pyprof.prof.results import Result, Static, as_list, copy_result, first_dtype, no_arguments
 from pyprof.prof.share import WINDOW, Fix, shares
-from pyprof.prof.tensorcores import tc_column
+from pyprof.prof.tensorcores import tc_state
 
 try:  # orjson is optional: a faster cache key (and faster reading, see reader.py)
     from orjson import dumps as json_key  # obj -> bytes; bound directly: called once per row
@@ -363,13 +363,13 @@ class Modeller:
                     # LogSoftmaxBackward0 of a cross_entropy). Its shapes are not borrowed; the kernel joins
                     # the call of the node that carries the forward op's backward, when one is in progress.
                     s = Static.fixed(Result(
-                        None, None, "", tc_column(long_name, False, None),
+                        None, None, "", tc_state(long_name, False, None),
                         f"no arguments recorded for {op}, and its forward link ({f_ops[0]}) is a different kind "
                         "of op", "", None, "bprop"))
                     s.joins = fkey or None
                     s.name, s.family, s.role, s.matrix = long_name, ff.family, "bprop", ff.family in TC_FAMILIES
                     s.dtype = first_dtype(f.get("args") or [])
-                    s.tc = tc_column(long_name, False, s.dtype)
+                    s.tc = tc_state(long_name, False, s.dtype)
                     return s
                 formula, args, role, borrowed = ff, f.get("args") or [], "bprop", True
         s = Static()
@@ -379,7 +379,7 @@ class Modeller:
                       else f"no formula for {mod + '.' if mod and '::' not in op else ''}{op}")
             if direction == "bprop" and not fwd:
                 reason += " and no forward link"
-            s.result = Result(None, None, "", tc_column(long_name, False, None), reason, "", None, role)
+            s.result = Result(None, None, "", tc_state(long_name, False, None), reason, "", None, role)
             return s
         args, s.guessed = fill_dtypes(list(args), long_name)
         if formula.family in TC_FAMILIES:
@@ -393,7 +393,7 @@ class Modeller:
         s.named_role = named_role(long_name) if s.grads else None
         s.one_per_kernel = direction == "bprop" and role == "fprop" and not formula.backward and \
             s.family in GRAD_FAMILIES
-        s.tc = tc_column(long_name, matrix, s.dtype)
+        s.tc = tc_state(long_name, matrix, s.dtype)
         if matrix and is_helper(long_name):
             s.helper = s.helper_of(op)
         return s

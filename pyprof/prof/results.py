@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 from pyprof.prof.registry import Family
 from pyprof.prof.share import WINDOW
-from pyprof.prof.tensorcores import tc_column, tc_used
+from pyprof.prof.tensorcores import tc_state, tc_used
 
 
 class Result(NamedTuple):
@@ -15,7 +15,7 @@ class Result(NamedTuple):
     flops: int | None
     bytes: int | None
     params: str
-    tc: str
+    tc: bool | None  # on Tensor Cores: True, False (eligible, not used), None (n/a); tensorcores.TC_TEXT
     reason: str | None  # why flops/bytes are na (None when both are modelled)
     family: str  # the formula's registry.Family, '' when no formula
     dtype: str | None  # the op's input dtype (None when unknown)
@@ -57,7 +57,7 @@ class Static:
         r = self._counted.get(k)
         if r is None:
             # Not the call's main kernel: Tensor Cores '0' only if its own name says it multiplies matrices.
-            r = self._counted[k] = Pending(None, None, "", tc_column(self.name, False, self.dtype),
+            r = self._counted[k] = Pending(None, None, "", tc_state(self.name, False, self.dtype),
                                            f"counted on sub {sub} of the same {op} call", self.family, self.dtype,
                                            self.role)
         return r
@@ -69,7 +69,7 @@ class Static:
         r = self._counted.get(k)
         if r is None:
             r = self._counted[k] = Result(
-                None, None, "", tc_column(self.name, False, self.dtype),
+                None, None, "", tc_state(self.name, False, self.dtype),
                 f"counted on the first kernels of the same {op} call (this one comes more than {WINDOW} input lines "
                 "after its start)", self.family, self.dtype, self.role)
         return r
@@ -78,7 +78,7 @@ class Static:
         """The result of a helper kernel of an ``op`` call."""
         r = self._helpers.get(op)
         if r is None:
-            r = self._helpers[op] = Result(None, None, "", "1" if tc_used(self.name) else "-",
+            r = self._helpers[op] = Result(None, None, "", True if tc_used(self.name) else None,
                                            f"helper kernel of {op} (its FLOPs are on the call's main kernels)",
                                            self.family, self.dtype, self.role)
         return r
@@ -119,8 +119,8 @@ def copy_result(kind: str, n, ck) -> Result:
     # Family.TRANSFER keeps it out of the roofline.
     fam = Family.MEMORY if kind == "memset" or ck in ("DtoD", "DeviceToDevice") else Family.TRANSFER
     if n is None:
-        return Result(0, None, p, "-", f"{kind} without a size", fam, None, "")
-    return Result(0, int(n), p, "-", None, fam, None, "")
+        return Result(0, None, p, None, f"{kind} without a size", fam, None, "")
+    return Result(0, int(n), p, None, None, fam, None, "")
 
 
 def as_list(v) -> list:

@@ -64,11 +64,12 @@ NO_ROOFLINE = Roofline(None, None, None, None)
 _new_tuple = tuple.__new__
 
 
-def peak_tflops(peaks: GpuPeaks, dtype: str | None, tc: str) -> float | None:
-    """The compute peak (TFLOP/s) that a kernel of ``dtype`` with ``tc`` ('1', '0', '-') is held to."""
+def peak_tflops(peaks: GpuPeaks, dtype: str | None, tc: bool | None) -> float | None:
+    """The compute peak (TFLOP/s) that a kernel of ``dtype`` is held to: its Tensor Core peak when it ran on
+    Tensor Cores (``tc`` True; tensorcores.tc_state)."""
     info = dtype_info(dtype)
     short = info[2] if info else "fp32"
-    if tc == "1":
+    if tc:
         unit = _TC_UNIT.get(short)
         if unit and unit in peaks.tflops:
             return peaks.tflops[unit]
@@ -78,7 +79,7 @@ def peak_tflops(peaks: GpuPeaks, dtype: str | None, tc: str) -> float | None:
 
 
 def roofline(flops: int | None, nbytes: int | None, duration_ns: int, peaks: GpuPeaks | None, dtype: str | None,
-             tc: str) -> Roofline:
+             tc: bool | None) -> Roofline:
     """The Roofline of one kernel: TFLOP/s, GB/s, FLOPs per byte and % of the roofline; None where not computable.
 
     The roofline share is None, never 0, when neither the FLOPs nor the bytes can be set against a peak: the

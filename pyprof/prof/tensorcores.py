@@ -89,25 +89,30 @@ def _tc_used(name: str) -> bool | None:
     return None
 
 
-def tc_column(name: str, matrix_role: bool, dtype: str | None) -> str:
-    """The ``tc`` value: '1', '0' or '-'.
+#: How the TC column shows a kernel's Tensor Core state (docs/prof.md): used, eligible but not used, not applicable.
+TC_TEXT = {True: "1", False: "0", None: "-"}
+
+
+def tc_state(name: str, matrix_role: bool, dtype: str | None) -> bool | None:
+    """Whether the kernel ran on Tensor Cores: True (it did), False (it could have and did not: a matrix kernel
+    of a Tensor Core dtype), None (not applicable). The TC column shows these as TC_TEXT says.
 
     ``matrix_role`` says the kernel is the matrix kernel of a GEMM/convolution/attention call (or named like
     one); ``dtype`` is the op's input dtype (None when the marker did not record it).
     """
-    return _tc_column(name[:NAME_SCAN_CHARS], matrix_role, dtype)
+    return _tc_state(name[:NAME_SCAN_CHARS], matrix_role, dtype)
 
 
 @lru_cache(maxsize=65536)
-def _tc_column(name: str, matrix_role: bool, dtype: str | None) -> str:
+def _tc_state(name: str, matrix_role: bool, dtype: str | None) -> bool | None:
     used = _tc_used(name)
     if used:
-        return "1"
+        return True
     if used is None and library_helper(name):
-        return "-"
+        return None
     if (matrix_role or used is False or MATRIX_KERNEL.search(name)) and dtype in TC_DTYPES:
-        return "0"
-    return "-"
+        return False
+    return None
 
 
 # dtype tokens in kernel names, most specific first: used only when the marker did not record dtypes.

@@ -15,6 +15,7 @@ from pyprof.common import BoundedDict, InputError
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.rows import rows as model_rows
+from pyprof.prof.tensorcores import TC_TEXT
 from pyprof.report.page import json_text
 
 #: Synthetic process ids of the GPU rows: far above any OS pid (Linux caps pids at 2**22), so a GPU never
@@ -67,7 +68,7 @@ def kernel_args(d: dict, m) -> dict:
         "params": m.params or None,
         "flops": m.flops,
         "bytes": m.bytes,
-        "tensor cores": m.tc if m.tc in ("0", "1") else None,
+        "tensor cores": None if m.tc is None else TC_TEXT[m.tc],
         "not modelled": m.reason,
         "grid": d.get("grid") or None,
         "block": d.get("block") or None,

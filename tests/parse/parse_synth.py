@@ -1,8 +1,9 @@
 """Helpers of the parse tests: the corpus location, and builders of small synthetic exports for unit tests
 of decoding and attribution.
 
-For our own marker format and for Kineto traces there is no real capture in the corpus yet, so these
-build the smallest input that exercises one rule at a time; real-data tests use the corpus.
+A builder makes the smallest input that exercises one rule at a time (a range nesting, a marker form, a broken
+row); what real captures do is tested on them: the H200 captures of our examples under tests/data (pyprof
+markers, emit_nvtx, Kineto traces) and the shared corpus of other people's profiles.
 """
 from __future__ import annotations
 

@@ -36,12 +36,12 @@ def test_every_family_is_named_and_the_matrix_ones_are_counted():
     assert f"{Family.GEMM}" == str(Family.GEMM) == "gemm"  # tables and messages print the value
 
 
-def test_a_gemm_call_gives_its_flops_to_the_library_kernel_and_the_tc_column_says_so():
+def test_a_gemm_call_gives_its_flops_to_the_library_kernel_and_the_tc_state_says_so():
     m = Modeller()
     lin = [T([4088, 4096], "bfloat16"), T([1024, 4096], "bfloat16"), T([1024], "bfloat16")]
     kw = dict(op="linear", mod="torch.nn.functional", args=lin)
     main = m.model(rec(NVJET, sub=0, **kw))
-    assert main.family == Family.GEMM and main.tc == "1"
+    assert main.family == Family.GEMM and main.tc is True
     assert main.flops == 34_292_629_504  # 2·M·N·K = 2·4088·1024·4096
 
 
@@ -52,9 +52,9 @@ def test_a_convolutions_padding_kernel_is_a_helper_and_the_cudnn_kernel_multipli
     kw = dict(op="conv2d", mod="torch.nn.functional", args=conv)
     pad = m.model(rec(PAD, sub=0, **kw))
     main = m.model(rec(CUDNN_FPROP, sub=1, **kw))
-    assert pad.flops is None and "helper" in pad.reason and pad.tc == "-"
+    assert pad.flops is None and "helper" in pad.reason and pad.tc is None
     # 2·N·K·C·R·S·P·Q = 2·32·64·64·3·3·56·56 (stride 1, padding 1: 56×56 out)
-    assert main.flops == 7_398_752_256 and main.tc == "1" and main.family == Family.CONV
+    assert main.flops == 7_398_752_256 and main.tc is True and main.family == Family.CONV
 
 
 def test_a_linear_backward_gives_dgrad_then_wgrad_and_its_bias_sum_is_a_helper():
@@ -70,10 +70,10 @@ def test_a_linear_backward_gives_dgrad_then_wgrad_and_its_bias_sum_is_a_helper()
     assert (d.role, d.flops) == ("dgrad", 34_292_629_504) and (w.role, w.flops) == ("wgrad", 34_292_629_504)
 
 
-def test_a_pointwise_kernel_does_the_work_and_has_no_tc_column():
+def test_a_pointwise_kernel_does_the_work_and_has_no_tc_state():
     m = Modeller()
     r = m.model(rec(MUL, op="mul", mod="torch", args=[T([1024, 1]), T([2048])]))
-    assert r.flops == 2_097_152 and r.family == Family.POINTWISE and r.tc == "-"  # 1024·2048 products
+    assert r.flops == 2_097_152 and r.family == Family.POINTWISE and r.tc is None  # 1024·2048 products
 
 
 def test_an_outer_product_keeps_its_flops_on_its_elementwise_kernel():

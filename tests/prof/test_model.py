@@ -19,8 +19,8 @@ def test_flops_go_to_the_main_kernel_and_helpers_say_where():
     r0 = m.model(rec("nchwToNhwcKernel", sub=0, **kw))
     r1 = m.model(rec("sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_tensor16x8x16_kernel", sub=1, **kw))
     r2 = m.model(rec("nhwcToNchwKernel", sub=2, **kw))
-    assert r0.flops is None and "helper" in r0.reason and r0.tc == "-"
-    assert r1.flops == 27648 and r1.tc == "1"  # 2·2·4·3·9·64
+    assert r0.flops is None and "helper" in r0.reason and r0.tc is None
+    assert r1.flops == 27648 and r1.tc is True  # 2·2·4·3·9·64
     assert r2.flops is None and "helper" in r2.reason
 
 
@@ -60,7 +60,7 @@ def test_backward_attention_gets_five_gemms_on_the_main_kernel():
     main = m.model(rec("void pytorch_flash::flash_bwd_dq_dk_dv_loop_seqk_parallel_kernel<>", sub=1, **kw))
     post = m.model(rec("void pytorch_flash::flash_bwd_convert_dq_kernel<>", sub=2, **kw))
     assert pre.flops is None and post.flops is None
-    assert main.flops == 163840 and main.tc == "1"  # 5·2·8·16·16·8
+    assert main.flops == 163840 and main.tc is True  # 5·2·8·16·16·8
 
 
 def test_unknown_op_and_missing_forward_link_are_na_with_reasons():
@@ -75,7 +75,7 @@ def test_unknown_op_and_missing_forward_link_are_na_with_reasons():
 def test_memcpy_and_memset():
     m = Modeller()
     r = m.model({"kind": "memcpy", "kShortName": "Memcpy HtoD", "bytes": 4096, "copy_kind": "HtoD", "kDuration": 10})
-    assert (r.flops, r.bytes, r.params, r.tc) == (0, 4096, "HtoD,4096B", "-")
+    assert (r.flops, r.bytes, r.params, r.tc) == (0, 4096, "HtoD,4096B", None)
 
 
 def test_lookup_spellings():
@@ -96,7 +96,7 @@ def test_legacy_dict_line_becomes_a_record():
          "seqMarker": [], "seqId": [], "subSeqId": 0, "altSeqId": [], "dir": "bprop", "mod": ["torch.nn.functional"],
          "op": ["linear"], "tid": 1, "device": 0, "stream": 7, "grid": (1, 1, 1), "block": (256, 1, 1)}
     r = Modeller().model(from_legacy(d))
-    assert r.role == "dgrad" and r.flops == 16777216 and r.tc == "1"
+    assert r.role == "dgrad" and r.flops == 16777216 and r.tc is True
 
 
 def test_roofline_numbers():
@@ -112,13 +112,13 @@ def test_roofline_numbers():
     assert lookup("NVIDIA A100-PCIE-40GB").name == "A100 40GB"
     # HGX B200 per-GPU row of NVIDIA's spec table: 7.7 TB/s, TF32 2.2 PF sparse; GB200 GPUs have their own row
     assert lookup("NVIDIA B200").bandwidth_gbps == 7700 and lookup("NVIDIA GB200").name == "GB200"
-    assert peak_tflops(h200, "bfloat16", "1") == 989.5 and peak_tflops(h200, "bfloat16", "-") == 67
-    assert peak_tflops(h200, "float32", "1") == 494.5  # TF32
+    assert peak_tflops(h200, "bfloat16", True) == 989.5 and peak_tflops(h200, "bfloat16", None) == 67
+    assert peak_tflops(h200, "float32", True) == 494.5  # TF32
     # 989.5e12 FLOP/s → 1e9 FLOPs take 1010.6 ns; 4.8e12 B/s → 4.8e6 B take 1000 ns; measured 2021.2 ns → 50%
-    tf, gbps, inten, pct = roofline(10**9, 4_800_000, 2021.2, h200, "bfloat16", "1")
+    tf, gbps, inten, pct = roofline(10**9, 4_800_000, 2021.2, h200, "bfloat16", True)
     assert round(pct, 1) == 50.0 and round(tf, 1) == 494.8 and round(inten, 1) == 208.3
     # bandwidth-bound: 4.8e6 B at 4800 GB/s = 1000 ns of 4000 ns → 25 %
-    assert round(roofline(0, 4_800_000, 4000, h200, "float16", "-").roofline_pct, 1) == 25.0
+    assert round(roofline(0, 4_800_000, 4000, h200, "float16", None).roofline_pct, 1) == 25.0
 
 
 def test_peak_overrides():

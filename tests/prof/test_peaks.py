@@ -54,13 +54,13 @@ def test_the_mi300_trace_names_a_known_gpu(shared):
 
 def test_roofline_is_na_without_a_peak_for_the_unit_and_without_bandwidth():
     bare = GpuPeaks("bare", {}, 0.0)
-    assert roofline(10**9, 10**6, 1000, bare, "bfloat16", "1").roofline_pct is None
-    assert roofline(10**9, None, 1000, None, "bfloat16", "1").roofline_pct is None  # GPU unknown
+    assert roofline(10**9, 10**6, 1000, bare, "bfloat16", True).roofline_pct is None
+    assert roofline(10**9, None, 1000, None, "bfloat16", True).roofline_pct is None  # GPU unknown
     only_bw = GpuPeaks("bw", {}, 1000.0)
     # 10^6 bytes at 1000 GB/s = 1000 ns of 2000 ns: 50%, the FLOPs having no peak to be set against
-    assert roofline(10**9, 10**6, 2000, only_bw, "bfloat16", "1").roofline_pct == 50.0
+    assert roofline(10**9, 10**6, 2000, only_bw, "bfloat16", True).roofline_pct == 50.0
     # no work at all takes no time at any peak
-    assert roofline(0, 0, 1000, lookup("NVIDIA H200"), None, "-").roofline_pct == 0.0
+    assert roofline(0, 0, 1000, lookup("NVIDIA H200"), None, None).roofline_pct == 0.0
 
 
 def test_groups_with_nothing_modelled_show_na():

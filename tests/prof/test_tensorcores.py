@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyprof.prof.tensorcores import tc_column, tc_used
+from pyprof.prof.tensorcores import tc_state, tc_used
 
 TC = [
     # H200 captures (tests/data/kineto): cuBLASLt, cuDNN, CUTLASS, cuDNN SDPA
@@ -91,45 +91,45 @@ AMD_HELPERS = ["Cijk_S", "Cijk_H_GA", "Cijk_Ailk_Bljk_S_PostGSU8_VW1", "WSFlags"
 @pytest.mark.parametrize("name", AMD_MATRIX)
 def test_amd_matrix_core_names(name):
     assert tc_used(name) is True
-    assert tc_column(name, True, "bfloat16") == "1"
+    assert tc_state(name, True, "bfloat16") is True
 
 
 @pytest.mark.parametrize("name", AMD_VECTOR)
 def test_amd_vector_alu_matrix_kernels_are_eligible_but_unused(name):
     assert tc_used(name) is False
-    assert tc_column(name, True, "float16") == "0"
+    assert tc_state(name, True, "float16") is False
 
 
 @pytest.mark.parametrize("name", AMD_HELPERS)
 def test_tensile_helpers_multiply_nothing(name):
     from pyprof.prof.kernels import is_helper
 
-    assert tc_used(name) is None and tc_column(name, True, "float16") == "-" and is_helper(name)
+    assert tc_used(name) is None and tc_state(name, True, "float16") is None and is_helper(name)
 
 
 @pytest.mark.parametrize("name", TC)
 def test_tensor_core_names(name):
     assert tc_used(name) is True
-    assert tc_column(name, True, "bfloat16") == "1"
+    assert tc_state(name, True, "bfloat16") is True
 
 
 @pytest.mark.parametrize("name", SIMT)
 def test_cuda_core_matrix_kernels_are_eligible_but_unused(name):
     assert tc_used(name) is False
-    assert tc_column(name, True, "float32") == "0"  # fp32 could have run as TF32
-    assert tc_column(name, False, None) == "0"  # named like a matrix kernel: eligible even without the op
+    assert tc_state(name, True, "float32") is False  # fp32 could have run as TF32
+    assert tc_state(name, False, None) is False  # named like a matrix kernel: eligible even without the op
 
 
 @pytest.mark.parametrize("name", NOT_MATRIX)
 def test_other_kernels_are_not_applicable(name):
     assert tc_used(name) is None
-    assert tc_column(name, False, "float16") == "-"
+    assert tc_state(name, False, "float16") is None
     if "workspace" in name or "Padding" in name or "splitK" in name:
-        assert tc_column(name, True, "float16") == "-"  # even as a kernel of a convolution/GEMM call
+        assert tc_state(name, True, "float16") is None  # even as a kernel of a convolution/GEMM call
 
 
 def test_fp64_matrix_kernel_without_dmma_is_not_applicable():
-    assert tc_column("volta_dgemm_64x64_nn", True, "float64") == "-"
+    assert tc_state("volta_dgemm_64x64_nn", True, "float64") is None
 
 
 def test_rules_agree_with_the_hardware_counters():
