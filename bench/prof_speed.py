@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-from pyprof.common import END_KEY, Record, end_line  # noqa: E402
+from pyprof.record import END_KEY, Record, end_line  # noqa: E402
 from pyprof.prof.rows import lean_decoder  # noqa: E402
 from pyprof.prof.per_kernel import run_stream  # noqa: E402
 from pyprof.prof.columns import DEFAULT  # noqa: E402
@@ -147,7 +147,10 @@ _cpu: dict = {}  # CPU seconds of this process per measurement: robust to other 
 
 _CHILD = """
 import io, sys, time
-from pyprof.prof.per_kernel import run_stream
+try:
+    from pyprof.prof.per_kernel import run_stream
+except ImportError:  # a checkout from before issue 14 named the module pyprof.prof.report
+    from pyprof.prof.report import run_stream
 from pyprof.prof.columns import DEFAULT
 class Sink(io.StringIO):
     def write(self, s):

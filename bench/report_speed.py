@@ -23,7 +23,7 @@ sys.path.insert(0, ROOT)
 
 import orjson  # noqa: E402
 
-from pyprof.common import END_KEY, end_line  # noqa: E402
+from pyprof.record import end_line, read_lines  # noqa: E402
 from pyprof.prof.reader import loads  # noqa: E402
 from pyprof.prof.aggregate import aggregate_files  # noqa: E402
 from pyprof.prof.views import build  # noqa: E402
@@ -34,11 +34,11 @@ DEFAULT_EXPORT = os.path.join(ROOT, "tests", "data", "nsys", "pyprof", "transfor
 def _templates(path: str | None) -> list[dict]:
     if path:
         with open(path, "rb") as f:
-            lines = [loads(line) for line in f if line.strip()]
-    else:
-        p = subprocess.run([sys.executable, "-m", "pyprof.parse", DEFAULT_EXPORT], capture_output=True, check=True)
-        lines = [loads(line) for line in p.stdout.splitlines() if line.strip()]
-    return [d for d in lines if END_KEY not in d]  # parse's end lines: written again after the copies
+            return list(read_lines(f))
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", DEFAULT_EXPORT], capture_output=True, check=True)
+    # every key of each record (schema 3's left-out keys and GPU properties put back); parse's header and end
+    # lines skipped: the end line is written again after the copies
+    return list(read_lines(p.stdout.splitlines()))
 
 
 def _step_count(recs: list[dict]) -> int:

@@ -274,6 +274,7 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
         if g is None:
             w.kernel_names[full] = name
         g = add(w.kernel_groups, full, s, 1)
+        g.add_extremes(dur)
         if occ_x >= 0:
             g.add_occupancy(occ_x, dur)
         if m.tc is False and m.family in TC_FAMILIES and m.dtype in ("float16", "bfloat16"):

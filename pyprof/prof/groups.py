@@ -36,9 +36,12 @@ def sample(d: dict, m, roof) -> Sample:
     dur = d.get("kDuration") or 0
     pct = roof.roofline_pct
     roof_ns = dur if pct is not None else 0
-    return Sample(dur, m.flops or 0, pct * dur / 100.0 if roof_ns else 0.0,
-                  dur if m.tc else 0, roof_ns,
-                  dur < TINY_NS and d.get("kind") not in _COPIES, d.get("dir") == "bprop")
+    # tuple.__new__: this runs once per activity of the views' pass, and skips the named tuple's own __new__
+    return _new_tuple(Sample, (dur, m.flops or 0, pct * dur / 100.0 if roof_ns else 0.0, dur if m.tc else 0, roof_ns,
+                               dur < TINY_NS and d.get("kind") not in _COPIES, d.get("dir") == "bprop"))
+
+
+_new_tuple = tuple.__new__
 
 
 _COPIES = ("memcpy", "memset")  # any other kind (a kernel, or a kind a newer writer adds) is a kernel here
@@ -60,7 +63,7 @@ class Group:
     tiny_ns: int = 0
     fwd_ns: int = 0  # time of forward (and undirected) activities
     bwd_ns: int = 0
-    min_ns: int | None = None
+    min_ns: int | None = None  # kept by add_extremes
     max_ns: int | None = None
     occ_x_ns: float = 0.0  # estimated occupancy x duration, over the kernels whose occupancy is known
     occ_ns: int = 0  # the duration of those kernels
@@ -82,6 +85,9 @@ class Group:
             self.bwd_ns += ns
         else:
             self.fwd_ns += ns
+
+    def add_extremes(self, ns: int) -> None:
+        """The shortest and longest activity (the kernels view's Min and Max: only its groups keep them)."""
         if self.min_ns is None or ns < self.min_ns:
             self.min_ns = ns
         if self.max_ns is None or ns > self.max_ns:
