@@ -17,7 +17,8 @@ from pyprof.prof.coverage import Coverage
 from pyprof.common import no_cyclic_gc
 from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks
-from pyprof.prof.groups import Group, add, callsite_key, kernel_key, layer_path, op_key, sample, shapes_key
+from pyprof.prof.groups import Group, add, callsite_key, kernel_key, layer_path, merge_into, op_key, sample, \
+    shapes_key
 from pyprof.prof.registry import TC_FAMILIES
 from pyprof.prof.occupancy import est_occupancy, limits, sm_fraction
 
@@ -71,12 +72,7 @@ class WorkerData:
         """The kernel groups merged by short name (what the rules of the recommendations view read)."""
         out: dict = {}
         for full, g in self.kernel_groups.items():
-            short = self.kernel_names.get(full, full)
-            cur = out.get(short)
-            if cur is None:
-                out[short] = g.copy()
-            else:
-                cur.merge(g)
+            merge_into(out, self.kernel_names.get(full, full), g)
         return out
 
 

@@ -142,12 +142,17 @@ def merged(parts: list[dict]) -> dict:
     out: dict = {}
     for groups in parts:
         for k, g in groups.items():
-            cur = out.get(k)
-            if cur is None:
-                out[k] = g.copy()
-            else:
-                cur.merge(g)
+            merge_into(out, k, g)
     return out
+
+
+def merge_into(groups: dict, key, g: Group) -> None:
+    """Add group ``g`` to the group ``key`` of ``groups`` (a copy of ``g`` on first sight)."""
+    cur = groups.get(key)
+    if cur is None:
+        groups[key] = g.copy()
+    else:
+        cur.merge(g)
 
 
 # ---- the keys
