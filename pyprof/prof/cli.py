@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 from typing import Sequence
@@ -49,8 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--csv", action="store_true", help="CSV output")
     g.add_argument("-w", dest="width", type=int, default=0, metavar="WIDTH",
-                   help="columnated output, never wider than WIDTH")
+                   help="columnated output, never wider than WIDTH (the default on a terminal: its width)")
     g.add_argument("--jsonl", action="store_true", help="JSON Lines output (null for na)")
+    g.add_argument("--space", action="store_true",
+                   help="space-separated, one row per line, spaces inside a value written as _ (for awk; the "
+                        "default when the output is not a terminal, as a pipe or a file)")
     p.add_argument("--no-header", action="store_true", help="omit the header line")
     p.add_argument("--group-by", choices=["op", "layer", "kernel", "callsite", "dir"],
                    help="print a summary grouped by this key instead of one row per kernel")
@@ -94,6 +98,22 @@ def _report(text: str) -> None:
     print("\n".join(printable(line) for line in text.split("\n")), file=sys.stderr)
 
 
+def output_format(args) -> tuple[str, int]:
+    """(format, width) the options ask for: without one, columnated to the terminal's width when stdout is a
+    terminal, and the space-separated form when it is piped or redirected (as ``ls`` does)."""
+    if args.csv:
+        return "csv", 0
+    if args.jsonl:
+        return "jsonl", 0
+    if args.space:
+        return "space", 0
+    if args.width:
+        return "columns", args.width
+    if sys.stdout.isatty():
+        return "columns", shutil.get_terminal_size().columns
+    return "space", 0
+
+
 def _run(args, out) -> int:
     """The prof command proper: errors are raised, run_command turns them into messages and exit codes."""
     import pyprof.prof  # noqa: F401  (registers the built-in formulas)
@@ -106,9 +126,12 @@ def _run(args, out) -> int:
     for spec in args.plugin:
         load_plugin(spec)
     cols = parse_columns(args.columns)
-    fmt = "csv" if args.csv else "jsonl" if args.jsonl else "columns" if args.width else "space"
     if args.width < 0:
         raise UsageError("-w WIDTH must be positive")
+    fmt, args.width = output_format(args)
+    if not args.file and sys.stdin.isatty():
+        raise UsageError("no records file, and stdin is a terminal: give a file (pyprof prof net.dict), or pipe "
+                         "parse's output in (pyprof parse net.sqlite | pyprof prof -)")
     peaks = Peaks(args.gpu, dict(args.peak) or None, args.bandwidth)
     if args.view is None and (len(args.file) > 1 or args.worker is not None):
         raise UsageError("several files and --worker need --view")

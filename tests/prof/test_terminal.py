@@ -1,0 +1,94 @@
+"""prof's output where people first meet it: on a terminal (a pseudo-terminal here) the tables are columnated to
+the terminal's width, with source lines and names as they are; through a pipe, the space-separated form awk
+reads, unchanged. On the committed H200 LeNet capture."""
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import struct
+import subprocess
+import sys
+import termios
+
+import pytest
+
+from .helpers import parsed
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    path = tmp_path_factory.mktemp("terminal") / "lenet.dict"
+    path.write_bytes(parsed("nsys/pyprof/lenet.sqlite.xz"))
+    return path
+
+
+def _on_a_terminal(args: list[str], columns: int, stdin_tty: bool = False) -> tuple[int, str, str]:
+    """(exit status, what a terminal of ``columns`` columns shows, stderr) of ``python -m pyprof.prof ARGS``."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    attrs = termios.tcgetattr(slave)
+    attrs[1] &= ~termios.ONLCR  # no \r added to each \n: the text as the program wrote it
+    termios.tcsetattr(slave, termios.TCSANOW, attrs)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    p = subprocess.Popen([sys.executable, "-m", "pyprof.prof", *args], stdout=slave,
+                         stdin=slave if stdin_tty else subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
+                         env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        ready, _, _ = select.select([master], [], [], 60)
+        if not ready:
+            p.kill()
+            raise TimeoutError("prof on a terminal wrote nothing for 60 s")
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # the other side closed: the program ended
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    return p.wait(timeout=60), b"".join(chunks).decode(), p.stderr.read().decode()
+
+
+def test_on_a_terminal_the_table_is_columnated_to_its_width(records):
+    rc, text, _ = _on_a_terminal(["-q", "-c", "idx,op,kernel,callsite,flops", str(records)], 100)
+    lines = text.splitlines()
+    assert rc == 0 and len(lines) == 1 + 124  # the header and a row per record of the capture (sqlite3: 124)
+    assert max(len(x) for x in lines) <= 100
+    # columnated: the columns start at the same place on every line, so the header's second word ("Op") sits
+    # where every row's op starts
+    at = lines[0].index("Op")
+    assert all(x[at - 1] == " " for x in lines[1:])
+    assert "max_pool2d" in text and "max_pool2d " in lines[8]
+
+
+def test_through_a_pipe_the_form_awk_reads_is_unchanged(records):
+    p = subprocess.run([sys.executable, "-m", "pyprof.prof", "-q", "-c", "idx,op,callsite", str(records)],
+                       capture_output=True, text=True, cwd=ROOT)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0 and len(lines) == 125
+    assert all(len(x.split()) == 3 for x in lines)  # one field per column: spaces in values are _
+    forced = subprocess.run([sys.executable, "-m", "pyprof.prof", "-q", "--space", "-c", "idx,op,callsite",
+                             str(records)], capture_output=True, text=True, cwd=ROOT)
+    assert forced.stdout == p.stdout
+
+
+def test_space_on_a_terminal_asks_for_the_awk_form(records):
+    rc, text, _ = _on_a_terminal(["-q", "--space", "-c", "idx,op,callsite", str(records)], 100)
+    assert rc == 0 and all(len(x.split()) == 3 for x in text.splitlines())
+
+
+def test_no_file_at_a_terminal_says_what_to_do_instead_of_waiting():
+    rc, text, err = _on_a_terminal([], 100, stdin_tty=True)
+    assert rc == 2 and text == "" and err.count("\n") == 1 and "stdin is a terminal" in err
+
+
+def test_the_help_says_which_form_goes_where():
+    p = subprocess.run([sys.executable, "-m", "pyprof.prof", "-h"], capture_output=True, text=True, cwd=ROOT)
+    text = " ".join(p.stdout.split())  # argparse wraps the help lines
+    assert "the default on a terminal" in text and "the default when the output is not a terminal" in text
