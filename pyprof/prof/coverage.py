@@ -12,7 +12,8 @@ from pyprof.prof.registry import COUNTED_FAMILIES
 class Coverage:
     """What share of kernel time got modelled numbers, and why the rest did not."""
 
-    kernels: int = 0
+    kernels: int = 0  # GPU activities: kernels, copies and memsets
+    copies: int = 0  # of which copies and memsets
     time_ns: int = 0
     own_ns: int = 0  # the kernel carries its call's numbers
     elsewhere_ns: int = 0  # another kernel of the same call carries them
@@ -24,6 +25,8 @@ class Coverage:
     def add(self, dur: int, m: Result, kernels: int = 1) -> None:
         """Count ``kernels`` kernels that all got result ``m`` and took ``dur`` ns together."""
         self.kernels += kernels
+        if m.is_copy:
+            self.copies += kernels
         self.time_ns += dur
         if m.flops is not None or m.bytes is not None:
             self.own_ns += dur
@@ -50,7 +53,7 @@ class Coverage:
 
     def merge(self, other: "Coverage") -> None:
         """Add another coverage (a worker's) into this one."""
-        for k in ("kernels", "time_ns", "own_ns", "elsewhere_ns", "flops", "counted_flops", "bytes"):
+        for k in ("kernels", "copies", "time_ns", "own_ns", "elsewhere_ns", "flops", "counted_flops", "bytes"):
             setattr(self, k, getattr(self, k) + getattr(other, k))
         for r, ns in other.reasons.items():
             self.reasons[r] = self.reasons.get(r, 0) + ns
@@ -58,7 +61,9 @@ class Coverage:
     def text(self) -> str:
         """The end-of-run lines for stderr."""
         t = self.time_ns or 1
-        lines = [f"pyprof.prof: {self.kernels} kernels, {self.time_ns / 1e6:.3f} ms GPU time; FLOPs/bytes modelled "
+        # The words parse and the views use: activities are kernels, copies and memsets.
+        lines = [f"pyprof.prof: {self.kernels} GPU activities ({self.kernels - self.copies} kernels, {self.copies} "
+                 f"copies and memsets), {self.time_ns / 1e6:.3f} ms GPU time; FLOPs/bytes modelled "
                  f"for {100 * (self.own_ns + self.elsewhere_ns) / t:.1f}% of it ({100 * self.own_ns / t:.1f}% on the "
                  f"kernel itself, {100 * self.elsewhere_ns / t:.1f}% on another kernel of the same op call)",
                  f"pyprof.prof: total {self.flops} FLOPs, {self.bytes} bytes; GEMM/conv/attention FLOPs (comparable "

@@ -19,8 +19,13 @@ class Result(NamedTuple):
     reason: str | None  # why flops/bytes are na (None when both are modelled)
     family: str  # the formula's registry.Family, '' when no formula
     dtype: str | None  # the op's input dtype (None when unknown)
-    role: str
+    role: str  # fprop, bprop, dgrad, wgrad; "" for a copy or memset (copy_result), which no op role applies to
     tc_dims: tuple = ()  # the formula's Estimate.tc_dims
+
+    @property
+    def is_copy(self) -> bool:
+        """A memcpy's or memset's result (copy_result), not a kernel's."""
+        return self.role == ""
 
 
 class Pending(Result):

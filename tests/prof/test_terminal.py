@@ -92,3 +92,23 @@ def test_the_help_says_which_form_goes_where():
     p = subprocess.run([sys.executable, "-m", "pyprof.prof", "-h"], capture_output=True, text=True, cwd=ROOT)
     text = " ".join(p.stdout.split())  # argparse wraps the help lines
     assert "the default on a terminal" in text and "the default when the output is not a terminal" in text
+
+
+def test_prof_counts_kernels_as_parse_and_sqlite3_do(records, tmp_path):
+    """One vocabulary: GPU activities are kernels, copies and memsets; prof's end-of-run line counts each as
+    sqlite3 counts the export's tables (prof used to call all 124 activities kernels)."""
+    import lzma
+    import sqlite3
+
+    export = tmp_path / "lenet.sqlite"
+    export.write_bytes(lzma.decompress(open(os.path.join(ROOT, "tests/data/nsys/pyprof/lenet.sqlite.xz"), "rb").read()))
+    con = sqlite3.connect(export)
+    tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    n = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] if t in tables else 0  # a table nsys left out
+         for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")}
+    con.close()
+    kernels, copies = n["CUPTI_ACTIVITY_KIND_KERNEL"], n["CUPTI_ACTIVITY_KIND_MEMCPY"] + n["CUPTI_ACTIVITY_KIND_MEMSET"]
+    p = subprocess.run([sys.executable, "-m", "pyprof.prof", "-c", "idx", str(records)], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert (f"pyprof.prof: {kernels + copies} GPU activities ({kernels} kernels, {copies} copies and memsets)"
+            in p.stderr)
