@@ -36,6 +36,14 @@ def _f(v, digits: int):
     return "na" if v is None else round(v, digits)
 
 
+def _own_or_forward(value, fwd, key: str):
+    """A record's layer or call site, else its forward op's (a backward kernel runs on the autograd thread,
+    outside the user's layers and lines: the forward link says where it belongs; pyprof.prof.groups' keys)."""
+    if value:
+        return value
+    return fwd.get(key) if type(fwd) is dict else None
+
+
 def _last_site(v) -> str:
     return v[-1].rsplit("/", 1)[-1] if v else "-"
 
@@ -45,8 +53,10 @@ COLUMNS: dict[str, Column] = {
     "seq": Column("SeqId", "PyTorch sequence id(s) of the op", "_seq(d.get('seqId'))", "d.get('seqId') or []"),
     "altseq": Column("AltSeqId", "alternative sequence id(s)", "_seq(d.get('altSeqId'))", "d.get('altSeqId') or []"),
     "tid": Column("TId", "CPU thread id that launched the kernel", "_na(d.get('tid'))", "d.get('tid')"),
-    "layer": Column("Layer", "user 'layer:' annotations, outermost first, ':'-joined",
-                    "':'.join(d.get('layer') or ()) or '-'", "d.get('layer') or []"),
+    "layer": Column("Layer", "user 'layer:' annotations, outermost first, ':'-joined (a backward kernel's: its "
+                             "forward op's)",
+                    "':'.join(_own_or_forward(d.get('layer'), d.get('fwd'), 'layer') or ()) or '-'",
+                    "_own_or_forward(d.get('layer'), d.get('fwd'), 'layer') or []"),
     "trace": Column("Trace", "call stack (file:line), ','-joined", "','.join(d.get('trace') or ()) or '-'",
                     "d.get('trace') or []"),
     "dir": Column("Direction", "fprop or bprop", "d.get('dir') or 'na'", "d.get('dir') or None"),
@@ -71,8 +81,10 @@ COLUMNS: dict[str, Column] = {
     "bytes": Column("Bytes", "bytes read and written in device memory (each input once, each output once)",
                     "_na(m.bytes)", "m.bytes"),
     "start": Column("Start(ns)", "kernel start time, ns", "_na(d.get('start_ns'))", "d.get('start_ns')"),
-    "callsite": Column("CallSite", "the user's file:line that called the op", "d.get('callsite') or '-'",
-                       "d.get('callsite')"),
+    "callsite": Column("CallSite", "the user's file:line that called the op (a backward kernel's: its forward "
+                                   "op's)",
+                       "_own_or_forward(d.get('callsite'), d.get('fwd'), 'callsite') or '-'",
+                       "_own_or_forward(d.get('callsite'), d.get('fwd'), 'callsite')"),
     "tflops": Column("TFLOP/s", "achieved TFLOP/s (FLOPs / duration)", "_f(r.tflops, 3)", "r.tflops"),
     "gbps": Column("GB/s", "achieved GB/s (bytes / duration)", "_f(r.gbps, 1)", "r.gbps"),
     "intensity": Column("FLOP/B", "arithmetic intensity, FLOPs per byte", "_f(r.flops_per_byte, 2)", "r.flops_per_byte"),
@@ -121,7 +133,7 @@ def _note(m, r) -> str | None:
 
 
 _ENV = {"_seq": _seq, "_dims": _dims, "_na": _na, "_f": _f, "_last_site": _last_site, "_note": _note,
-        "TC_TEXT": TC_TEXT}
+        "TC_TEXT": TC_TEXT, "_own_or_forward": _own_or_forward}
 
 
 _GET = re.compile(r"d\.get\('(\w+)'")

@@ -68,11 +68,14 @@ def lean_loads(keys: Iterable[str]) -> Callable[[bytes], dict] | None:
 
 
 class _Fwd(TypedDict, total=False):
-    """The parts of a forward link the model reads (lean decoding)."""
+    """The parts of a forward link prof reads (lean decoding): the model's, and the layer and call site a
+    backward kernel's row takes from it."""
 
     mod: Union[str, list[str]]
     op: Union[str, list[str]]
     args: Raw
+    layer: list[str]
+    callsite: Optional[str]
 
 
 def raw_value(v, level: int = 2):
