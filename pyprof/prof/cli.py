@@ -45,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG.format(cols=help_text(), default=",".join(DEFAULT)))
     p.add_argument("file", nargs="*", default=[],
                    help="records file; '-' or nothing reads stdin (with --view: several files, one per worker)")
-    p.add_argument("-c", dest="columns", default=",".join(DEFAULT), metavar="COLS",
-                   help="columns to print (see below)")
+    p.add_argument("-c", dest="columns", default=None, metavar="COLS",
+                   help="columns of the per-kernel table (see below; not with --group-by or --view)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--csv", action="store_true", help="CSV output")
     g.add_argument("-w", dest="width", type=int, default=0, metavar="WIDTH",
@@ -98,6 +98,21 @@ def _report(text: str) -> None:
     print("\n".join(printable(line) for line in text.split("\n")), file=sys.stderr)
 
 
+def _not_an_export(path: str) -> None:
+    """Raise UsageError when ``path`` is a profiler export (SQLite, xz, an Nsight Systems report) rather than
+    parse's records, saying what to run."""
+    from pyprof.parse.detect import NSYS_REPORT_MAGIC, SQLITE_MAGIC, XZ_MAGIC
+
+    if path == "-" or not os.path.isfile(path):
+        return  # stdin, or a file the reader will name as missing
+    with open(path, "rb") as f:
+        head = f.read(len(NSYS_REPORT_MAGIC))
+    if head.startswith((SQLITE_MAGIC, XZ_MAGIC, NSYS_REPORT_MAGIC)):
+        raise UsageError(f"{path} is a profiler export, not records: run `pyprof parse {path} > records.dict` and "
+                         f"`pyprof prof records.dict`, or `pyprof parse {path} | pyprof prof -` "
+                         f"(`pyprof report {path}` takes it as it is)")
+
+
 def output_format(args) -> tuple[str, int]:
     """(format, width) the options ask for: without one, columnated to the terminal's width when stdout is a
     terminal, and the space-separated form when it is piped or redirected (as ``ls`` does)."""
@@ -125,9 +140,16 @@ def _run(args, out) -> int:
 
     for spec in args.plugin:
         load_plugin(spec)
-    cols = parse_columns(args.columns)
+    if args.columns is not None and (args.group_by or args.view):
+        raise UsageError(f"-c picks the per-kernel table's columns: {'--group-by' if args.group_by else '--view'} "
+                         "prints its own")
+    cols = parse_columns(args.columns or ",".join(DEFAULT))
     if args.width < 0:
         raise UsageError("-w WIDTH must be positive")
+    if args.top is not None and args.top <= 0:
+        raise UsageError("--top must be positive")
+    for path in args.file:
+        _not_an_export(path)
     fmt, args.width = output_format(args)
     if not args.file and sys.stdin.isatty():
         raise UsageError("no records file, and stdin is a terminal: give a file (pyprof prof net.dict), or pipe "

@@ -112,3 +112,19 @@ def test_prof_counts_kernels_as_parse_and_sqlite3_do(records, tmp_path):
                        text=True, cwd=ROOT)
     assert (f"pyprof.prof: {kernels + copies} GPU activities ({kernels} kernels, {copies} copies and memsets)"
             in p.stderr)
+
+
+def test_usage_mistakes_are_named_not_ignored(records):
+    def prof(*args):
+        return subprocess.run([sys.executable, "-m", "pyprof.prof", *args], capture_output=True, text=True,
+                              cwd=ROOT)
+
+    export = os.path.join(ROOT, "tests", "data", "nsys", "pyprof", "lenet.sqlite.xz")
+    for args, says in (((export,), "is a profiler export, not records: run `pyprof parse"),
+                       (("-c", "idx,op", "--group-by", "op", str(records)), "-c picks the per-kernel table's"),
+                       (("-c", "idx", "--view", "lines", str(records)), "-c picks the per-kernel table's"),
+                       (("--group-by", "op", "--top", "-1", str(records)), "--top must be positive")):
+        p = prof(*args)
+        assert p.returncode == 2 and p.stdout == "" and says in p.stderr and p.stderr.count("\n") == 1, p.stderr
+    # the groups --top keeps: 3 of them (the table's header and 3 rows)
+    assert len(prof("--space", "--group-by", "op", "--top", "3", str(records)).stdout.splitlines()) == 4
