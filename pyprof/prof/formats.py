@@ -13,6 +13,7 @@ keeps names whole.
 from __future__ import annotations
 
 import csv
+import re
 import io
 import json
 from typing import IO, Callable, Sequence
@@ -184,7 +185,9 @@ class JsonLinesFormat(Format):
 
 @register_format("columns")
 class ColumnsFormat(Format):
-    """Columnated, never wider than ``width`` characters: the widest columns are cut to fit. Fields go through
+    """Columnated, never wider than ``width`` characters. Text columns give up width first, paths losing their
+    start (``~/lenet.py:25``: the file and line stay), other text its end; a number is never cut (a -w too
+    narrow for the numbers is a usage error naming the width they need). Fields go through
     ``printable`` first, so that the width of a field is its number of characters (padded here, not by
     tabulate, whose optional wcwidth mode would count a combining character as no column and pad past
     ``width``)."""
@@ -208,11 +211,27 @@ class ColumnsFormat(Format):
     def close(self) -> None:
         headers = [printable(h) for h in self.headers]
         flexible = [j for j, c in enumerate(self.columns) if c in FLEXIBLE]
-        widths = fit_widths([len(h) for h in headers], self._rows, self.width, self.GAP, flexible)
+        numbers = [j for j in range(len(self.columns)) if all(_NUMBER.fullmatch(r[j]) for r in self._rows)]
+        widths = fit_widths([len(h) for h in headers], self._rows, self.width, self.GAP, flexible, numbers)
+        cuts = [cut_left if c in PATHS or (self._rows and all(_SITE.fullmatch(r[j]) for r in self._rows)) else cut
+                for j, c in enumerate(self.columns)]
         gap = " " * self.GAP
-        self.stream.write("".join(gap.join([cut(v, w).ljust(w) for v, w in zip(r, widths)]).rstrip() + "\n"
+        self.stream.write("".join(gap.join([f(v, w).ljust(w) for v, w, f in zip(r, widths, cuts)]).rstrip() + "\n"
                                   for r in [headers, *self._rows]))
         self.stream.flush()
+
+
+#: A cell that is a number (or says there is none): never cut.
+_NUMBER = re.compile(r"\(?-?[0-9][0-9.,e+-]*\)?%?|na|-|")  # 12, 0.45, 1.2e+09, 491,493, (16,1,1), na
+#: Columns of paths and ``file:line`` sites: cut from the left, so that the file and line stay (as is any column
+#: whose every cell is a site: ``--group-by callsite``'s key).
+PATHS = frozenset({"trace", "callsite", "line", "path"})
+_SITE = re.compile(r"[^ ]*[/\\][^ ]*:[0-9]+|-")
+
+
+def cut_left(s: str, w: int) -> str:
+    """``s`` in at most ``w`` characters: its end, with ``~`` as its first one, when longer."""
+    return s if len(s) <= w else "~" + s[len(s) - max(w - 1, 0):] if w > 1 else s[-w:] if w else ""
 
 
 def cut(s: str, w: int) -> str:
@@ -227,9 +246,10 @@ FLEXIBLE = frozenset({"kernel", "params", "trace", "layer", "callsite", "op", "m
 
 
 def fit_widths(header_widths: list[int], rows: list[tuple], width: int, gap: int,
-               flexible: Sequence[int] = ()) -> list[int]:
+               flexible: Sequence[int] = (), numbers: Sequence[int] = ()) -> list[int]:
     """Column widths that fit ``width`` in total: each column its natural width; then the widest flexible
-    (text) columns are shrunk, and only if that is not enough every column (water-filling)."""
+    (text) columns are shrunk, and only if that is not enough every other column but the ``numbers``
+    (water-filling), which keep their width. Raises UsageError when the numbers alone do not fit."""
     nat = list(header_widths)
     for r in rows:
         for j, v in enumerate(r):
@@ -238,6 +258,22 @@ def fit_widths(header_widths: list[int], rows: list[tuple], width: int, gap: int
     budget = width - gap * (len(nat) - 1)
     if sum(nat) <= budget:
         return nat
+    if numbers:
+        # A number column keeps its values whole; its header gives way first when the others need the room.
+        values = {j: max((len(r[j]) for r in rows), default=1) or 1 for j in numbers}
+        others = [j for j in range(len(nat)) if j not in numbers]
+        if budget - sum(nat[j] for j in numbers) < 3 * len(others):
+            nat = [values[j] if j in values else n for j, n in enumerate(nat)]
+        kept = sum(nat[j] for j in numbers)
+        if budget - kept < len(others):  # every other column needs a character at least
+            raise UsageError(f"-w {width} is too narrow for these numbers: at least "
+                             f"{kept + len(others) + gap * (len(nat) - 1)} needed (numbers are never cut)")
+        sub = fit_widths([nat[j] for j in others], [], budget - kept + gap * (len(others) - 1), gap,
+                         [i for i, j in enumerate(others) if j in flexible])
+        out = list(nat)
+        for j, w in zip(others, sub):
+            out[j] = w
+        return out
     if flexible:
         fixed = sum(n for j, n in enumerate(nat) if j not in flexible)
         flex_budget = budget - fixed

@@ -63,11 +63,28 @@ def test_csv_parses_back(dict_file):
     assert len(rows) == 5
 
 
-@pytest.mark.parametrize("width,cols", [(40, "idx,dir,sub,mod,op,kernel,params,sil"), (100, "all"), (300, "all")])
+@pytest.mark.parametrize("width,cols", [(40, "idx,dir,sub,mod,op,kernel,params,sil"), (300, "all")])
 def test_width_is_respected(dict_file, width, cols):
     p = prof("-w", str(width), "-c", cols, dict_file)
     assert p.returncode == 0, p.stderr
     assert max(len(line) for line in p.stdout.splitlines()) <= width
+
+
+def test_numbers_are_never_cut(dict_file):
+    """Text gives way to fit -w; a number never does: the numbers of a narrow table are those of the
+    space-separated one, and a width the numbers cannot fit is refused with the width they need."""
+    import re
+
+    whole = prof("--space", "-c", "idx,op,kernel,params,sil,flops,bytes", dict_file).stdout.split("\n")
+    narrow = prof("-w", "40", "-c", "idx,op,kernel,params,sil,flops,bytes", dict_file).stdout.split("\n")
+    assert max(len(x) for x in narrow) <= 40
+    for a, b in zip(whole[1:], narrow[1:]):
+        assert a.split()[-3:] == b.split()[-3:]  # Sil, FLOPs, Bytes whole
+    p = prof("-w", "100", "-c", "all", dict_file)
+    assert p.returncode == 2 and p.stdout == "" and "numbers are never cut" in p.stderr
+    need = int(re.search(r"at least (\d+) needed", p.stderr).group(1))
+    ok = prof("-w", str(need), "-c", "all", dict_file)
+    assert ok.returncode == 0 and max(len(x) for x in ok.stdout.splitlines()) <= need
 
 
 def test_too_narrow_is_a_usage_error(dict_file):
