@@ -174,6 +174,10 @@ def _run(args, out) -> int:
         if stream is not sys.stdin.buffer:
             stream.close()
     out.publish()
+    if args.group_by == "layer" and not args.quiet:
+        # The same word means two sums: say which this one is.
+        print("pyprof.prof: --group-by layer: each layer's own time (the activities launched directly in it, not in "
+              "the layers inside it); --view layers adds those in (inclusive time)", file=sys.stderr)
     if not args.quiet or (args.strict and cov.reasons):
         _report(cov.text())
     if args.strict and cov.reasons:

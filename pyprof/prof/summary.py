@@ -16,8 +16,9 @@ from pyprof.prof.rows import rows
 from pyprof.prof.groups import GROUP_KEYS, add, kernel_labels, sample
 from pyprof.prof.roofline import Peaks
 
-SUMMARY_COLUMNS = ["key", "count", "time_ns", "time_pct", "flops", "tflops", "roofline", "tc_pct"]
-SUMMARY_HEADERS = ["Key", "Count", "Time(ns)", "Time%", "FLOPs", "TFLOP/s", "Roofline%", "TC%"]
+# Time in ms, rounded to 0.1 us, as the views show it (one unit per quantity in every table).
+SUMMARY_COLUMNS = ["key", "count", "time_ms", "time_pct", "flops", "tflops", "roofline", "tc_pct"]
+SUMMARY_HEADERS = ["Key", "Count", "Time(ms)", "Time%", "FLOPs", "TFLOP/s", "Roofline%", "TC%"]
 
 
 def summarize(records: Iterable[tuple[int, dict]], out: IO[str], group_by: str, fmt: str = "space",
@@ -46,10 +47,11 @@ def summarize(records: Iterable[tuple[int, dict]], out: IO[str], group_by: str, 
     body = []
     for k, g in table:
         ns = g.ns
-        vals = (labels.get(k, k), g.count, ns, 100.0 * ns / total, g.flops, g.flops / ns / 1e3 if ns else None,
+        vals = (labels.get(k, k), g.count, round(ns / 1e6, 4), 100.0 * ns / total, g.flops, g.flops / ns / 1e3 if ns else None,
                 g.roofline_pct, g.tc_pct)
         if not cls.raw:
-            vals = tuple("na" if v is None else (round(v, 3) if isinstance(v, float) else v) for v in vals)
+            vals = tuple("na" if v is None else (v if i == 2 else round(v, 3)) if isinstance(v, float) else v
+                         for i, v in enumerate(vals))  # the time keeps its 0.1 us
         body.append(vals)
     w.rows(body)
     w.close()

@@ -145,9 +145,16 @@ def test_jsonl_output(dict_file):
 def test_group_by_op_sorted_by_time_with_top(dict_file):
     p = prof("--group-by", "op", "--csv", "--top", "2", dict_file)
     rows = list(csv.reader(io.StringIO(p.stdout)))
-    assert rows[0][:3] == ["Key", "Count", "Time(ns)"]
+    assert rows[0][:3] == ["Key", "Count", "Time(ms)"]
     assert [r[0] for r in rows[1:]] == ["linear", "add"]
+    assert rows[1][2] == "0.002"  # ms, as the views show time: the one linear kernel's 2000 ns
     assert float(rows[1][7]) == 100.0  # the GEMM ran on Tensor Cores
+
+
+def test_group_by_layer_says_it_is_self_time(dict_file):
+    p = prof("--group-by", "layer", dict_file)
+    assert p.returncode == 0 and "each layer's own time" in p.stderr and "--view layers adds those in" in p.stderr
+    assert "each layer's own time" not in prof("--group-by", "op", dict_file).stderr
 
 
 def test_help_lists_every_column():
