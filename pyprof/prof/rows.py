@@ -8,7 +8,7 @@ from typing import IO, Iterable, Sequence
 
 from pyprof.common import InputError
 
-from pyprof.record import END_PREFIX, HEADER_PREFIX, OMITTABLE, derived
+from pyprof.record import END_PREFIX, HEADER_PREFIX, OMITTABLE
 from pyprof.prof.columns import record_keys
 from pyprof.prof.contract import Ending, Header, check
 from pyprof.prof.coverage import Coverage
@@ -154,7 +154,6 @@ class RowStream:
             for k, default, fresh in omitted:  # a schema-3 line leaves a key out at its default
                 if k not in d:
                     d[k] = fresh() if fresh is not None else default
-            derived(d)  # and the keys the others give (end_ns)
             try:  # _measure, inlined: this loop runs once per kernel of the input
                 m = model(d, lineno, idx, line)
                 dur = d.get("kDuration") or 0
