@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from typing import Iterable
+from typing import Callable, Iterable
 
 from pyprof.common import BoundedDict, UsageError
 from pyprof.prof.modeller import Modeller
@@ -118,8 +118,13 @@ def _step_labels(ranges) -> tuple[int, int]:
     return ps, us
 
 
-def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None = None) -> Aggregate:
+def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None = None,
+              observe: Callable[[WorkerData, dict, object, object], None] | None = None) -> Aggregate:
     """Aggregate records from one or more inputs (``(input name, records)`` pairs: one per rank or file).
+
+    ``observe(worker, record, model result, roofline)``, when given, also sees every activity of the pass (the
+    report's per-activity table), so that a caller needing more than the groups reads and models nothing twice;
+    the worker's ``name`` is final once aggregate returns.
 
     A worker is a process id of one input; with several inputs it is named ``INPUT`` (or ``INPUT:PID`` when
     an input holds several processes). Returns the Aggregate. Raises InputError (via the Modeller's rows)
@@ -132,7 +137,7 @@ def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None
     with no_cyclic_gc():  # records are trees: the collector's passes over the held ones are pure cost
         for si, (name, records) in enumerate(sources):
             agg.inputs.append(name)
-            _one_input(agg, si, name, records, peaks, keyed)
+            _one_input(agg, si, name, records, peaks, keyed, observe)
     pids_per_input: dict = {}
     for (si, pid) in keyed:
         pids_per_input.setdefault(si, []).append(pid)
@@ -177,7 +182,7 @@ class _Numbered:
         self.pairs = pairs
 
 
-def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed: dict) -> None:
+def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed: dict, observe) -> None:
     w = None
     w_key = None
     numbered = records.pairs if isinstance(records, _Numbered) else enumerate(records, 1)
@@ -189,6 +194,8 @@ def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed:
             if w is None:
                 w = keyed[w_key] = WorkerData(f"{name}:{pid}")
         _add_record(w, d, m, r)
+        if observe is not None:
+            observe(w, d, m, r)
 
 
 def _new_call(w: WorkerData, d: dict, okey: str, is_kernel: bool) -> int:

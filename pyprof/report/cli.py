@@ -117,17 +117,22 @@ def _records(path: str, display: str) -> Iterator[dict]:
             yield d
 
 
-def _tables(sources: list[tuple[str, str]]) -> tuple[list, int]:
-    """The views' Tables (all workers, then each worker when there are several) and the record count."""
+def _tables(sources: list[tuple[str, str]]):
+    """The views' Tables (all workers, then each worker when there are several), the table of every GPU
+    activity, and the headline, from one pass over the records."""
     from pyprof.prof import views
     from pyprof.prof.aggregate import aggregate
+    from pyprof.report.activities import ActivityTable
+    from pyprof.report.headline import headline
 
-    agg = aggregate([(name, _records(path, name)) for name, path in sources])
+    acts = ActivityTable()
+    agg = aggregate([(name, _records(path, name)) for name, path in sources], observe=acts)
     tables = views.build(agg)
+    head = headline(agg, tables, acts.flops_ns)
     if len(agg.workers) > 1:
         for w in list(agg.workers)[:MAX_WORKER_TABLES]:
             tables += views.build(agg, worker=w)
-    return tables, agg.coverage.kernels
+    return tables, acts, head
 
 
 def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace_events: int | None = None,
@@ -169,7 +174,8 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
                 path = parsed
             sources.append((display, path))
 
-        tables, n_records = _tables(sources)
+        tables, acts, head = _tables(sources)
+        n_records = len(acts)
         # Each input (rank) gets its share of the timeline, so that the ranks can be compared side by side.
         share = timeline_events // len(sources)
         firsts = [(n, itertools.islice(_numbered(p, n), share)) for n, p in sources]
@@ -187,7 +193,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
         if trace_out is not None:
             _write(trace_path, trace_out, lambda: perfetto.write_source_trace(
                 [(n, _numbered(p, n)) for n, p in sources], trace_out, max_trace_events))
-        _write(output, page, lambda: page_html.render(tables, meta, tl_events, page))
+        _write(output, page, lambda: page_html.render(tables, meta, tl_events, page, acts.to_dict(), head.to_dict()))
 
 
 def _same_file(a: str, b: str) -> bool:

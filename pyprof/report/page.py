@@ -13,18 +13,19 @@ import math
 from importlib import resources
 from typing import IO, Iterable
 
+import numpy as np
 import orjson
 
 from pyprof.prof.formats import bounded, printable
 from pyprof.prof.tables import Table
 
 #: Most timeline events embedded in a page: about 40 bytes each, so the page stays a few MB at most.
-TIMELINE_CAP = 20000
+TIMELINE_CAP = 30000
 
 # Shown on hover. Not the correlation id: unique per kernel, it would defeat the interning of tips (6 MB of
 # tips for a 10k-event timeline with it, 0.3 MB without).
 _TIP_KEYS = ("op", "dir", "forward op", "layer", "callsite", "shapes", "params", "flops", "bytes", "tensor cores",
-             "kernel")
+             "kernel", "range")
 
 
 def _asset(name: str) -> str:
@@ -42,6 +43,8 @@ def json_text(obj) -> str:
 
 
 def _finite(obj):
+    if isinstance(obj, np.ndarray):
+        return _finite(obj.tolist())
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
     if isinstance(obj, dict):
@@ -78,37 +81,56 @@ def _tip(args: dict) -> str:
 
 def timeline(trace_events: Iterable[dict], cap: int = TIMELINE_CAP) -> dict:
     """The compact timeline the page draws, from Chrome trace events: one row per (pid, tid) named by the
-    metadata events, GPU rows first; complete ("X") events as flat [row, ts, dur, name, tip] numbers with times
-    in microseconds from the first event, names and tips interned. Flow events are not drawn."""
+    metadata events, GPU rows first; complete ("X") events as flat [row, ts, dur, name, tip, lane] numbers with
+    times in microseconds from the first event, names and tips interned. ``lane`` is the event's nesting depth
+    in its row (a CPU thread's ranges hold its op ranges, which hold its launch calls); ``lanes`` gives each
+    row's depth. Activities and launches, and the CPU range slices, are each capped at ``cap`` (the slices come
+    last in the stream and would be the first cut). Flow events are not drawn."""
     proc: dict = {}
     thread: dict = {}
-    xs = []
+    xs: list = []
+    ranges: list = []
     cut = False
     for e in trace_events:
         ph = e.get("ph")
         if ph == "X":
-            if len(xs) < cap:
-                xs.append(e)
+            into = ranges if e.get("cat") == "range" else xs
+            if len(into) < cap:
+                into.append(e)
             else:
                 cut = True
         elif ph == "M" and e.get("name") == "process_name":
             proc[e["pid"]] = e["args"]["name"]
         elif ph == "M" and e.get("name") == "thread_name":
             thread[(e["pid"], e["tid"])] = e["args"]["name"]
+    xs += ranges
     keys = sorted({(e["pid"], e["tid"]) for e in xs},
                   key=lambda k: (not str(proc.get(k[0], "")).startswith("GPU"), k[0], k[1]))
     row_of = {k: i for i, k in enumerate(keys)}
+    # Nesting depth per row: events by start (the longer first at one start), a stack of open ends.
+    xs.sort(key=lambda e: (row_of[(e["pid"], e["tid"])], e["ts"], -e["dur"]))
+    lanes = [1] * len(keys)
     names: dict = {}
     tips: dict = {"": 0}
     t0 = min((e["ts"] for e in xs), default=0.0)
     flat: list = []
+    stack: list = []
+    row_now = -1
     for e in xs:
+        row = row_of[(e["pid"], e["tid"])]
+        if row != row_now:
+            row_now, stack = row, []
+        while stack and stack[-1] <= e["ts"]:
+            stack.pop()
+        lane = len(stack)
+        stack.append(e["ts"] + e["dur"])
+        lanes[row] = max(lanes[row], lane + 1)
         n = names.setdefault(e["name"], len(names))
         t = tips.setdefault(_tip(e.get("args") or {}), len(tips))
-        flat += [row_of[(e["pid"], e["tid"])], round(e["ts"] - t0, 3), round(e["dur"], 3), n, t]
+        flat += [row, round(e["ts"] - t0, 3), round(e["dur"], 3), n, t, lane]
     return {
         "rows": [_row_label(proc.get(p), thread.get((p, t)), p, t) for p, t in keys],
-        "row_pid": [p for p, _ in keys], "row_tid": [t for _, t in keys],
+        "row_pid": [p for p, _ in keys], "row_tid": [t for _, t in keys], "lanes": lanes,
         "names": list(names), "tips": list(tips), "ev": flat, "t0_us": t0, "cut_at": cap if cut else None,
     }
 
@@ -119,18 +141,24 @@ def _row_label(proc: str | None, thread: str | None, pid, tid) -> str:
     return f"{p} \u00b7 {thread or tid}"
 
 
-def render(tables: list[Table], meta: dict, trace_events: list | None, out: IO[str]) -> None:
+def render(tables: list[Table], meta: dict, trace_events: list | None, out: IO[str],
+           activities: dict | None = None, headline: dict | None = None) -> None:
     """Write the report page to ``out``.
 
     meta: ``title``, ``source`` and ``generated`` (shown in the header), ``notice`` (a sentence shown above the
     views, e.g. that the input has no GPU activity), and for the trace section
     ``trace_shown`` / ``trace_total`` (GPU activities drawn / in the input) and ``trace_file`` (the full trace
     written by ``--trace``, if any). trace_events: Chrome trace events for the timeline, or None for no trace
-    section; more than TIMELINE_CAP complete events are cut. Raises nothing of its own.
+    section; more than TIMELINE_CAP complete events are cut. activities: the table of every GPU activity
+    (pyprof.report.activities.ActivityTable.to_dict), whose number columns go in as they are; headline: the
+    headline's dict (pyprof.report.headline). Raises nothing of its own.
     """
     tl = timeline(trace_events) if trace_events else None
     data = _bounded({"meta": meta, "tables": [t.to_dict() if isinstance(t, Table) else t for t in tables],
-                     "timeline": tl})
+                     "timeline": tl, "headline": headline})
+    if activities is not None:
+        # only the strings are walked: a million numbers per column would make the walk the page's cost
+        data["activities"] = {**activities, "strings": _bounded(activities["strings"])}
     # The header's text can hold file names (the input's, --title's): escaped for HTML, and their control
     # characters shown as escapes, as prof prints names.
     def esc(text) -> str:
@@ -142,14 +170,18 @@ def render(tables: list[Table], meta: dict, trace_events: list | None, out: IO[s
               f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{esc(title)}</title>\n"
               f"<style>\n{_asset('report.css')}</style>\n</head><body>\n"
               f"<header><h1>{esc(title)}</h1><span class=\"meta\">{esc(info)}</span>"
-              "<select id=\"worker\" style=\"display:none\" aria-label=\"worker\"></select></header>\n"
+              "<span class=\"tools\"><input id=\"filter\" type=\"search\" placeholder=\"Filter: op, kernel, line, layer\" "
+              "aria-label=\"filter every table\" autocomplete=\"off\">"
+              "<select id=\"worker\" style=\"display:none\" aria-label=\"worker\"></select></span></header>\n"
               "<div class=\"layout\"><nav id=\"nav\"></nav><main>\n")
     if meta.get("notice"):  # in the HTML itself: it must show without the script too
         out.write(f"<p class=\"notice\" id=\"notice\">{esc(meta['notice'])}</p>\n")
-    out.write("<div id=\"views\"></div>\n")
+    out.write("<section id=\"headline\" class=\"headline\"></section>\n"
+              "<section id=\"drill\" style=\"display:none\"></section>\n")
     if tl is not None:
-        out.write(f"<section id=\"trace\"><h2>Trace</h2><p class=\"notes\">{esc(_trace_note(meta, tl))}</p>"
+        out.write(f"<section id=\"trace\"><h2>Timeline</h2><p class=\"notes\">{esc(_trace_note(meta, tl))}</p>"
                   "<div id=\"trace-body\"></div></section>\n")
+    out.write("<div id=\"views\"></div>\n<section id=\"view-activities\" data-view=\"activities\"></section>\n")
     out.write("<noscript>This report needs JavaScript to draw its tables.</noscript>\n</main></div>\n"
               f"<script type=\"application/json\" id=\"pyprof-data\">{embed_json(data)}</script>\n"
               f"<script>\n{_asset('timeline.js')}</script>\n<script>\n{_asset('report.js')}</script>\n"
@@ -157,9 +189,10 @@ def render(tables: list[Table], meta: dict, trace_events: list | None, out: IO[s
 
 
 def _trace_note(meta: dict, tl: dict) -> str:
-    shown = len(tl["ev"]) // 5
+    shown = len(tl["ev"]) // 6
     total, drawn = meta.get("trace_total"), meta.get("trace_shown")
-    parts = [f"{shown:,} timeline events (GPU activities and their CPU launch calls)"]
+    parts = [f"{shown:,} timeline events (GPU activities, their CPU launch calls, and the CPU ranges around "
+             "them: steps, layers, ops, each drawn from its first launch to its last)"]
     if total is not None and drawn is not None and drawn < total:
         parts.append(f"from the first {drawn:,} of {total:,} GPU activities: the page is capped to stay small")
     if tl.get("cut_at"):

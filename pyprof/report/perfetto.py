@@ -1,6 +1,7 @@
 """Chrome / Perfetto trace JSON from parse's records: GPU activities on one row per device and stream, their
-CPU launch calls on one row per thread, a flow arrow from each launch to its kernel, and our op, layer, call
-site, shapes and modelled FLOPs/bytes in each kernel's ``args``.
+CPU launch calls on one row per thread under the CPU-side ranges that enclose them (steps, layers, ops, as
+slices spanning their launches), a flow arrow from each launch to its kernel, and our op, layer, call site,
+shapes and modelled FLOPs/bytes in each kernel's ``args``.
 
 The format is the Trace Event Format's JSON object form (``{"traceEvents": [...]}``) that ui.perfetto.dev and
 chrome://tracing open. Events are written as the records come, so a trace of millions of kernels never sits
@@ -8,6 +9,7 @@ in memory; ``max_events`` stops after that many GPU activities.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 from typing import IO, Iterable, Iterator
 
@@ -25,15 +27,86 @@ GPU_PID_BASE = 1 << 30
 _LAUNCH_MEMORY = 65536
 
 
+#: Launches held per thread to put them in launch order before their ranges are drawn: records come in GPU
+#: start order, and a launch runs ahead of its kernel by at most the streams' queue depth (1,024 per stream).
+_REORDER = 8192
+
+
 @dataclass
 class TraceStats:
-    """What a trace holds: activities written, activities in the input, and whether the cap cut it."""
+    """What a trace holds: activities written, activities in the input, CPU range slices, and whether the cap
+    cut it."""
 
     activities: int = 0
     seen: int = 0
     launches: int = 0
     flows: int = 0
+    ranges: int = 0
     truncated: bool = False
+
+
+def range_stack(d: dict) -> tuple:
+    """The record's enclosing ranges as ((name, call id), ...), outermost first. A pyprof op range carries its
+    marker's call id, so two calls of one op in a row are two slices; other ranges (steps, modules, autograd)
+    are told apart by what encloses them."""
+    names = d.get("ranges")
+    if not names or type(names) is not list:
+        return ()
+    marks = [m for m in d.get("marker") or () if type(m) is dict]
+    keys = []
+    mi = 0
+    for n in names:
+        call = None
+        if mi < len(marks) and n == f"{marks[mi].get('mod')}.{marks[mi].get('op')}":
+            call = marks[mi].get("call")
+            mi += 1
+        keys.append((str(n), call))
+    return tuple(keys)
+
+
+class _RangeSlices:
+    """The CPU-side ranges (steps, layers, ops) of one thread as slices: each range from the first to the last
+    launch call made inside it, which is all the records tell of a range (they carry its name, not its push
+    and pop times). Launches are put in order through a bounded heap, then a stack of open ranges is closed
+    where the next launch's stack differs; children lie within their parents, so the slices nest."""
+
+    def __init__(self, pid: int, tid: int) -> None:
+        self.pid, self.tid = pid, tid
+        self.heap: list = []
+        self.seq = 0
+        self.open: list = []  # [key, start_ns, end_ns] per depth, outermost first
+        self.last_start = None
+
+    def add(self, start_ns: int, end_ns: int, stack: tuple, out: list, st: "TraceStats") -> None:
+        self.seq += 1  # ties in time keep arrival order, and tuples of different stacks never compare
+        heapq.heappush(self.heap, (start_ns, self.seq, end_ns, stack))
+        if len(self.heap) > _REORDER:
+            self._take(heapq.heappop(self.heap), out, st)
+
+    def _take(self, item, out: list, st: "TraceStats") -> None:
+        start, _seq, end, stack = item
+        depth = 0
+        for opened, key in zip(self.open, stack):
+            if opened[0] != key:
+                break
+            depth += 1
+        self._close(depth, out, st)
+        for o in self.open:
+            o[2] = max(o[2], end)
+        self.open += [[key, start, end] for key in stack[depth:]]
+
+    def _close(self, depth: int, out: list, st: "TraceStats") -> None:
+        while len(self.open) > depth:
+            (name, call), t0, t1 = self.open.pop()
+            st.ranges += 1
+            args = {"range": name} if call is None else {"range": name, "call": call}
+            out.append({"ph": "X", "name": name, "cat": "range", "pid": self.pid, "tid": self.tid, "ts": _us(t0),
+                        "dur": _us(t1 - t0), "args": args})
+
+    def flush(self, out: list, st: "TraceStats") -> None:
+        while self.heap:
+            self._take(heapq.heappop(self.heap), out, st)
+        self._close(0, out, st)
 
 
 def _us(ns: int) -> float:
@@ -56,12 +129,12 @@ def _shapes(args: list) -> str:
 def kernel_args(d: dict, m) -> dict:
     """The ``args`` shown for one GPU activity: what launched it and our modelled numbers (None left out)."""
     fwd = d.get("fwd") or {}
-    op = (d.get("op") or [None])[0]
-    mod = (d.get("mod") or [None])[0]
+    op, mod = _first(d.get("op")), _first(d.get("mod"))
+    fop, fmod = _first(fwd.get("op")), _first(fwd.get("mod"))
     a = {
         "op": f"{mod}.{op}" if mod and op else op,
         "dir": d.get("dir") or None,
-        "forward op": (fwd.get("op") or [None])[0] if fwd else None,
+        "forward op": f"{fmod}.{fop}" if fmod and fop else fop,
         "layer": ".".join(d.get("layer") or fwd.get("layer") or ()) or None,
         "callsite": d.get("callsite") or fwd.get("callsite"),
         "shapes": _shapes(d.get("args") or fwd.get("args") or ()) or None,
@@ -77,6 +150,13 @@ def kernel_args(d: dict, m) -> dict:
         "kernel": d.get("kLongName") or None,
     }
     return {k: v for k, v in a.items() if v is not None}
+
+
+def _first(names):
+    """The outermost of a record's op (or mod) names: a list's first; a forward link may give one string."""
+    if isinstance(names, str):
+        return names or None
+    return names[0] if names else None
 
 
 class _Rows:
@@ -167,6 +247,7 @@ def source_events(sources: Iterable[tuple[str, Iterable[tuple[int, dict]]]], max
 def _input_events(numbered: Iterable[tuple[int, dict]], max_events: int | None, st: TraceStats, rows: "_Rows",
                   launches: "_Launches") -> Iterator[dict]:
     out: list = []
+    threads: dict = {}  # (pid, tid) -> _RangeSlices
     # Each kernel shows its share of its op call's numbers, as prof's rows do (report.rows holds a record until
     # its call is closed).
     for _idx, d, m, _roof in model_rows(numbered, Modeller(share=True), None, False, Coverage()):
@@ -185,6 +266,12 @@ def _input_events(numbered: Iterable[tuple[int, dict]], max_events: int | None, 
         a0, a1 = d.get("api_start_ns"), d.get("api_end_ns")
         if a0 is not None and a1 is not None and d.get("tid") is not None:
             pid, tid = rows.cpu_row(d, out)
+            stack = range_stack(d)
+            if stack:
+                slices = threads.get((pid, tid))
+                if slices is None:
+                    slices = threads[(pid, tid)] = _RangeSlices(pid, tid)
+                slices.add(a0, a1, stack, out, st)
             if launches.first((pid, d.get("correlation_id"), a0)):
                 st.launches += 1
                 out.append({"ph": "X", "name": d.get("api") or "launch", "cat": "cuda_api", "pid": pid,
@@ -201,6 +288,9 @@ def _input_events(numbered: Iterable[tuple[int, dict]], max_events: int | None, 
                         "tid": gtid, "ts": ts})
         yield from out
         out.clear()
+    for slices in threads.values():
+        slices.flush(out, st)
+    yield from out
 
 
 def write_trace(records: Iterable[dict], out: IO[str], max_events: int | None = None) -> TraceStats:
@@ -223,6 +313,6 @@ def write_source_trace(sources: Iterable[tuple[str, Iterable[tuple[int, dict]]]]
         out.write(json_text(ev))
         sep = ",\n"
     other = {"producer": "pyprof report --trace", "activities": st.activities, "activities_in_input": st.seen,
-             "truncated": st.truncated}
+             "cpu_range_slices": st.ranges, "truncated": st.truncated}
     out.write('\n],"displayTimeUnit":"ns","otherData":' + json_text(other) + "}\n")
     return st

@@ -1,0 +1,123 @@
+"""The report's table of every GPU activity: one row per kernel, copy and memset, filled during the views' one
+pass (``aggregate(..., observe=table)``) and embedded column by column, so a page of a million activities
+carries numbers and small ids rather than a million objects.
+
+Text columns (kernel, op, direction, layer, line, worker) are interned: each column is a list of ids into its
+own list of strings. The op, line and layer strings are the views' group keys (pyprof.prof.groups), so a row of
+the operators or lines table and the activities it drills down to are matched by the same text.
+"""
+from __future__ import annotations
+
+from array import array
+
+import numpy as np
+
+from pyprof.prof.groups import callsite_key, dir_key, layer_path, op_key
+from pyprof.prof.views.common import short_lines
+
+#: A known-unknown number in the integer columns (no FLOPs modelled, no Tensor Core verdict).
+NA = -1
+#: Columns in page order: (key, header). The page formats each by its key's unit suffix.
+COLUMNS = (("start_ms", "Start (ms)"), ("dur_us", "Duration (us)"), ("kernel", "Kernel"), ("op", "Op"),
+           ("dir", "Dir"), ("line", "Line"), ("layer", "Layer"), ("flops", "FLOPs"), ("tflops", "TFLOP/s"),
+           ("roofline_pct", "Roofline %"), ("tc", "TC"), ("worker", "Worker"))
+_TEXT = ("kernel", "op", "dir", "line", "layer", "worker")
+
+
+class _Interned:
+    """Strings to small ids, in first-seen order."""
+
+    __slots__ = ("ids", "ids_array")
+
+    def __init__(self) -> None:
+        self.ids: dict = {}
+        self.ids_array = array("i")
+
+    def add(self, text: str) -> None:
+        i = self.ids.get(text)
+        if i is None:
+            i = self.ids[text] = len(self.ids)
+        self.ids_array.append(i)
+
+    def strings(self) -> list[str]:
+        return list(self.ids)
+
+
+class ActivityTable:
+    """Collects one row per GPU activity; call it as aggregate's ``observe``. ``to_dict`` is what the page
+    embeds."""
+
+    def __init__(self) -> None:
+        self.start_ns = array("q")
+        self.dur_ns = array("q")
+        self.flops = array("q")  # NA when not modelled on this activity
+        self.roofline_pct = array("d")  # NaN when unknown
+        self.tc = array("b")  # 1 on Tensor Cores, 0 eligible and not, NA when not a Tensor Core question
+        self.text = {k: _Interned() for k in _TEXT}
+        self._workers: dict = {}  # id(WorkerData) -> (index, WorkerData), names read at the end
+        # GPU time of the activities that carry modelled FLOPs (the headline's modelled share)
+        self.flops_ns = 0
+        self.total_ns = 0
+
+    def __call__(self, w, d: dict, m, roof) -> None:
+        start = d.get("start_ns") or 0
+        dur = d.get("kDuration") or 0
+        self.start_ns.append(start)
+        self.dur_ns.append(dur)
+        self.total_ns += dur
+        flops = m.flops
+        self.flops.append(NA if flops is None else flops)
+        if flops:
+            self.flops_ns += dur
+        pct = roof.roofline_pct
+        self.roofline_pct.append(float("nan") if pct is None else pct)
+        self.tc.append(NA if m.tc is None else int(bool(m.tc)))
+        t = self.text
+        t["kernel"].add(d.get("kShortName") or d.get("kind") or "na")
+        t["op"].add(op_key(d))
+        t["dir"].add(dir_key(d))
+        t["line"].add(callsite_key(d))
+        # "/" joins a layer path as the layers view's path column does
+        t["layer"].add("/".join(layer_path(d)) or "-")
+        key = id(w)
+        entry = self._workers.get(key)
+        if entry is None:
+            entry = self._workers[key] = (len(self._workers), w)
+        t["worker"].ids_array.append(entry[0])
+
+    def __len__(self) -> int:
+        return len(self.start_ns)
+
+    def to_dict(self) -> dict:
+        """Columns as lists (numpy arrays, which the page's JSON writer serialises directly): times relative to
+        the first activity's start, in ms and us to the ns; FLOPs, roofline and TC with None for na."""
+        start = np.frombuffer(self.start_ns, dtype=np.int64)
+        t0 = int(start.min()) if len(start) else 0
+        dur = np.frombuffer(self.dur_ns, dtype=np.int64)
+        flops = np.frombuffer(self.flops, dtype=np.int64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            # FLOPs / ns = GFLOP/s; / 1e3 = TFLOP/s. NaN (unknown) where no FLOPs or no duration.
+            tflops = np.where((flops > 0) & (dur > 0), flops / np.maximum(dur, 1) / 1e3, np.nan)
+        roof = np.frombuffer(self.roofline_pct, dtype=np.float64)
+        lines = self.text["line"].strings()
+        prefix, short = short_lines({x: None for x in lines if x != "-"})
+        strings = {k: self.text[k].strings() for k in _TEXT}
+        strings["line"] = [short.get(x, x) for x in lines]
+        strings["worker"] = [w.name for _i, w in sorted(self._workers.values(), key=lambda e: e[0])]
+        return {
+            "n": len(self), "columns": [c for c, _ in COLUMNS], "headers": [h for _, h in COLUMNS],
+            "strings": strings, "line_prefix": prefix,
+            "start_ms": _rounded((start - t0) / 1e6, 6), "dur_us": _rounded(dur / 1e3, 3),
+            "flops": [None if f < 0 else int(f) for f in flops.tolist()] if (flops < 0).any() else flops,
+            "tflops": _rounded(tflops, 3), "roofline_pct": _rounded(roof, 2),
+            "tc": [None if x < 0 else x for x in self.tc.tolist()],
+            **{k: np.frombuffer(self.text[k].ids_array, dtype=np.int32) for k in _TEXT},
+        }
+
+
+def _rounded(values: np.ndarray, decimals: int) -> list:
+    # NaN becomes None (JSON null: na); rounding keeps the page small (a float64 prints 17 digits).
+    r = np.round(values, decimals)
+    if np.isnan(r).any():
+        return [None if x != x else x for x in r.tolist()]
+    return r

@@ -1,0 +1,101 @@
+"""The report's headline: the few numbers a reader wants before any table (step time, how busy the GPU was,
+where the time went, how much of it the FLOP model covers, what the top findings would save), read off the
+views' tables and the aggregate so that the headline and the tables below it never disagree."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from pyprof.prof.aggregate import Aggregate
+from pyprof.prof.steps import no_process, steps
+from pyprof.prof.tables import Table
+
+#: Entries per list of the headline (ops, lines, findings).
+TOP = 3
+
+
+@dataclass
+class Entry:
+    """One line of a headline list: what (a group key of the view named by ``view``), its GPU time and share,
+    and for a finding its estimated saving."""
+
+    label: str
+    ms: float | None
+    pct: float | None
+    view: str
+    detail: str | None = None
+    saving_ms: float | None = None
+
+
+@dataclass
+class Headline:
+    step_ms: float | None  # mean step window over every worker's steps (the overview's mean row)
+    steps: int
+    gpu_busy_pct: float | None  # time anything ran on the GPU / the steps' windows
+    gpu_ms: float  # summed durations of every activity
+    activities: int
+    modelled_pct: float | None  # share of GPU time whose activity (or its op call) has modelled FLOPs or bytes
+    flops_pct: float | None  # share of GPU time on activities that carry modelled FLOPs
+    top_ops: list[Entry] = field(default_factory=list)
+    top_lines: list[Entry] = field(default_factory=list)
+    findings: list[Entry] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _col(t: Table, key: str) -> int | None:
+    return t.columns.index(key) if key in t.columns else None
+
+
+def _top(t: Table | None, label: str, time_key: str, view: str, detail: str | None = None) -> list[Entry]:
+    if t is None:
+        return []
+    li, ti, pi = _col(t, label), _col(t, time_key), _col(t, "time_pct")
+    di = _col(t, detail) if detail else None
+    if li is None or ti is None:
+        return []
+    rows = sorted((r for r in t.rows if isinstance(r[ti], (int, float))), key=lambda r: -r[ti])[:TOP]
+    return [Entry(str(r[li]), r[ti], r[pi] if pi is not None else None, view,
+                  str(r[di]) if di is not None and r[di] is not None else None) for r in rows]
+
+
+def _findings(t: Table | None) -> list[Entry]:
+    if t is None:
+        return []
+    about, rule, ev = _col(t, "about"), _col(t, "rule"), _col(t, "evidence")
+    ti, pi = _col(t, "time_ms"), _col(t, "time_pct")
+    si = _col(t, "saving_ms")
+    rows = list(t.rows)
+    if si is not None:  # most at stake first; a finding without an estimate after those with one
+        rows.sort(key=lambda r: -(r[si] or 0))
+    out = []
+    for r in rows[:TOP]:
+        out.append(Entry(f"{r[rule]}: {r[about]}", r[ti] if ti is not None else None,
+                         r[pi] if pi is not None else None, "recommendations",
+                         str(r[ev]) if ev is not None else None, r[si] if si is not None else None))
+    return out
+
+
+def headline(agg: Aggregate, tables: list[Table], flops_ns: int) -> Headline:
+    """The headline of the whole input (all workers). ``tables`` are the views' all-worker tables;
+    ``flops_ns`` the GPU time of activities that carry modelled FLOPs (report.activities)."""
+    by_name = {t.name: t for t in tables if t.worker is None}
+    span = busy = n_steps = 0
+    for w in agg.workers.values():
+        if no_process(w) and len(agg.workers) > 1:
+            continue
+        sts, _source = steps(w)
+        n_steps += len(sts)
+        span += sum(s.span_ns for s in sts)
+        busy += sum(s.busy_ns for s in sts)
+    cov = agg.coverage
+    t = cov.time_ns
+    return Headline(
+        step_ms=round(span / n_steps / 1e6, 4) if n_steps else None, steps=n_steps,
+        gpu_busy_pct=round(100.0 * busy / span, 2) if span else None, gpu_ms=round(t / 1e6, 4),
+        activities=cov.kernels,
+        modelled_pct=round(100.0 * (cov.own_ns + cov.elsewhere_ns) / t, 2) if t else None,
+        flops_pct=round(100.0 * flops_ns / t, 2) if t else None,
+        top_ops=_top(by_name.get("operators"), "op", "device_ms", "operators"),
+        top_lines=_top(by_name.get("lines"), "line", "gpu_ms", "lines", "source"),
+        findings=_findings(by_name.get("recommendations")))
