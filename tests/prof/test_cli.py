@@ -105,7 +105,7 @@ def test_malformed_line_is_one_message_and_exit_1(dict_file):
     assert p.returncode == 1
     assert p.stdout == ""  # small inputs: nothing half-written
     assert p.stderr.strip().splitlines() == [
-        "pyprof.prof: error: <stdin>: line 3: not a JSON record nor a PyProf dict line"]
+        "pyprof prof: error: <stdin>: line 3: not a JSON record nor a PyProf dict line"]
 
 
 def test_non_object_line(tmp_path):
@@ -257,7 +257,7 @@ def test_full_disk_is_one_line_and_the_device_stays(tmp_path, dict_file):
     with open(full, "w") as out:
         p = subprocess.run([sys.executable, "-m", "pyprof.prof", dict_file], stdout=out, stderr=subprocess.PIPE,
                            text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
-    assert p.returncode == 1 and p.stderr == "pyprof.prof: error: <stdout>: cannot write (No space left on device)\n"
+    assert p.returncode == 1 and p.stderr == "pyprof prof: error: <stdout>: cannot write (No space left on device)\n"
     assert stat.S_ISCHR(os.lstat(full).st_mode)
 
 
@@ -267,6 +267,6 @@ def test_a_message_is_one_printable_line(tmp_path):
     p = prof("-q", path)
     assert p.returncode == 1 and p.stdout == "" and p.stderr.count("\n") == 1 and "\x1b" not in p.stderr
     # The path cut in its middle: where it starts and the file's name stay, and what was wrong.
-    assert p.stderr.startswith("pyprof.prof: error: " + str(tmp_path))
+    assert p.stderr.startswith("pyprof prof: error: " + str(tmp_path))
     assert p.stderr.endswith("xxx/net\\x1b[2J\\n.dict: cannot open: No such file or directory\n")
     assert len(p.stderr) < 600
