@@ -19,9 +19,9 @@ EPILOG = """columns (-c, comma separated, or 'all'):
 default columns: {default}
 examples:
   pyprof parse net.sqlite > net.dict
-  pyprof prof -w 150 net.dict            # columnated, at most 150 characters wide
-  pyprof prof --csv -c idx,op,kernel,params,sil,tc,flops,bytes,roofline net.dict
-  pyprof prof --group-by op --top 20 net.dict
+  pyprof prof --group-by op --top 20 -w 150 net.dict   # per op: time, FLOPs, TFLOP/s, Roofline%, TC%
+  pyprof prof -w 150 net.dict   # per kernel: op, kernel, shapes, time, TC, FLOPs, TFLOP/s, Roofline%
+  pyprof prof --csv -c idx,op,kernel,params,sil,tc,flops,bytes,roofline,note net.dict
   pyprof prof --view lines -w 160 net.dict   # GPU time per source line
   pyprof prof --view all rank0.dict rank1.dict
   pyprof parse net.sqlite | pyprof prof -

@@ -95,7 +95,9 @@ COLUMNS: dict[str, Column] = {
 }
 ORIGINAL = ["idx", "seq", "altseq", "tid", "layer", "trace", "dir", "sub", "mod", "op", "kernel", "params", "sil",
             "tc", "device", "stream", "grid", "block", "flops", "bytes"]
-DEFAULT = ["idx", "dir", "sub", "mod", "op", "kernel", "params", "sil"]
+#: The original's default, then what the tool is for (Tensor Cores, FLOPs, TFLOP/s, roofline): added at the end,
+#: so that an awk script reading the original's eight fields by position reads the same ones.
+DEFAULT = ["idx", "dir", "sub", "mod", "op", "kernel", "params", "sil", "tc", "flops", "tflops", "roofline"]
 ROOFLINE_COLUMNS = frozenset({"tflops", "gbps", "intensity", "roofline", "note"})
 
 

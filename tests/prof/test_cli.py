@@ -47,9 +47,15 @@ def test_default_space_separated(dict_file):
     p = prof(dict_file)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert lines[0].split() == ["Idx", "Direction", "Sub", "Module", "Op", "Kernel", "Params", "Sil(ns)"]
-    assert all(len(line.split(" ")) == 8 for line in lines)  # one field per column, for awk
-    assert lines[1].split()[6] == "M=64,N=512,K=256,bf16"
+    # The original's eight columns in their places (an awk script's $7 is still Params), then what prof is for.
+    assert lines[0].split() == ["Idx", "Direction", "Sub", "Module", "Op", "Kernel", "Params", "Sil(ns)", "TC",
+                                "FLOPs", "TFLOP/s", "Roofline%"]
+    assert all(len(line.split(" ")) == 12 for line in lines)  # one field per column, for awk
+    gemm = lines[1].split()
+    assert gemm[6] == "M=64,N=512,K=256,bf16" and gemm[8] == "1"
+    assert gemm[9] == "16777216" and gemm[10] == "8.389"  # 2*64*512*256 FLOPs in 2000 ns: 8.388608 TFLOP/s
+    assert 0 < float(gemm[11]) < 100
+    assert lines[3].split()[8:] == ["-", "na", "na", "na"]  # my_op: no formula, so nothing to divide
     assert "modelled for" in p.stderr and "no formula for torch.my_op" in p.stderr
 
 
@@ -270,3 +276,17 @@ def test_a_message_is_one_printable_line(tmp_path):
     assert p.stderr.startswith("pyprof prof: error: " + str(tmp_path))
     assert p.stderr.endswith("xxx/net\\x1b[2J\\n.dict: cannot open: No such file or directory\n")
     assert len(p.stderr) < 600
+
+
+def test_the_helps_first_examples_show_flops_roofline_and_tensor_cores(dict_file):
+    """The typical commands of -h (the first two prof examples, per op and per kernel) show what prof is for."""
+    from pyprof.prof.cli import build_parser
+
+    examples = build_parser().format_help().split("examples:\n", 1)[1].splitlines()
+    typical = [line.split("#")[0].split() for line in examples if line.strip().startswith("pyprof prof")][:2]
+    assert [t[-1] for t in typical] == ["net.dict", "net.dict"]
+    for argv in typical:
+        p = prof(*argv[2:-1], dict_file)
+        assert p.returncode == 0, (argv, p.stderr)
+        header = p.stdout.splitlines()[0].split()
+        assert {"FLOPs", "TFLOP/s", "Roofline%"} <= set(header) and ("TC" in header or "TC%" in header), argv
