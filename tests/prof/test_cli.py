@@ -290,3 +290,38 @@ def test_the_helps_first_examples_show_flops_roofline_and_tensor_cores(dict_file
         assert p.returncode == 0, (argv, p.stderr)
         header = p.stdout.splitlines()[0].split()
         assert {"FLOPs", "TFLOP/s", "Roofline%"} <= set(header) and ("TC" in header or "TC%" in header), argv
+
+
+def _last_four(p, fmt: str) -> dict:
+    """{group: its FLOPs, TFLOP/s, Roofline% and TC% as printed} of a grouped table (the last four columns of
+    --group-by op and --view operators alike)."""
+    if fmt == "--jsonl":
+        rows = [json.loads(line) for line in p.stdout.splitlines()]
+        return {(r.get("key") or r.get("op")): list(r.values())[-4:] for r in rows}
+    if fmt == "--csv":
+        rows = list(csv.reader(io.StringIO(p.stdout)))[1:]
+    else:
+        rows = [line.split() for line in p.stdout.splitlines()[1:]]  # no spaces inside these keys
+    return {r[0]: r[-4:] for r in rows}
+
+
+@pytest.mark.parametrize("fmt", ["--space", "--csv", "-w100", "--jsonl"])
+@pytest.mark.parametrize("command", [["--group-by", "op"], ["--view", "operators"]])
+def test_a_group_with_nothing_modelled_is_na_not_zero(dict_file, fmt, command):
+    """my_op has no formula, the copy has no FLOPs and no GPU to take a bandwidth from, and neither can use Tensor
+    Cores: their TFLOP/s, Roofline% and TC% are unknown or not applicable (na, null), never a 0 that reads as
+    '0% efficient'; a copy's FLOPs are a modelled 0, my_op's unknown."""
+    p = prof("-q", fmt, *command, dict_file)
+    assert p.returncode == 0, p.stderr
+    got = _last_four(p, fmt)
+    na = None if fmt == "--jsonl" else "na"
+    zero = 0 if fmt == "--jsonl" else "0"
+    assert got["my_op"] == [na, na, na, na]
+    assert got["memcpy"] == [zero, na, na, na]
+    assert got["add"][3] == na  # a pointwise add: Tensor Cores do not apply
+    # The GEMM is modelled: 2*64*512*256 = 16777216 FLOPs in 2000 ns = 8.389 TFLOP/s, all on Tensor Cores.
+    flops, tflops, roof, tc = got["linear"]
+    assert int(flops) == 16777216 and round(float(tflops), 3) == 8.389 and float(tc) == 100.0
+    # Bytes (64*256 + 512*256 + 512 + 64*512) * 2 = 361472 at the H200's 4800 GB/s: 75.3 ns, longer than the
+    # FLOPs at its 989.5 bf16 TFLOP/s (17 ns): 75.3 / 2000 = 3.765%.
+    assert abs(float(roof) - 3.765) < 0.01
