@@ -53,15 +53,26 @@ def _shapes(args: list) -> str:
     return ", ".join(parts)
 
 
+def _first(names) -> str | None:
+    """The first of a record's names: ``mod`` and ``op`` are lists, but may be one string (docs/record.md: a
+    forward link's, a legacy line's), which is a name, not a list of its letters."""
+    if isinstance(names, str):
+        return names or None
+    return names[0] if names else None
+
+
+def _qualified(mod: str | None, op: str | None) -> str | None:
+    return f"{mod}.{op}" if mod and op else op
+
+
 def kernel_args(d: dict, m) -> dict:
     """The ``args`` shown for one GPU activity: what launched it and our modelled numbers (None left out)."""
     fwd = d.get("fwd") or {}
-    op = (d.get("op") or [None])[0]
-    mod = (d.get("mod") or [None])[0]
+    op, mod = _first(d.get("op")), _first(d.get("mod"))
     a = {
-        "op": f"{mod}.{op}" if mod and op else op,
+        "op": _qualified(mod, op),
         "dir": d.get("dir") or None,
-        "forward op": (fwd.get("op") or [None])[0] if fwd else None,
+        "forward op": _qualified(_first(fwd.get("mod")), _first(fwd.get("op"))),
         "layer": ".".join(d.get("layer") or fwd.get("layer") or ()) or None,
         "callsite": d.get("callsite") or fwd.get("callsite"),
         "shapes": _shapes(d.get("args") or fwd.get("args") or ()) or None,
