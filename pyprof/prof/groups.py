@@ -15,6 +15,7 @@ from typing import Callable, NamedTuple
 
 from pyprof.common import BoundedDict
 from pyprof.prof.modeller import json_key
+from pyprof.prof.results import first_name
 
 TINY_NS = 10_000  # a kernel shorter than 10 us is launch-bound territory (docs/actionable.md, 3)
 
@@ -182,12 +183,12 @@ def op_key(d: dict) -> str:
     again during backward (activation checkpointing) "op (recompute)"."""
     if d.get("kind", "kernel") != "kernel":
         return d.get("kind") or "na"
-    op = (d.get("op") or ("na",))[0]
+    op = first_name(d.get("op"), "na")
     if d.get("dir") == "bprop":
         fwd = d.get("fwd")
         # Backward work without a forward link (AccumulateGrad, a node whose forward op is not in the capture)
         # stays apart from the forward op of the same name.
-        return f"{fwd['op'] if fwd and fwd.get('op') else op} (bprop)"
+        return f"{first_name(fwd.get('op'), op) if fwd else op} (bprop)"
     if d.get("recompute"):
         return f"{op} (recompute)"
     return op

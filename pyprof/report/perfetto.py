@@ -14,6 +14,7 @@ from typing import IO, Iterable, Iterator
 from pyprof.common import BoundedDict, InputError
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.coverage import Coverage
+from pyprof.prof.results import first_name
 from pyprof.prof.rows import rows as model_rows
 from pyprof.prof.tensorcores import TC_TEXT
 from pyprof.report.page import json_text
@@ -53,14 +54,6 @@ def _shapes(args: list) -> str:
     return ", ".join(parts)
 
 
-def _first(names) -> str | None:
-    """The first of a record's names: ``mod`` and ``op`` are lists, but may be one string (docs/record.md: a
-    forward link's, a legacy line's), which is a name, not a list of its letters."""
-    if isinstance(names, str):
-        return names or None
-    return names[0] if names else None
-
-
 def _qualified(mod: str | None, op: str | None) -> str | None:
     return f"{mod}.{op}" if mod and op else op
 
@@ -68,11 +61,11 @@ def _qualified(mod: str | None, op: str | None) -> str | None:
 def kernel_args(d: dict, m) -> dict:
     """The ``args`` shown for one GPU activity: what launched it and our modelled numbers (None left out)."""
     fwd = d.get("fwd") or {}
-    op, mod = _first(d.get("op")), _first(d.get("mod"))
+    op, mod = first_name(d.get("op")), first_name(d.get("mod"))
     a = {
         "op": _qualified(mod, op),
         "dir": d.get("dir") or None,
-        "forward op": _qualified(_first(fwd.get("mod")), _first(fwd.get("op"))),
+        "forward op": _qualified(first_name(fwd.get("mod")), first_name(fwd.get("op"))),
         "layer": ".".join(d.get("layer") or fwd.get("layer") or ()) or None,
         "callsite": d.get("callsite") or fwd.get("callsite"),
         "shapes": _shapes(d.get("args") or fwd.get("args") or ()) or None,

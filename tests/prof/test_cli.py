@@ -325,3 +325,23 @@ def test_a_group_with_nothing_modelled_is_na_not_zero(dict_file, fmt, command):
     # Bytes (64*256 + 512*256 + 512 + 64*512) * 2 = 361472 at the H200's 4800 GB/s: 75.3 ns, longer than the
     # FLOPs at its 989.5 bf16 TFLOP/s (17 ns): 75.3 / 2000 = 3.765%.
     assert abs(float(roof) - 3.765) < 0.01
+
+
+@pytest.mark.parametrize("as_string", [True, False])
+def test_mod_and_op_given_as_one_string_are_names(tmp_path, as_string):
+    # docs/record.md: mod and op (a record's, its forward link's) may be one string: the name, not its letters.
+    def names(v):
+        return v if as_string else [v]
+
+    recs = [dict(rec("k", 1000, dir="bprop", fwd={"op": names("linear"), "mod": names("torch.nn.functional")}),
+                 op=names("mm"), mod=names("aten")),
+            dict(rec("k2", 1000, seq=(2,)), op=names("relu"), mod=names("torch"))]
+    path = tmp_path / "s.dict"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    rows = prof("-q", "--jsonl", "-c", "mod,op", str(path))
+    assert [json.loads(line) for line in rows.stdout.splitlines()] == [{"mod": "aten", "op": "mm"},
+                                                                        {"mod": "torch", "op": "relu"}]
+    for command in (["--group-by", "op"], ["--view", "operators"]):
+        p = prof("-q", "--csv", *command, str(path))
+        assert p.returncode == 0, p.stderr
+        assert sorted(r[0] for r in list(csv.reader(io.StringIO(p.stdout)))[1:]) == ["linear (bprop)", "relu"]
