@@ -44,3 +44,17 @@ def test_bad_input_one_line_nothing_on_stdout(pyprof_cmd, tmp_path):
     out = subprocess.run([pyprof_cmd, "parse", str(bad)], capture_output=True, text=True)
     assert out.returncode == 1 and not out.stdout
     assert out.stderr.count("\n") == 1 and str(bad) in out.stderr
+
+
+@pytest.mark.parametrize("stage,extra", [("parse", []), ("prof", []), ("report", ["-o", "out.html"])])
+def test_usage_and_messages_name_the_console_command_however_started(pyprof_cmd, tmp_path, stage, extra):
+    # Users type `pyprof STAGE`: the help and the one-line messages name that, also under `python -m`, so that a
+    # message shows the command to run again.
+    missing = str(tmp_path / "missing.dict")
+    for argv in ([pyprof_cmd, stage], [sys.executable, "-m", f"pyprof.{stage}"]):
+        h = subprocess.run(argv + ["-h"], capture_output=True, text=True, cwd=tmp_path)
+        assert h.returncode == 0 and h.stdout.startswith(f"usage: pyprof {stage} [-h]"), argv
+        assert "python -m pyprof" not in h.stdout and "pyprof." + stage + " " not in h.stdout
+        e = subprocess.run(argv + extra + [missing], capture_output=True, text=True, cwd=tmp_path)
+        assert e.returncode == 1 and not e.stdout, (argv, e.stderr)
+        assert e.stderr == f"pyprof {stage}: error: {missing}: cannot open: No such file or directory\n", argv

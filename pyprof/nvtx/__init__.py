@@ -1,6 +1,6 @@
 """Capture stage: ``pyprof.init()`` wraps torch so every call is an NVTX range naming op, arguments and call site.
 
-Run the script under Nsight Systems (``nsys profile -t cuda,nvtx ...``), then ``python -m pyprof.parse``.
+Run the script under Nsight Systems (``nsys profile -t cuda,nvtx ...``), then ``pyprof parse``.
 The range format is docs/markers.md.
 """
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The parse stage: a profiler export in, one record (pyprof.record.Record) per GPU activity out.
 
-    python -m pyprof.parse net.sqlite > net.dict
+    pyprof parse net.sqlite > net.dict      (or: python -m pyprof.parse ...)
 
 Readers (nsys SQLite, nvprof SQLite, PyTorch profiler JSON) translate rows into a common intermediate
 form (``model``); ``correlate`` joins activities to launch calls, enclosing ranges and forward ops once

@@ -13,13 +13,15 @@ from pyprof.common import InputError, UsageError, output_stream, run_command
 from pyprof.record import end_line
 from pyprof.parse.correlate import Stats
 
-PROG = "python -m pyprof.parse"
+#: How messages and usage name the command: as users type it, also when it was started as python -m pyprof.parse,
+#: so that a message reads the same in both and names the command to run again.
+PROG = "pyprof parse"
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROG, description="Turn profiler exports (Nsight Systems or nvprof SQLite, PyTorch profiler "
-        "JSON) into one JSON record per GPU kernel, memcpy and memset. Next: python -m pyprof.prof")
+        "JSON) into one JSON record per GPU kernel, memcpy and memset. Next: pyprof prof")
     p.add_argument("inputs", nargs="+", metavar="PROFILE", help="export file(s), one per rank; '-' is stdin")
     p.add_argument("-o", "--output", default="-", help="output file (default: stdout)")
     p.add_argument("-j", "--jobs", type=int, default=1, help="parse several files in this many processes")

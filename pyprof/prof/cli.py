@@ -1,4 +1,4 @@
-"""``python -m pyprof.prof``: argument parsing and turning errors into messages and exit codes; the work
+"""``pyprof prof`` (also ``python -m pyprof.prof``): argument parsing and turning errors into messages and exit codes; the work
 is done by pyprof.prof.per_kernel, summary and views."""
 from __future__ import annotations
 
@@ -11,20 +11,20 @@ from typing import Sequence
 
 from pyprof.common import OutputError, UsageError, open_input, run_command
 from pyprof.prof.columns import DEFAULT, help_text, parse_columns
-from pyprof.prof.formats import one_line_errors, printable
+from pyprof.prof.formats import PROG, one_line_errors, printable
 
 EPILOG = """columns (-c, comma separated, or 'all'):
 {cols}
 
 default columns: {default}
 examples:
-  python -m pyprof.parse net.sqlite > net.dict
-  python -m pyprof.prof -w 150 net.dict            # columnated, at most 150 characters wide
-  python -m pyprof.prof --csv -c idx,op,kernel,params,sil,tc,flops,bytes,roofline net.dict
-  python -m pyprof.prof --group-by op --top 20 net.dict
-  python -m pyprof.prof --view lines -w 160 net.dict   # GPU time per source line
-  python -m pyprof.prof --view all rank0.dict rank1.dict
-  python -m pyprof.parse net.sqlite | python -m pyprof.prof -
+  pyprof parse net.sqlite > net.dict
+  pyprof prof --group-by op --top 20 -w 150 net.dict   # per op: time, FLOPs, TFLOP/s, Roofline%, TC%
+  pyprof prof -w 150 net.dict   # per kernel: op, kernel, shapes, time, TC, FLOPs, TFLOP/s, Roofline%
+  pyprof prof --csv -c idx,op,kernel,params,sil,tc,flops,bytes,roofline,note net.dict
+  pyprof prof --view lines -w 160 net.dict   # GPU time per source line
+  pyprof prof --view all rank0.dict rank1.dict
+  pyprof parse net.sqlite | pyprof prof -
 """
 
 
@@ -39,7 +39,7 @@ def _peak(s: str) -> tuple[str, float]:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed so that docs and tests can read its help)."""
     p = argparse.ArgumentParser(
-        prog="python -m pyprof.prof", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
         description="One row per GPU kernel with FLOPs, bytes, Tensor Core use and roofline, from pyprof.parse "
                     "records (JSON Lines) or the original PyProf's dict lines.",
         epilog=EPILOG.format(cols=help_text(), default=",".join(DEFAULT)))
@@ -88,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code or 0)
     out = _stdout()
     try:
-        return run_command("pyprof.prof", lambda: one_line_errors(lambda: _run(args, out)))
+        return run_command(PROG, lambda: one_line_errors(lambda: _run(args, out)))
     finally:
         out.discard()
 
@@ -176,12 +176,12 @@ def _run(args, out) -> int:
     out.publish()
     if args.group_by == "layer" and not args.quiet:
         # The same word means two sums: say which this one is.
-        print("pyprof.prof: --group-by layer: each layer's own time (the activities launched directly in it, not in "
+        print(f"{PROG}: --group-by layer: each layer's own time (the activities launched directly in it, not in "
               "the layers inside it); --view layers adds those in (inclusive time)", file=sys.stderr)
     if not args.quiet or (args.strict and cov.reasons):
         _report(cov.text())
     if args.strict and cov.reasons:
-        print("pyprof.prof: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
+        print(f"{PROG}: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
         return 1
     return 0
 
@@ -207,7 +207,7 @@ def _views(args, fmt: str, peaks, out) -> int:
     if not args.quiet or (args.strict and agg.coverage.reasons):
         _report(agg.coverage.text())
     if args.strict and agg.coverage.reasons:
-        print("pyprof.prof: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
+        print(f"{PROG}: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
         return 1
     return 0
 

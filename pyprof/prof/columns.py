@@ -10,6 +10,7 @@ import re
 from typing import Callable, NamedTuple
 
 from pyprof.common import UsageError
+from pyprof.prof.results import first_name
 from pyprof.prof.tensorcores import TC_TEXT
 
 
@@ -63,9 +64,9 @@ COLUMNS: dict[str, Column] = {
     "sub": Column("Sub", "index of the kernel among the kernels of its op call", "_na(d.get('subSeqId'))",
                   "d.get('subSeqId')"),
     "mod": Column("Module", "where the op lives (torch.nn.functional, torch.Tensor, aten ...)",
-                  "(d.get('mod') or ('na',))[0]", "(d.get('mod') or (None,))[0]"),
-    "op": Column("Op", "the op (for a backward kernel, the autograd node)", "(d.get('op') or ('na',))[0]",
-                 "(d.get('op') or (None,))[0]"),
+                  "_first(d.get('mod'), 'na')", "_first(d.get('mod'))"),
+    "op": Column("Op", "the op (for a backward kernel, the autograd node)", "_first(d.get('op'), 'na')",
+                 "_first(d.get('op'))"),
     "kernel": Column("Kernel", "kernel short name", "d.get('kShortName') or 'na'", "d.get('kShortName')"),
     "params": Column("Params", "the op's shapes and dtype as the formula saw them (dgrad/wgrad for backward)",
                      "m.params or 'na'", "m.params or None"),
@@ -95,7 +96,9 @@ COLUMNS: dict[str, Column] = {
 }
 ORIGINAL = ["idx", "seq", "altseq", "tid", "layer", "trace", "dir", "sub", "mod", "op", "kernel", "params", "sil",
             "tc", "device", "stream", "grid", "block", "flops", "bytes"]
-DEFAULT = ["idx", "dir", "sub", "mod", "op", "kernel", "params", "sil"]
+#: The original's default, then what the tool is for (Tensor Cores, FLOPs, TFLOP/s, roofline): added at the end,
+#: so that an awk script reading the original's eight fields by position reads the same ones.
+DEFAULT = ["idx", "dir", "sub", "mod", "op", "kernel", "params", "sil", "tc", "flops", "tflops", "roofline"]
 ROOFLINE_COLUMNS = frozenset({"tflops", "gbps", "intensity", "roofline", "note"})
 
 
@@ -133,7 +136,7 @@ def _note(m, r) -> str | None:
 
 
 _ENV = {"_seq": _seq, "_dims": _dims, "_na": _na, "_f": _f, "_last_site": _last_site, "_note": _note,
-        "TC_TEXT": TC_TEXT, "_own_or_forward": _own_or_forward}
+        "TC_TEXT": TC_TEXT, "_own_or_forward": _own_or_forward, "_first": first_name}
 
 
 _GET = re.compile(r"d\.get\('(\w+)'")

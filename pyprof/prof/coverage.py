@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pyprof.prof.formats import PROG
 from pyprof.prof.modeller import Result
 from pyprof.prof.registry import COUNTED_FAMILIES
 
@@ -62,13 +63,13 @@ class Coverage:
         """The end-of-run lines for stderr."""
         t = self.time_ns or 1
         # The words parse and the views use: activities are kernels, copies and memsets.
-        lines = [f"pyprof.prof: {self.kernels} GPU activities ({self.kernels - self.copies} kernels, {self.copies} "
+        lines = [f"{PROG}: {self.kernels} GPU activities ({self.kernels - self.copies} kernels, {self.copies} "
                  f"copies and memsets), {self.time_ns / 1e6:.3f} ms GPU time; FLOPs/bytes modelled "
                  f"for {100 * (self.own_ns + self.elsewhere_ns) / t:.1f}% of it ({100 * self.own_ns / t:.1f}% on the "
                  f"kernel itself, {100 * self.elsewhere_ns / t:.1f}% on another kernel of the same op call)",
-                 f"pyprof.prof: total {self.flops} FLOPs, {self.bytes} bytes; GEMM/conv/attention FLOPs (comparable "
+                 f"{PROG}: total {self.flops} FLOPs, {self.bytes} bytes; GEMM/conv/attention FLOPs (comparable "
                  f"with torch.utils.flop_counter) {self.counted_flops}"]
         if self.reasons:
             top = sorted(self.reasons.items(), key=lambda kv: -kv[1])[:5]
-            lines.append("pyprof.prof: not modelled: " + "; ".join(f"{r} {100 * ns / t:.1f}%" for r, ns in top))
+            lines.append(f"{PROG}: not modelled: " + "; ".join(f"{r} {100 * ns / t:.1f}%" for r, ns in top))
         return "\n".join(lines)

@@ -20,6 +20,10 @@ from typing import IO, Callable, Sequence
 
 from pyprof.common import PyprofError, UsageError
 
+#: How messages and usage name the command: as users type it (``pyprof prof``), also when it was started as
+#: ``python -m pyprof.prof``, so that a message reads the same in both and names the command to run again.
+PROG = "pyprof prof"
+
 #: Text formats cut a field longer than this to this many characters, followed by a marker saying how many more
 #: there were. Real kernel names are a few kB (the longest CUTLASS template instantiations about 10 kB); a name of
 #: megabytes (a corrupt export's) would make one row of megabytes, and every column of -w as wide.

@@ -15,6 +15,7 @@ from typing import Callable, NamedTuple
 
 from pyprof.common import BoundedDict
 from pyprof.prof.modeller import json_key
+from pyprof.prof.results import first_name
 
 TINY_NS = 10_000  # a kernel shorter than 10 us is launch-bound territory (docs/actionable.md, 3)
 
@@ -23,9 +24,11 @@ class Sample(NamedTuple):
     """What one GPU activity adds to each of its groups, computed once per activity (``sample``)."""
 
     ns: int
-    flops: int
+    flops: int  # 0 when not modelled (``modelled`` tells it from a modelled 0)
+    modelled: bool  # its FLOPs are modelled
     ideal_ns: float  # the time it would take at the GPU's roofline: roofline % x duration (0 when unknown)
     tc_ns: int  # its duration when it ran on Tensor Cores, else 0
+    tc_able_ns: int  # its duration when Tensor Cores apply to it (used or not), else 0
     roof_ns: int  # its duration when its roofline is known, else 0
     tiny: bool  # a kernel under TINY_NS
     backward: bool
@@ -37,8 +40,8 @@ def sample(d: dict, m, roof) -> Sample:
     pct = roof.roofline_pct
     roof_ns = dur if pct is not None else 0
     # tuple.__new__: this runs once per activity of the views' pass, and skips the named tuple's own __new__
-    return _new_tuple(Sample, (dur, m.flops or 0, pct * dur / 100.0 if roof_ns else 0.0, dur if m.tc else 0, roof_ns,
-                               dur < TINY_NS and d.get("kind") not in _COPIES, d.get("dir") == "bprop"))
+    return _new_tuple(Sample, (dur, m.flops or 0, m.flops is not None, pct * dur / 100.0 if roof_ns else 0.0,
+                               dur if m.tc else 0, dur if m.tc is not None else 0, roof_ns, dur < TINY_NS and d.get("kind") not in _COPIES, d.get("dir") == "bprop"))
 
 
 _new_tuple = tuple.__new__
@@ -56,8 +59,10 @@ class Group:
     count: int = 0  # activities: kernels, copies and memsets
     ns: int = 0
     flops: int = 0
+    modelled: int = 0  # activities whose FLOPs are modelled: without any, the group's FLOPs are na, not 0
     ideal_ns: float = 0.0
     tc_ns: int = 0
+    tc_able_ns: int = 0  # time of the activities Tensor Cores apply to: without any, the group's TC % is na
     roof_ns: int = 0  # time of the activities whose roofline is known: without any, the group's roofline is na
     tiny: int = 0
     tiny_ns: int = 0
@@ -75,8 +80,10 @@ class Group:
         self.count += 1
         self.ns += ns
         self.flops += s.flops
+        self.modelled += s.modelled
         self.ideal_ns += s.ideal_ns
         self.tc_ns += s.tc_ns
+        self.tc_able_ns += s.tc_able_ns
         self.roof_ns += s.roof_ns
         if s.tiny:
             self.tiny += 1
@@ -118,8 +125,20 @@ class Group:
         return 100.0 * self.ideal_ns / self.ns if self.ns and self.roof_ns else None
 
     @property
+    def known_flops(self) -> int | None:
+        """The group's FLOPs; None when no activity's are modelled (0 is a modelled 0: a copy, a gather)."""
+        return self.flops if self.modelled else None
+
+    @property
+    def tflops(self) -> float | None:
+        """Achieved TFLOP/s; None without FLOPs: a rate of no floating-point work would read as slow work."""
+        return self.flops / self.ns / 1e3 if self.flops and self.ns else None
+
+    @property
     def tc_pct(self) -> float | None:
-        return 100.0 * self.tc_ns / self.ns if self.ns else None
+        """Share of the group's time in kernels that ran on Tensor Cores, in percent; None when Tensor Cores
+        apply to none of its activities (copies, pointwise kernels: 0% would read as a missed chance)."""
+        return 100.0 * self.tc_ns / self.ns if self.ns and self.tc_able_ns else None
 
 
 _SUMS = tuple(n for n in Group.__slots__ if n not in ("min_ns", "max_ns"))
@@ -164,12 +183,12 @@ def op_key(d: dict) -> str:
     again during backward (activation checkpointing) "op (recompute)"."""
     if d.get("kind", "kernel") != "kernel":
         return d.get("kind") or "na"
-    op = (d.get("op") or ("na",))[0]
+    op = first_name(d.get("op"), "na")
     if d.get("dir") == "bprop":
         fwd = d.get("fwd")
         # Backward work without a forward link (AccumulateGrad, a node whose forward op is not in the capture)
         # stays apart from the forward op of the same name.
-        return f"{fwd['op'] if fwd and fwd.get('op') else op} (bprop)"
+        return f"{first_name(fwd.get('op'), op) if fwd else op} (bprop)"
     if d.get("recompute"):
         return f"{op} (recompute)"
     return op

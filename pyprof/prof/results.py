@@ -128,6 +128,14 @@ def copy_result(kind: str, n, ck) -> Result:
     return Result(0, int(n), p, None, None, fam, None, "")
 
 
+def first_name(v, default=None):
+    """The first name of a record's ``mod`` or ``op`` (or its forward link's), which a writer may give as one
+    string (docs/record.md): the string is the name, not a list of its letters. ``default`` when there is none."""
+    if type(v) is str:
+        return v or default
+    return v[0] if v else default
+
+
 def as_list(v) -> list:
     """A marker list field that a writer may also give as a single string (the forward link's mod/op)."""
     if not v:

@@ -23,8 +23,10 @@ SUMMARY_HEADERS = ["Key", "Count", "Time(ms)", "Time%", "FLOPs", "TFLOP/s", "Roo
 
 def summarize(records: Iterable[tuple[int, dict]], out: IO[str], group_by: str, fmt: str = "space",
               width: int = 0, top: int | None = None, peaks: Peaks | None = None, path: str = "<input>") -> Coverage:
-    """Write the grouped summary table; return the coverage. A group none of whose kernels has a roofline
-    (nothing modelled, or no peak known for its GPU) shows ``na`` as its Roofline%."""
+    """Write the grouped summary table; return the coverage. A group's numbers are those of
+    pyprof.prof.groups.Group, as the views show them: ``na`` for FLOPs none of which is modelled, TFLOP/s without
+    FLOPs, a Roofline% none of whose activities has a roofline (nothing modelled, or no peak known for its GPU),
+    and a TC% where Tensor Cores apply to none of its activities; never a 0 that reads as 0% efficient."""
     if group_by not in GROUP_KEYS:
         raise UsageError(f"--group-by {group_by!r}: choose one of {', '.join(GROUP_KEYS)}")
     keyf = GROUP_KEYS[group_by]
@@ -47,7 +49,7 @@ def summarize(records: Iterable[tuple[int, dict]], out: IO[str], group_by: str, 
     body = []
     for k, g in table:
         ns = g.ns
-        vals = (labels.get(k, k), g.count, round(ns / 1e6, 4), 100.0 * ns / total, g.flops, g.flops / ns / 1e3 if ns else None,
+        vals = (labels.get(k, k), g.count, round(ns / 1e6, 4), 100.0 * ns / total, g.known_flops, g.tflops,
                 g.roofline_pct, g.tc_pct)
         if not cls.raw:
             vals = tuple("na" if v is None else (v if i == 2 else round(v, 3)) if isinstance(v, float) else v

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import IO
 
-from pyprof.prof.formats import FORMATS, cut, printable
+from pyprof.prof.formats import FORMATS, PROG, cut, printable
 from pyprof.prof.tables import Table
 
 
@@ -36,4 +36,4 @@ def print_tables(tables: list[Table], out: IO[str], err: IO[str] | None, fmt: st
         w.close()
         if err is not None:
             for n in t.notes:
-                err.write(printable(f"pyprof.prof: {t.name}: {n}") + "\n")
+                err.write(printable(f"{PROG}: {t.name}: {n}") + "\n")

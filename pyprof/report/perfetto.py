@@ -16,6 +16,7 @@ from typing import IO, Iterable, Iterator
 from pyprof.common import BoundedDict, InputError
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.coverage import Coverage
+from pyprof.prof.results import first_name
 from pyprof.prof.rows import rows as model_rows
 from pyprof.prof.tensorcores import TC_TEXT
 from pyprof.report.page import json_text
@@ -126,15 +127,18 @@ def _shapes(args: list) -> str:
     return ", ".join(parts)
 
 
+def _qualified(mod: str | None, op: str | None) -> str | None:
+    return f"{mod}.{op}" if mod and op else op
+
+
 def kernel_args(d: dict, m) -> dict:
     """The ``args`` shown for one GPU activity: what launched it and our modelled numbers (None left out)."""
     fwd = d.get("fwd") or {}
-    op, mod = _first(d.get("op")), _first(d.get("mod"))
-    fop, fmod = _first(fwd.get("op")), _first(fwd.get("mod"))
+    op, mod = first_name(d.get("op")), first_name(d.get("mod"))
     a = {
-        "op": f"{mod}.{op}" if mod and op else op,
+        "op": _qualified(mod, op),
         "dir": d.get("dir") or None,
-        "forward op": f"{fmod}.{fop}" if fmod and fop else fop,
+        "forward op": _qualified(first_name(fwd.get("mod")), first_name(fwd.get("op"))),
         "layer": ".".join(d.get("layer") or fwd.get("layer") or ()) or None,
         "callsite": d.get("callsite") or fwd.get("callsite"),
         "shapes": _shapes(d.get("args") or fwd.get("args") or ()) or None,
@@ -150,13 +154,6 @@ def kernel_args(d: dict, m) -> dict:
         "kernel": d.get("kLongName") or None,
     }
     return {k: v for k, v in a.items() if v is not None}
-
-
-def _first(names):
-    """The outermost of a record's op (or mod) names: a list's first; a forward link may give one string."""
-    if isinstance(names, str):
-        return names or None
-    return names[0] if names else None
 
 
 class _Rows:

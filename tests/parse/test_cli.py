@@ -125,7 +125,7 @@ def test_sweep_worker_on_and_off_write_the_same(corpus):
     # says so on stderr.
     old = run("--worker", "on", path)
     assert old.returncode == 0 and old.stdout == on.stdout
-    assert old.stderr.decode().startswith("python -m pyprof.parse: --worker is deprecated, use --sweep-process\n")
+    assert old.stderr.decode().startswith("pyprof parse: --worker is deprecated, use --sweep-process\n")
 
 
 def test_the_renamed_functions_answer_to_their_old_names_with_a_warning(shared):

@@ -47,9 +47,15 @@ def test_default_space_separated(dict_file):
     p = prof(dict_file)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert lines[0].split() == ["Idx", "Direction", "Sub", "Module", "Op", "Kernel", "Params", "Sil(ns)"]
-    assert all(len(line.split(" ")) == 8 for line in lines)  # one field per column, for awk
-    assert lines[1].split()[6] == "M=64,N=512,K=256,bf16"
+    # The original's eight columns in their places (an awk script's $7 is still Params), then what prof is for.
+    assert lines[0].split() == ["Idx", "Direction", "Sub", "Module", "Op", "Kernel", "Params", "Sil(ns)", "TC",
+                                "FLOPs", "TFLOP/s", "Roofline%"]
+    assert all(len(line.split(" ")) == 12 for line in lines)  # one field per column, for awk
+    gemm = lines[1].split()
+    assert gemm[6] == "M=64,N=512,K=256,bf16" and gemm[8] == "1"
+    assert gemm[9] == "16777216" and gemm[10] == "8.389"  # 2*64*512*256 FLOPs in 2000 ns: 8.388608 TFLOP/s
+    assert 0 < float(gemm[11]) < 100
+    assert lines[3].split()[8:] == ["-", "na", "na", "na"]  # my_op: no formula, so nothing to divide
     assert "modelled for" in p.stderr and "no formula for torch.my_op" in p.stderr
 
 
@@ -105,7 +111,7 @@ def test_malformed_line_is_one_message_and_exit_1(dict_file):
     assert p.returncode == 1
     assert p.stdout == ""  # small inputs: nothing half-written
     assert p.stderr.strip().splitlines() == [
-        "pyprof.prof: error: <stdin>: line 3: not a JSON record nor a PyProf dict line"]
+        "pyprof prof: error: <stdin>: line 3: not a JSON record nor a PyProf dict line"]
 
 
 def test_non_object_line(tmp_path):
@@ -257,7 +263,7 @@ def test_full_disk_is_one_line_and_the_device_stays(tmp_path, dict_file):
     with open(full, "w") as out:
         p = subprocess.run([sys.executable, "-m", "pyprof.prof", dict_file], stdout=out, stderr=subprocess.PIPE,
                            text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
-    assert p.returncode == 1 and p.stderr == "pyprof.prof: error: <stdout>: cannot write (No space left on device)\n"
+    assert p.returncode == 1 and p.stderr == "pyprof prof: error: <stdout>: cannot write (No space left on device)\n"
     assert stat.S_ISCHR(os.lstat(full).st_mode)
 
 
@@ -267,6 +273,75 @@ def test_a_message_is_one_printable_line(tmp_path):
     p = prof("-q", path)
     assert p.returncode == 1 and p.stdout == "" and p.stderr.count("\n") == 1 and "\x1b" not in p.stderr
     # The path cut in its middle: where it starts and the file's name stay, and what was wrong.
-    assert p.stderr.startswith("pyprof.prof: error: " + str(tmp_path))
+    assert p.stderr.startswith("pyprof prof: error: " + str(tmp_path))
     assert p.stderr.endswith("xxx/net\\x1b[2J\\n.dict: cannot open: No such file or directory\n")
     assert len(p.stderr) < 600
+
+
+def test_the_helps_first_examples_show_flops_roofline_and_tensor_cores(dict_file):
+    """The typical commands of -h (the first two prof examples, per op and per kernel) show what prof is for."""
+    from pyprof.prof.cli import build_parser
+
+    examples = build_parser().format_help().split("examples:\n", 1)[1].splitlines()
+    typical = [line.split("#")[0].split() for line in examples if line.strip().startswith("pyprof prof")][:2]
+    assert [t[-1] for t in typical] == ["net.dict", "net.dict"]
+    for argv in typical:
+        p = prof(*argv[2:-1], dict_file)
+        assert p.returncode == 0, (argv, p.stderr)
+        header = p.stdout.splitlines()[0].split()
+        assert {"FLOPs", "TFLOP/s", "Roofline%"} <= set(header) and ("TC" in header or "TC%" in header), argv
+
+
+def _last_four(p, fmt: str) -> dict:
+    """{group: its FLOPs, TFLOP/s, Roofline% and TC% as printed} of a grouped table (the last four columns of
+    --group-by op and --view operators alike)."""
+    if fmt == "--jsonl":
+        rows = [json.loads(line) for line in p.stdout.splitlines()]
+        return {(r.get("key") or r.get("op")): list(r.values())[-4:] for r in rows}
+    if fmt == "--csv":
+        rows = list(csv.reader(io.StringIO(p.stdout)))[1:]
+    else:
+        rows = [line.split() for line in p.stdout.splitlines()[1:]]  # no spaces inside these keys
+    return {r[0]: r[-4:] for r in rows}
+
+
+@pytest.mark.parametrize("fmt", ["--space", "--csv", "-w100", "--jsonl"])
+@pytest.mark.parametrize("command", [["--group-by", "op"], ["--view", "operators"]])
+def test_a_group_with_nothing_modelled_is_na_not_zero(dict_file, fmt, command):
+    """my_op has no formula, the copy has no FLOPs and no GPU to take a bandwidth from, and neither can use Tensor
+    Cores: their TFLOP/s, Roofline% and TC% are unknown or not applicable (na, null), never a 0 that reads as
+    '0% efficient'; a copy's FLOPs are a modelled 0, my_op's unknown."""
+    p = prof("-q", fmt, *command, dict_file)
+    assert p.returncode == 0, p.stderr
+    got = _last_four(p, fmt)
+    na = None if fmt == "--jsonl" else "na"
+    zero = 0 if fmt == "--jsonl" else "0"
+    assert got["my_op"] == [na, na, na, na]
+    assert got["memcpy"] == [zero, na, na, na]
+    assert got["add"][3] == na  # a pointwise add: Tensor Cores do not apply
+    # The GEMM is modelled: 2*64*512*256 = 16777216 FLOPs in 2000 ns = 8.389 TFLOP/s, all on Tensor Cores.
+    flops, tflops, roof, tc = got["linear"]
+    assert int(flops) == 16777216 and round(float(tflops), 3) == 8.389 and float(tc) == 100.0
+    # Bytes (64*256 + 512*256 + 512 + 64*512) * 2 = 361472 at the H200's 4800 GB/s: 75.3 ns, longer than the
+    # FLOPs at its 989.5 bf16 TFLOP/s (17 ns): 75.3 / 2000 = 3.765%.
+    assert abs(float(roof) - 3.765) < 0.01
+
+
+@pytest.mark.parametrize("as_string", [True, False])
+def test_mod_and_op_given_as_one_string_are_names(tmp_path, as_string):
+    # docs/record.md: mod and op (a record's, its forward link's) may be one string: the name, not its letters.
+    def names(v):
+        return v if as_string else [v]
+
+    recs = [dict(rec("k", 1000, dir="bprop", fwd={"op": names("linear"), "mod": names("torch.nn.functional")}),
+                 op=names("mm"), mod=names("aten")),
+            dict(rec("k2", 1000, seq=(2,)), op=names("relu"), mod=names("torch"))]
+    path = tmp_path / "s.dict"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    rows = prof("-q", "--jsonl", "-c", "mod,op", str(path))
+    assert [json.loads(line) for line in rows.stdout.splitlines()] == [{"mod": "aten", "op": "mm"},
+                                                                        {"mod": "torch", "op": "relu"}]
+    for command in (["--group-by", "op"], ["--view", "operators"]):
+        p = prof("-q", "--csv", *command, str(path))
+        assert p.returncode == 0, p.stderr
+        assert sorted(r[0] for r in list(csv.reader(io.StringIO(p.stdout)))[1:]) == ["linear (bprop)", "relu"]

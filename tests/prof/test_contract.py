@@ -84,7 +84,7 @@ def test_records_cut_short_are_refused_before_any_row(lenet, tmp_path, jobs):
         cut = _cut(tmp_path, lines, keep, last)
         p = _cli("pyprof.prof", "-q", "-j", jobs, str(cut))
         assert p.returncode == 1 and p.stdout == b""
-        assert p.stderr.decode().splitlines() == [f"pyprof.prof: error: {cut}: " + p.stderr.decode().split(
+        assert p.stderr.decode().splitlines() == [f"pyprof prof: error: {cut}: " + p.stderr.decode().split(
             f"{cut}: ", 1)[1].rstrip("\n")]
         assert CUT in p.stderr.decode()  # a record cut mid-line is not an end line either
     # From a pipe (parse's stdout through `head`): the same refusal once the input ends.

@@ -110,7 +110,7 @@ def test_prof_counts_kernels_as_parse_and_sqlite3_do(records, tmp_path):
     kernels, copies = n["CUPTI_ACTIVITY_KIND_KERNEL"], n["CUPTI_ACTIVITY_KIND_MEMCPY"] + n["CUPTI_ACTIVITY_KIND_MEMSET"]
     p = subprocess.run([sys.executable, "-m", "pyprof.prof", "-c", "idx", str(records)], capture_output=True,
                        text=True, cwd=ROOT)
-    assert (f"pyprof.prof: {kernels + copies} GPU activities ({kernels} kernels, {copies} copies and memsets)"
+    assert (f"pyprof prof: {kernels + copies} GPU activities ({kernels} kernels, {copies} copies and memsets)"
             in p.stderr)
 
 

@@ -71,7 +71,7 @@ def test_prof_view_takes_the_empty_records_and_says_so(empty_records):
                        text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[1:] == []  # the header alone
-    assert "pyprof.prof: overview: No GPU activity in the records" in p.stderr
+    assert "pyprof prof: overview: No GPU activity in the records" in p.stderr
 
 
 def test_an_empty_or_blank_file_is_records(tmp_path):

@@ -125,3 +125,28 @@ def test_arguments_of_odd_types_are_shown_as_they_are():
     write_trace(iter([d]), out)
     (gpu,) = [e for e in json.loads(out.getvalue())["traceEvents"] if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE]
     assert gpu["args"]["shapes"] == "3, float32[2, 3]"
+
+
+@pytest.mark.parametrize("as_string", [True, False])
+def test_a_name_given_as_one_string_is_a_name_not_its_first_letter(as_string):
+    # docs/record.md: mod and op are lists, but a forward link's (parse writes them so) and a legacy line's may be
+    # one string; the trace shows the name either way.
+    def names(v):
+        return v if as_string else [v]
+
+    d = {"kind": "kernel", "kShortName": "k", "kLongName": "k", "kDuration": 1000, "start_ns": 0, "end_ns": 1000,
+         "pid": 1, "tid": 1, "device": 0, "stream": 7, "dir": "bprop", "schema": 2,
+         "op": names("nll_loss_backward"), "mod": names("aten"),
+         "fwd": {"op": names("cross_entropy"), "mod": names("torch.nn.functional"), "args": []}}
+    out = io.StringIO()
+    write_trace(iter([d]), out)
+    (gpu,) = [e for e in json.loads(out.getvalue())["traceEvents"] if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE]
+    assert gpu["args"]["op"] == "aten.nll_loss_backward"
+    assert gpu["args"]["forward op"] == "torch.nn.functional.cross_entropy"
+
+
+def test_the_forward_op_of_parses_records_is_whole(resnet):
+    # parse's records: the forward link's op is one string (the case above, from a real capture).
+    evs = _trace(resnet)["traceEvents"]
+    fwd_ops = {e["args"]["forward op"] for e in evs if e["ph"] == "X" and "forward op" in e.get("args", {})}
+    assert "torch.nn.functional.conv2d" in fwd_ops and all(len(op.rsplit(".", 1)[-1]) > 1 for op in fwd_ops)

@@ -38,7 +38,7 @@ def test_view_all(dict_file, cli):
     for title in ("# Overview", "# Operators", "# Kernels", "# GPU time per source line", "# Layers",
                   "# Recommendations", "# Workers"):
         assert title in p.stdout
-    assert "pyprof.prof: overview: " in p.stderr and "pyprof.prof: overview: " not in p.stdout
+    assert "pyprof prof: overview: " in p.stderr and "pyprof prof: overview: " not in p.stdout
 
 
 def test_csv_and_jsonl(dict_file):

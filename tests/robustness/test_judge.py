@@ -59,7 +59,7 @@ def _run(tmp_path: Path, **kw):
                  tmp_path / "tmp", args["before"], args["after"], 10.0)[0]
 
 
-ONE_LINE = "python -m pyprof.parse: error: /in/net.sqlite: not a profile\n"
+ONE_LINE = "pyprof parse: error: /in/net.sqlite: not a profile\n"
 
 
 END1 = b'{"pyprof_end":true,"schema":2,"records":1}\n'  # parse's end line after one record
@@ -91,7 +91,7 @@ def test_outcomes(tmp_path):
     assert _run(tmp_path, stdout=b'{"a": 1}\n' + END1, stderr=ONE_LINE) == "partial-output"
     assert _run(tmp_path, stdout=b'{"a": 1}\n{"b"', stderr=ONE_LINE) == "partial-output"
     assert _run(tmp_path, stderr=ONE_LINE + "(lexical error)\n") == "multi-line-refusal"
-    assert _run(tmp_path, stderr="python -m pyprof.parse: error: input: line 3: bad\n") == "nameless-refusal"
+    assert _run(tmp_path, stderr="pyprof parse: error: input: line 3: bad\n") == "nameless-refusal"
     assert _run(tmp_path, stderr=ONE_LINE, after={"net.sqlite.tmp"}) == "left-behind"
     (tmp_path / "tmp" / "spool").write_text("x")
     assert _run(tmp_path, rc=0, stdout=END0) == "left-behind"

@@ -20,11 +20,14 @@ def pct(part: float | None, whole: float | None) -> float | None:
     return round(100.0 * part / whole, 2)
 
 
-def tflops(flops: float, ns: float) -> float | None:
-    """Achieved TFLOP/s (None without FLOPs or time)."""
-    if not flops or not ns:
-        return None
-    return round(flops / ns / 1e3, 3)
+def _round(v: float | None, digits: int) -> float | None:
+    return None if v is None else round(v, digits)
+
+
+def modelled_cols(g) -> list:
+    """A group's (pyprof.prof.groups.Group) FLOPs, TFLOP/s, roofline % and TC %, rounded as the tables show them:
+    None (na) where the group's numbers say none is known or applies, as ``pyprof prof --group-by`` shows them."""
+    return [g.known_flops, _round(g.tflops, 3), _round(g.roofline_pct, 2), _round(g.tc_pct, 2)]
 
 
 def merged(workers: list[WorkerData], attr: str) -> dict:

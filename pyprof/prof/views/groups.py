@@ -8,13 +8,15 @@ from pyprof.prof.groups import kernel_labels
 from pyprof.prof.tables import Table
 from pyprof.prof.source_lines import source_line
 from pyprof.prof.views.registry import view
-from pyprof.prof.views.common import merged, ms, pct, short_lines, tflops, total
+from pyprof.prof.views.common import merged, modelled_cols, ms, pct, short_lines, total
 
 _ROOF_NOTE = ("Roofline % = time the group's FLOPs or bytes (whichever is longer) would take at the GPU's peak, "
               "over its measured time; kernels without modelled numbers add time but no ideal time; na when none "
               "of the group's kernels has one (nothing modelled, or no peak known for the GPU). An op call's "
               "FLOPs and bytes are shared among its kernels by duration (docs/formulas.md).")
-_TC_NOTE = "TC % = share of the group's time in kernels that used Tensor Cores."
+_TC_NOTE = ("TC % = share of the group's time in kernels that used Tensor Cores; na when Tensor Cores apply to none "
+            "of its activities (copies, pointwise kernels). FLOPs are na when none of the group's are modelled, "
+            "TFLOP/s when it has no FLOPs.")
 
 
 def _op_rows(groups: dict, gpu_ns: int, key_cols) -> list[list]:
@@ -22,8 +24,7 @@ def _op_rows(groups: dict, gpu_ns: int, key_cols) -> list[list]:
     for key, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
         ns, calls = g.ns, g.calls
         rows.append(key_cols(key) + [calls, g.count, ms(ns), round(ns / calls / 1e3, 3) if calls else None,
-                                     pct(ns, gpu_ns), g.flops or None, tflops(g.flops, ns),
-                                     pct(g.ideal_ns, ns) if g.roof_ns else None, pct(g.tc_ns, ns)])
+                                     pct(ns, gpu_ns)] + modelled_cols(g))
     return rows
 
 
@@ -80,8 +81,8 @@ def kernels(agg: Aggregate, worker: str | None = None) -> Table:
     for full, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
         ns, calls = g.ns, g.count
         t.rows.append([labels[full], calls, ms(ns), round(ns / calls / 1e3, 3), round(g.min_ns / 1e3, 3),
-                       round(g.max_ns / 1e3, 3), pct(ns, kernel_ns), tflops(g.flops, ns),
-                       pct(g.ideal_ns, ns) if g.roof_ns else None, pct(g.tc_ns, ns), pct(g.occ_x_ns, g.occ_ns)])
+                       round(g.max_ns / 1e3, 3), pct(ns, kernel_ns)] + modelled_cols(g)[1:] +
+                      [pct(g.occ_x_ns, g.occ_ns)])
     t.notes += ["Kernels only: memcpy and memset are in the overview. Time % is of all kernel time.",
                 "One row per kernel (its full name): kernels that share a short name are told apart by a word of "
                 "their template arguments, e.g. elementwise_kernel<direct_copy_kernel_cuda>.",
@@ -107,9 +108,8 @@ def lines(agg: Aggregate, worker: str | None = None) -> Table:
     for line, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
         src = source_line(line) if line != "-" else None
         ns = g.ns
-        t.rows.append([shown[line], src, g.count, ms(ns), ms(g.fwd_ns), ms(g.bwd_ns), pct(ns, gpu_ns),
-                       g.flops or None, tflops(g.flops, ns), pct(g.ideal_ns, ns) if g.roof_ns else None,
-                       pct(g.tc_ns, ns)])
+        t.rows.append([shown[line], src, g.count, ms(ns), ms(g.fwd_ns), ms(g.bwd_ns), pct(ns, gpu_ns)] +
+                      modelled_cols(g))
     if prefix:
         t.notes.append(f"Lines are relative to {prefix}.")
     t.notes += [

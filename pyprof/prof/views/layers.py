@@ -6,7 +6,7 @@ from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.groups import Group
 from pyprof.prof.tables import Table
 from pyprof.prof.views.registry import view
-from pyprof.prof.views.common import merged, ms, pct, tflops, total
+from pyprof.prof.views.common import merged, modelled_cols, ms, pct, total
 
 NO_LAYER = "(no layer)"
 
@@ -43,10 +43,8 @@ def layers(agg: Aggregate, worker: str | None = None) -> Table:
         node = stack.pop()
         g = incl[node]
         ns = g.ns
-        # A layer with no kernel whose roofline is known has no roofline share (na), not 0%.
         t.rows.append([node[-1], len(node) - 1, "/".join(node), g.count, ms(ns), ms(self_ns(node)),
-                       pct(ns, gpu_ns), g.flops or None, tflops(g.flops, ns),
-                       pct(g.ideal_ns, ns) if g.roof_ns else None, pct(g.tc_ns, ns)])
+                       pct(ns, gpu_ns)] + modelled_cols(g))
         stack.extend(sorted(children.get(node, []), key=lambda c: incl[c].ns))
     t.notes += [
         "GPU (ms) includes the layers inside; Self (ms) is time launched directly in the layer. The roots add up to "
