@@ -313,12 +313,12 @@ def idle(c: _Ctx) -> list[Finding]:
     if not span:
         return []
     all_gaps = [(w, g) for w in c.ws for g in gaps(w)]
-    short = [g for _, g in all_gaps if g.idle_ns < SHORT_GAP_NS and not g.after_sync]
+    short = [(w, g) for w, g in all_gaps if g.idle_ns < SHORT_GAP_NS and not g.after_sync]
     out = []
-    short_ns = sum(g.idle_ns for g in short)
+    short_ns = sum(g.idle_ns for _, g in short)
     if 100.0 * short_ns / span >= LAUNCH_IDLE_SHARE:
         n_k, tiny = total(c.ws, "kernels"), total(c.ws, "tiny_kernels")
-        where = _by_site(c, short)
+        where = _by_site(c, [g for _, g in short])
         out.append(Finding(
             "launch_bound", f"before {_top(where)}; steps {_top(_by_step(c, short))}",
             f"{len(short)} gaps under {SHORT_GAP_NS / 1000:.0f} us leave the GPU idle {_ms(short_ns)} "
@@ -329,9 +329,10 @@ def idle(c: _Ctx) -> list[Finding]:
     long_by_site: dict = {}
     for w, g in all_gaps:
         if g.idle_ns >= SHORT_GAP_NS and not g.after_sync:
-            long_by_site.setdefault((w.name if len(c.ws) > 1 else "", g.line, g.op), []).append(g)
+            long_by_site.setdefault((w.name if len(c.ws) > 1 else "", g.line, g.op), []).append((w, g))
     rows = []
-    for (wname, line, op), gs in long_by_site.items():
+    for (wname, line, op), pairs in long_by_site.items():
+        gs = [g for _, g in pairs]
         ns = sum(g.idle_ns for g in gs)
         if 100.0 * ns / span < GAP_IDLE_SHARE:
             continue
@@ -339,7 +340,7 @@ def idle(c: _Ctx) -> list[Finding]:
         late = sum(g.launch_late_ns for g in gs)
         rows.append(Finding(
             "idle_gaps", f"{wname + ' ' if wname else ''}{op} at {c.line(line, text=True)}; steps "
-            f"{_top(_by_step(c, gs))}",
+            f"{_top(_by_step(c, pairs))}",
             f"{len(gs)} gaps of {SHORT_GAP_NS / 1000:.0f} us or more before it, {_ms(ns)} idle "
             f"({_p(ns, span)} of the profiled span), the largest {_ms(biggest.idle_ns)} in {biggest.step}; "
             f"its launch came {_ms(late)} after the GPU went idle",
@@ -425,8 +426,10 @@ def _by_site(c: _Ctx, gs: list[Gap]) -> list[str]:
     return [f"{op} at {c.line(line)} ({_ms(ns)})" for (op, line), ns in sorted(acc.items(), key=lambda kv: -kv[1])]
 
 
-def _by_step(c: _Ctx, gs: list[Gap]) -> list[str]:
+def _by_step(c: _Ctx, pairs: list[tuple[WorkerData, Gap]]) -> list[str]:
+    """``STEP (x ms)`` (``WORKER STEP`` with several workers) for the steps holding the most idle time."""
     acc: dict = {}
-    for g in gs:
-        acc[g.step] = acc.get(g.step, 0) + g.idle_ns
+    for w, g in pairs:
+        key = f"{w.name} {g.step}" if len(c.ws) > 1 else g.step
+        acc[key] = acc.get(key, 0) + g.idle_ns
     return [f"{s} ({_ms(ns)})" for s, ns in sorted(acc.items(), key=lambda kv: -kv[1])]
