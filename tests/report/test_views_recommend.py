@@ -145,7 +145,8 @@ def _foreach(start, call, dur=100_000):
 def test_optimizer_foreach_rule(other_ns, fires):
     # 7 calls x 3 passes = 21 passes over the 2 MB list; a fused step makes 7: saves 1 - 7/21 = 2/3 of 700 us.
     # Share: 0.7 / (0.7 + 13) ms = 5.1% fires, 0.7 / (0.7 + 13.7) = 4.86% does not.
-    recs = [_foreach(10_000 + i * 200_000, i) for i in range(7)] + [_k(2_000_000, other_ns)]
+    recs = [_foreach(10_000 + i * 200_000, i) for i in range(7)] + [_k(2_000_000, other_ns,
+                                                                         callsite="/x/train.py:99")]
     rules = _rules(recs)
     assert ("optimizer" in rules) is fires
     if fires:
@@ -153,6 +154,7 @@ def test_optimizer_foreach_rule(other_ns, fires):
         assert row["saving_ms"] == pytest.approx(0.7 * 2 / 3, abs=1e-4)
         assert row["about"].startswith("AdamW step at train.py:60") and "fused=True" in row["action"]
         assert "21.0 passes" in row["evidence"]
+        assert "near_roofline" not in rules and "far_from_roofline" not in rules  # the optimizer's line
 
 
 def test_optimizer_per_parameter_loop():

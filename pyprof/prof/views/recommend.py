@@ -206,13 +206,17 @@ def hotspots(c: _Ctx) -> list[Finding]:
         k = line if by_line else kernel
         mem_ns[k] = mem_ns.get(k, 0) + g.ns
     ops: dict = {}
+    opt_ns: dict = {}  # a line's optimizer time: the optimizer rule speaks for it, "near the roofline" would not
+    opt = merged(c.ws, "optimizer")
     if by_line:
         for (line, op), g in merged(c.ws, "line_ops").items():
             ops.setdefault(line, []).append((g.ns, op))
+            if op in opt:
+                opt_ns[line] = opt_ns.get(line, 0) + g.ns
     out, near = [], []
     for k, g in spots.items():
         roof = g.roofline_pct
-        if roof is None or 100.0 * g.ns / c.gpu_ns < HOTSPOT_SHARE:
+        if roof is None or 100.0 * g.ns / c.gpu_ns < HOTSPOT_SHARE or opt_ns.get(k, 0) >= 0.5 * g.ns:
             continue
         label = f"line {c.line(k, text=True)}" if by_line else f"kernel {k}"
         if roof >= NEAR_ROOFLINE:
