@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import re
 from array import array
+from math import prod
 from typing import Callable, Iterable
 
 from pyprof.common import BoundedDict, UsageError
+from pyprof.prof.args import dtype_info
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.coverage import Coverage
 from pyprof.common import no_cyclic_gc
 from pyprof.prof.rows import rows
-from pyprof.prof.roofline import Peaks
+from pyprof.prof.roofline import Peaks, roofline
 from pyprof.prof.groups import Group, add, callsite_key, kernel_key, layer_path, merge_into, op_key, sample, \
     shapes_key
-from pyprof.prof.registry import TC_FAMILIES
+from pyprof.prof.registry import TC_FAMILIES, Family
 from pyprof.prof.occupancy import est_occupancy, limits, sm_fraction
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -28,6 +30,15 @@ NO_STEP = -1
 _PROFILER_STEP = "ProfilerStep#"
 # User ranges that name an iteration: "step 3", "layer:train_step_3", "iteration#12", "iter-4".
 _USER_STEP = re.compile(r"(?i)(?:^|[^a-z])(?:step|iter|iteration)[\s#:_-]*(\d+)\s*$")
+# Optimizer work: PyTorch's own range around every optimizer's step (``Optimizer.step#AdamW.step``), and the
+# multi-tensor ops that only optimizers (and grad clipping, their neighbour) call.
+OPTIMIZER_RANGE = "Optimizer.step"
+OPTIMIZER_OPS = ("_foreach_", "_fused_")
+# Kernels that only convert a tensor between NCHW and NHWC (cuDNN's, PyTorch's): the price of a convolution in
+# a layout its kernels do not take.
+_LAYOUT = re.compile(r"(?i)nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw")
+# Ops whose device-to-host copy makes the host wait for the GPU (Tensor.item(), and what .cpu() of a scalar runs).
+SYNC_OPS = frozenset({"item", "_local_scalar_dense"})
 
 
 
@@ -45,9 +56,31 @@ class WorkerData:
         self.kernel_names: dict = {}  # full name -> short name
         self.lines: dict[str, Group] = {}
         self.layers: dict[tuple, Group] = {}
-        # (op key, kernel, params, line, the formula's tc_dims): fp16/bf16 GEMMs not on Tensor Cores
+        # (op key, kernel, params, line, the formula's tc_dims, dtype): GEMM/conv/attention kernels that could
+        # have run on Tensor Cores and did not; Group.ideal_ns there is the time at the Tensor Core roofline
         self.tc_miss: dict[tuple, Group] = {}
         self.copies: dict[tuple[str, str], Group] = {}  # (copy kind, line): copies between host and device
+        # (op, line): device-to-host copies that make the host wait (SYNC_OPS, or a synchronous cudaMemcpy);
+        # not in ``copies``
+        self.syncs: dict[tuple[str, str], Group] = {}
+        self.sync_at: list[int] = []  # their indices in the timeline arrays
+        # (line, op key): every activity, and each key's index (``site`` of the timeline)
+        self.line_ops: dict[tuple[str, str], Group] = {}
+        self.site_keys: list[tuple[str, str]] = []
+        self.site_ids: dict[tuple[str, str], int] = {}
+        # op key: the optimizer's kernels (is_optimizer); their Group.bytes are the modelled bytes
+        self.optimizer: dict[str, Group] = {}
+        # (ProfilerStep, user step) -> bytes of the largest tensor list an optimizer op call took in that step:
+        # the parameters (or one of their state tensors)
+        self.opt_list_bytes: dict[tuple[int, int], int] = {}
+        self.opt_ranges: set = set()  # the Optimizer.step#CLASS.step ranges seen
+        # (short kernel name, op key, line): kernels whose roofline is set by their bytes (memory-bound)
+        self.mem_bound: dict[tuple, Group] = {}
+        # (op key, short kernel name, line): NCHW <-> NHWC conversion kernels (_LAYOUT)
+        self.layout: dict[tuple, Group] = {}
+        self.layout_names: set = set()  # full kernel names matching _LAYOUT
+        # (layout "nchw" / "nhwc" / "?", dtype): convolution kernels
+        self.convs: dict[tuple, Group] = {}
         self.totals = {"records": 0, "kernels": 0, "kernel_ns": 0, "memcpy_ns": 0, "memset_ns": 0, "gpu_ns": 0,
                        "tiny_kernels": 0, "tiny_ns": 0, "comm_ns": 0, "flops": 0, "ideal_ns": 0.0, "tc_ns": 0}
         self.gpus: set = set()
@@ -60,6 +93,7 @@ class WorkerData:
         self.thread = array("i")  # index into self.threads
         self.profiler_step = array("i")  # N of ProfilerStep#N, or NO_STEP
         self.user_step = array("i")  # N of a user step/iteration range, or NO_STEP
+        self.site = array("i")  # index into site_keys: the activity's (line, op key)
         self.sm_busy_ns = array("d")  # duration x min(1, blocks / SMs); -1 unknown
         self.occ_x_ns = array("d")  # estimated occupancy x duration; -1 unknown
         self.threads: dict = {}  # tid -> index
@@ -193,7 +227,7 @@ def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed:
             w = keyed.get(w_key)
             if w is None:
                 w = keyed[w_key] = WorkerData(f"{name}:{pid}")
-        _add_record(w, d, m, r)
+        _add_record(w, d, m, r, peaks)
         if observe is not None:
             observe(w, d, m, r)
 
@@ -224,7 +258,35 @@ def _new_call(w: WorkerData, d: dict, okey: str, is_kernel: bool) -> int:
     return 1
 
 
-def _add_record(w: WorkerData, d: dict, m, r) -> None:
+def is_optimizer(d: dict) -> bool:
+    """True for an activity of an optimizer step: a ``_foreach_*``/``_fused_*`` op, or anything launched under
+    PyTorch's ``Optimizer.step#...`` range (an optimizer's per-parameter loop of plain ops)."""
+    op = d.get("op")
+    if op and op[0].startswith(OPTIMIZER_OPS):
+        return True
+    for name in d.get("ranges") or ():
+        if name.startswith(OPTIMIZER_RANGE):
+            return True
+    return False
+
+
+def _list_bytes(args) -> int:
+    """Bytes of the largest tensor list among an op's arguments (0 when none, or a dtype is unknown)."""
+    best = 0
+    for a in args or ():
+        if type(a) is dict and a.get("type") == "tensorlist" and type(a.get("items")) is list:
+            n = 0
+            for t in a["items"]:
+                info = dtype_info(t.get("dtype")) if type(t) is dict else None
+                if info is None or type(t.get("shape")) is not list:
+                    break
+                n += prod(t["shape"]) * info[1]
+            else:
+                best = max(best, n)
+    return best
+
+
+def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
     kind = _KIND.get(d.get("kind") or "kernel", KERNEL)
     s = sample(d, m, r)
     dur, flops, ideal, tc_ns, tiny = s.ns, s.flops, s.ideal_ns, s.tc_ns, s.tiny
@@ -241,6 +303,8 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
     add(w.ops, okey, s, new_call)
     add(w.shapes, (okey, shapes_key(d)), s, new_call)
     add(w.lines, line, s)
+    site = (line, okey)
+    add(w.line_ops, site, s)
     add(w.layers, tuple(layer_path(d)), s)
     # A device's limits do not change within a worker: read its props once.
     lkey = (d.get("gpu"), d.get("device"))
@@ -280,12 +344,46 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
         g.add_extremes(dur)
         if occ_x >= 0:
             g.add_occupancy(occ_x, dur)
-        if m.tc is False and m.family in TC_FAMILIES and m.dtype in ("float16", "bfloat16"):
-            add(w.tc_miss, (okey, name, m.params, line, m.tc_dims), s)
+        if g.count == 1 and _LAYOUT.search(full):
+            w.layout_names.add(full)
+        if full in w.layout_names:
+            add(w.layout, (okey, name, line), s)
+        gp = None
+        if s.roof_ns:
+            gp = peaks.for_gpu(d.get("gpu"))
+            # memory-bound: the bytes at the peak bandwidth take at least the roofline's ideal time
+            if gp is not None and gp.bandwidth_gbps and m.bytes and m.bytes / gp.bandwidth_gbps >= 0.999 * ideal:
+                add(w.mem_bound, (name, okey, line), s)
+        if m.tc is False and m.family in TC_FAMILIES:
+            if gp is None:
+                gp = peaks.for_gpu(d.get("gpu"))
+            tc_pct = roofline(m.flops, m.bytes, dur, gp, m.dtype, True).roofline_pct
+            add(w.tc_miss, (okey, name, m.params, line, m.tc_dims, m.dtype),
+                s._replace(ideal_ns=tc_pct * dur / 100.0 if tc_pct is not None else 0.0))
+        if m.family == Family.CONV:
+            low = full.lower()
+            add(w.convs, ("nhwc" if "nhwc" in low else "nchw" if "nchw" in low else "?", m.dtype), s)
+        if is_optimizer(d):
+            add(w.optimizer, okey, s, new_call).bytes += m.bytes or 0
+            if new_call:
+                for rname in d.get("ranges") or ():
+                    if rname.startswith(OPTIMIZER_RANGE):
+                        w.opt_ranges.add(rname)
+                nbytes = _list_bytes(d.get("args"))
+                if nbytes:
+                    key = _step_labels(d.get("ranges"))
+                    if nbytes > w.opt_list_bytes.get(key, 0):
+                        w.opt_list_bytes[key] = nbytes
     elif kind == MEMCPY:
         t["memcpy_ns"] += dur
         ck = d.get("copy_kind") or "?"
-        if ck in ("HtoD", "DtoH", "HtoA", "AtoH"):
+        op = d.get("op")
+        if ck in ("DtoH", "AtoH") and ((op and (op[0] in SYNC_OPS or op[-1] in SYNC_OPS))
+                                       or d.get("api") == "cudaMemcpy"):
+            add(w.syncs, ((op or ("-",))[0], line), s).bytes += d.get("bytes") or 0
+            if d.get("start_ns") is not None:
+                w.sync_at.append(len(w.start_ns))
+        elif ck in ("HtoD", "DtoH", "HtoA", "AtoH"):
             add(w.copies, (ck, line), s).bytes += d.get("bytes") or 0
     else:
         t["memset_ns"] += dur
@@ -308,5 +406,10 @@ def _add_record(w: WorkerData, d: dict, m, r) -> None:
     w.thread.append(ti)
     w.profiler_step.append(ps)
     w.user_step.append(us)
+    sid = w.site_ids.get(site)
+    if sid is None:
+        sid = w.site_ids[site] = len(w.site_keys)
+        w.site_keys.append(site)
+    w.site.append(sid)
     w.sm_busy_ns.append(sm_ns)
     w.occ_x_ns.append(occ_x)

@@ -246,7 +246,7 @@ def cut(s: str, w: int) -> str:
 #: Text columns that give up width first (as the original gave kernel and params the remainder).
 FLEXIBLE = frozenset({"kernel", "params", "trace", "layer", "callsite", "op", "mod", "note", "key",
                       # the views' text columns (pyprof.report)
-                      "source", "line", "shapes", "path", "about", "evidence", "advice"})
+                      "source", "line", "shapes", "path", "about", "evidence", "action"})
 
 
 def fit_widths(header_widths: list[int], rows: list[tuple], width: int, gap: int,

@@ -51,6 +51,17 @@ def test_csv_and_jsonl(dict_file):
     assert len(objs) == 3 and objs[0]["line"] == "transformer.py:31" and objs[0]["flops"] > 0
 
 
+def test_recommendations_as_json_lines(dict_file):
+    p = _run(["--view", "recommendations", "--jsonl", "-q", str(dict_file)])
+    objs = [json.loads(x) for x in p.stdout.splitlines()]
+    assert objs and p.returncode == 0
+    for o in objs:
+        assert list(o) == ["rule", "about", "evidence", "saving_ms", "saving_pct", "action", "time_ms", "time_pct"]
+        assert all(isinstance(o[k], (int, float)) for k in ("saving_ms", "saving_pct", "time_ms", "time_pct"))
+    assert [o["saving_ms"] for o in objs] == sorted((o["saving_ms"] for o in objs), reverse=True)
+    assert "optimizer" in {o["rule"] for o in objs}
+
+
 def test_columns_never_wider_than_width(dict_file):
     p = _run(["--view", "recommendations", "-w", "120", "-q", str(dict_file)])
     assert p.returncode == 0

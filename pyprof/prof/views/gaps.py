@@ -1,0 +1,66 @@
+"""Where the GPU sat idle: each gap of a worker's timeline (no activity running), the activity that ended it
+(its op and line: the work the GPU was waiting for), whether a synchronising copy came just before it, and the
+step it fell in. The recommendations' idle rules read these (docs/views.md, recommendations)."""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from pyprof.prof.aggregate import WorkerData
+from pyprof.prof.steps import steps
+
+
+class Gap(NamedTuple):
+    """One stretch of a worker's profiled span with nothing running on its GPU."""
+
+    start_ns: int  # where the GPU went idle
+    idle_ns: int
+    line: str  # call site of the activity that ended the gap ("-" when none was recorded)
+    op: str  # its op key
+    step: str  # label of the step window that holds the gap's start
+    after_sync: bool  # the last activity before it was a synchronising copy (WorkerData.syncs)
+    launch_late_ns: int  # how long after the gap began that activity was launched (0: launched before)
+
+
+def _view(a) -> np.ndarray:
+    return np.frombuffer(a, dtype=np.dtype(a.typecode))
+
+
+def gaps(w: WorkerData) -> list[Gap]:
+    """The worker's idle gaps, in time order. Overlapping activities (several streams) count as one busy
+    stretch; an activity whose end precedes its start (a clock glitch) counts as zero-length. Computed once
+    per worker."""
+    cached = getattr(w, "_gaps", None)
+    if cached is None:
+        cached = w._gaps = _compute(w)
+    return cached
+
+
+def _compute(w: WorkerData) -> list[Gap]:
+    n = len(w.start_ns)
+    if n < 2:
+        return []
+    start, end = _view(w.start_ns), _view(w.end_ns)
+    end = np.maximum(end, start)
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    idle = s[1:] - reach[:-1]
+    at = np.flatnonzero(idle > 0)
+    if not len(at):
+        return []
+    sync_ends = {int(end[i]) for i in w.sync_at}
+    launch = _view(w.launch_ns)
+    site = _view(w.site)
+    windows = steps(w)[0]
+    edges = np.array([x.start_ns for x in windows], dtype=np.int64)
+    out = []
+    for i in at:
+        nxt = int(order[i + 1])
+        began = int(reach[i])
+        line, op = w.site_keys[int(site[nxt])]
+        j = max(int(np.searchsorted(edges, began, side="right")) - 1, 0)
+        out.append(Gap(began, int(idle[i]), line, op, windows[j].label if windows else "all", began in sync_ends,
+                       max(int(launch[nxt]) - began, 0)))
+    return out
