@@ -4,10 +4,17 @@ Scales a real capture's records (default: the committed H200 transformer trainin
 ``pyprof.parse``) up to N records (default 1M) by replicating them with shifted times, correlation ids and
 step numbers, then times:
 - baseline: read every line and decode it (the JSON decoder prof uses), nothing else;
-- views: ``aggregate_files`` (one pass: decode, model, roofline, group) and then every view's Table.
-Prints one line per figure and the ratio views / baseline. Target (issue 6): 1M records well under a minute.
+- views: ``aggregate_files`` (one pass: decode, model, roofline, group) and then every view's Table;
+- report: the whole ``pyprof report`` (that pass with the per-activity table, the timeline, the page written).
+Prints one line per figure and the ratios to the baseline. Targets: views of 1M records well under a minute
+(issue 6); the report of 1M records in at most 15 s (issue 15).
 
     python bench/report_speed.py [--rows 1000000] [--input RECORDS.dict] [--keep FILE]
+    python bench/report_speed.py --records RECORDS.dict      # time these records as they are (no scaling)
+
+Records written by the scaling carry every key (read_lines puts back what parse leaves out), so they are larger
+than parse's own; ``--records`` on parse's output of a scaled export (bench/scale_export.py) times what users
+get.
 """
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ from pyprof.record import end_line, read_lines  # noqa: E402
 from pyprof.prof.reader import loads  # noqa: E402
 from pyprof.prof.aggregate import aggregate_files  # noqa: E402
 from pyprof.prof.views import build  # noqa: E402
+from pyprof.report.cli import run as report_run  # noqa: E402
 
 DEFAULT_EXPORT = os.path.join(ROOT, "tests", "data", "nsys", "pyprof", "transformer.sqlite.xz")
 
@@ -77,12 +85,13 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--input", default=None, help="records to replicate (default: the transformer capture)")
     ap.add_argument("--keep", default=None, help="write the scaled input here and keep it")
+    ap.add_argument("--records", default=None, help="time these records as they are (no scaling)")
     args = ap.parse_args()
-    recs = _templates(args.input)
-    path = args.keep or tempfile.mkstemp(suffix=".dict")[1]
+    path = args.records or args.keep or tempfile.mkstemp(suffix=".dict")[1]
     try:
-        with open(path, "wb") as f:
-            write_scaled(recs, args.rows, f)
+        if not args.records:
+            with open(path, "wb") as f:
+                write_scaled(_templates(args.input), args.rows, f)
         size_mb = os.path.getsize(path) / 1e6
         t = time.perf_counter()
         n = 0
@@ -91,6 +100,9 @@ def main() -> None:
                 loads(line)
                 n += 1
         n -= 1  # the last line is parse's end line, decoded (the readers read it too) but not a record
+        with open(path, "rb") as f:
+            if f.readline().startswith(b'{"pyprof_header"'):
+                n -= 1  # parse's header line: not a record either
         base_s = time.perf_counter() - t
         t = time.perf_counter()
         agg = aggregate_files([path])
@@ -105,8 +117,19 @@ def main() -> None:
         print(f"views ({len(tables)} tables): {views_s:.2f} s")
         print(f"total: {total_s:.2f} s, {n / total_s:,.0f} records/s")
         print(f"ratio total / baseline: {total_s / base_s:.2f}x")
+        del agg, tables
+        page = tempfile.mkstemp(suffix=".html")[1]
+        try:
+            t = time.perf_counter()
+            report_run([path], page)
+            report_s = time.perf_counter() - t
+            print(f"report (the page of every view, every activity, the timeline): {report_s:.2f} s, "
+                  f"{os.path.getsize(page) / 1e6:.0f} MB page")
+            print(f"ratio report / baseline: {report_s / base_s:.2f}x; report / views: {report_s / total_s:.2f}x")
+        finally:
+            os.unlink(page)
     finally:
-        if not args.keep:
+        if not args.keep and not args.records:
             os.unlink(path)
 
 

@@ -19,7 +19,7 @@ from pyprof.prof.coverage import Coverage
 from pyprof.common import no_cyclic_gc
 from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks, roofline
-from pyprof.prof.groups import Group, add, callsite_key, kernel_key, layer_path, merge_into, op_key, sample, \
+from pyprof.prof.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, merge_into, op_key, sample, \
     shapes_key
 from pyprof.prof.registry import TC_FAMILIES, Family
 from pyprof.prof.occupancy import est_occupancy, limits, sm_fraction
@@ -30,10 +30,6 @@ NO_STEP = -1
 _PROFILER_STEP = "ProfilerStep#"
 # User ranges that name an iteration: "step 3", "layer:train_step_3", "iteration#12", "iter-4".
 _USER_STEP = re.compile(r"(?i)(?:^|[^a-z])(?:step|iter|iteration)[\s#:_-]*(\d+)\s*$")
-# Optimizer work: PyTorch's own range around every optimizer's step (``Optimizer.step#AdamW.step``), and the
-# multi-tensor ops that only optimizers (and grad clipping, their neighbour) call.
-OPTIMIZER_RANGE = "Optimizer.step"
-OPTIMIZER_OPS = ("_foreach_", "_fused_")
 # Kernels that only convert a tensor between NCHW and NHWC (cuDNN's, PyTorch's): the price of a convolution in
 # a layout its kernels do not take.
 _LAYOUT = re.compile(r"(?i)nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw")
@@ -258,18 +254,6 @@ def _new_call(w: WorkerData, d: dict, okey: str, is_kernel: bool) -> int:
     return 1
 
 
-def is_optimizer(d: dict) -> bool:
-    """True for an activity of an optimizer step: a ``_foreach_*``/``_fused_*`` op, or anything launched under
-    PyTorch's ``Optimizer.step#...`` range (an optimizer's per-parameter loop of plain ops)."""
-    op = d.get("op")
-    if op and op[0].startswith(OPTIMIZER_OPS):
-        return True
-    for name in d.get("ranges") or ():
-        if name.startswith(OPTIMIZER_RANGE):
-            return True
-    return False
-
-
 def _list_bytes(args) -> int:
     """Bytes of the largest tensor list among an op's arguments (0 when none, or a dtype is unknown)."""
     best = 0
@@ -363,7 +347,7 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
         if m.family == Family.CONV:
             low = full.lower()
             add(w.convs, ("nhwc" if "nhwc" in low else "nchw" if "nchw" in low else "?", m.dtype), s)
-        if is_optimizer(d):
+        if s.optimizer:
             add(w.optimizer, okey, s, new_call).bytes += m.bytes or 0
             if new_call:
                 for rname in d.get("ranges") or ():

@@ -32,6 +32,26 @@ class Sample(NamedTuple):
     roof_ns: int  # its duration when its roofline is known, else 0
     tiny: bool  # a kernel under TINY_NS
     backward: bool
+    optimizer: bool  # work of an optimizer step (is_optimizer): neither forward nor backward
+
+
+# Optimizer work: PyTorch's own range around every optimizer's step (``Optimizer.step#AdamW.step``), and the
+# multi-tensor ops that only optimizers (and grad clipping, their neighbour) call.
+OPTIMIZER_RANGE = "Optimizer.step"
+OPTIMIZER_OPS = ("_foreach_", "_fused_")
+
+
+def is_optimizer(d: dict) -> bool:
+    """True for an activity of an optimizer step: a ``_foreach_*``/``_fused_*`` op, or anything launched under
+    PyTorch's ``Optimizer.step#...`` range (an optimizer's per-parameter loop of plain ops)."""
+    op = d.get("op")
+    first = op if isinstance(op, str) else op[0] if op else None
+    if isinstance(first, str) and first.startswith(OPTIMIZER_OPS):
+        return True
+    for name in d.get("ranges") or ():
+        if isinstance(name, str) and name.startswith(OPTIMIZER_RANGE):
+            return True
+    return False
 
 
 def sample(d: dict, m, roof) -> Sample:
@@ -41,7 +61,8 @@ def sample(d: dict, m, roof) -> Sample:
     roof_ns = dur if pct is not None else 0
     # tuple.__new__: this runs once per activity of the views' pass, and skips the named tuple's own __new__
     return _new_tuple(Sample, (dur, m.flops or 0, m.flops is not None, pct * dur / 100.0 if roof_ns else 0.0,
-                               dur if m.tc else 0, dur if m.tc is not None else 0, roof_ns, dur < TINY_NS and d.get("kind") not in _COPIES, d.get("dir") == "bprop"))
+                               dur if m.tc else 0, dur if m.tc is not None else 0, roof_ns, dur < TINY_NS and d.get("kind") not in _COPIES, d.get("dir") == "bprop",
+                               d.get("dir") != "bprop" and is_optimizer(d)))
 
 
 _new_tuple = tuple.__new__
@@ -66,8 +87,9 @@ class Group:
     roof_ns: int = 0  # time of the activities whose roofline is known: without any, the group's roofline is na
     tiny: int = 0
     tiny_ns: int = 0
-    fwd_ns: int = 0  # time of forward (and undirected) activities
+    fwd_ns: int = 0  # time of forward (and undirected) activities, optimizer steps' left out
     bwd_ns: int = 0
+    opt_ns: int = 0  # time of optimizer steps' activities
     min_ns: int | None = None  # kept by add_extremes
     max_ns: int | None = None
     occ_x_ns: float = 0.0  # estimated occupancy x duration, over the kernels whose occupancy is known
@@ -90,6 +112,8 @@ class Group:
             self.tiny_ns += ns
         if s.backward:
             self.bwd_ns += ns
+        elif s.optimizer:
+            self.opt_ns += ns
         else:
             self.fwd_ns += ns
 

@@ -13,7 +13,8 @@ class Table:
     columns: column keys; headers: their display names (same length); units in the header (``Time (ms)``).
     rows: list of row lists, values are str / int / float / None (None renders as ``na``).
     notes: sentences shown under the table (caveats, what a number means, what was capped).
-    chart: None, or {"type": "bar" | "pie" | "stacked", "label": column key, "values": [column keys]}:
+    chart: None, or {"type": "bar" | "pie" | "stacked", "label": column key (or keys, joined by a space),
+        "values": [column keys], "top": N (stacked only: the N rows with the largest sum, else the first rows)}:
         how the HTML page draws this table (top rows for bar/pie, one stacked bar per row for "stacked").
     tree_column: None, or the key of an int column giving each row's depth (the layer tree): renderers indent.
     worker: None for all workers together, else the worker (process) this table is about.

@@ -12,7 +12,7 @@ from array import array
 
 import numpy as np
 
-from pyprof.prof.groups import callsite_key, dir_key, layer_path, op_key
+from pyprof.prof.groups import callsite_key, dir_key, kernel_key, kernel_labels, layer_path, op_key
 from pyprof.prof.views.common import short_lines
 
 #: A known-unknown number in the integer columns (no FLOPs modelled, no Tensor Core verdict).
@@ -54,6 +54,7 @@ class ActivityTable:
         self.roofline_pct = array("d")  # NaN when unknown
         self.tc = array("b")  # 1 on Tensor Cores, 0 eligible and not, NA when not a Tensor Core question
         self.text = {k: _Interned() for k in _TEXT}
+        self.short_names: dict = {}  # a kernel's full name -> its short name (the kernels view's labels)
         self._workers: dict = {}  # id(WorkerData) -> (index, WorkerData), names read at the end
         # GPU time of the activities that carry modelled FLOPs (the headline's modelled share)
         self.flops_ns = 0
@@ -73,7 +74,12 @@ class ActivityTable:
         self.roofline_pct.append(float("nan") if pct is None else pct)
         self.tc.append(NA if m.tc is None else int(bool(m.tc)))
         t = self.text
-        t["kernel"].add(d.get("kShortName") or d.get("kind") or "na")
+        # by full name, labelled at the end as the kernels view labels them, so that a row of that view and
+        # its activities carry one name
+        full = kernel_key(d)
+        t["kernel"].add(full)
+        if full not in self.short_names:
+            self.short_names[full] = d.get("kShortName") or full if d.get("kind", "kernel") == "kernel" else None
         t["op"].add(op_key(d))
         t["dir"].add(dir_key(d))
         t["line"].add(callsite_key(d))
@@ -102,6 +108,8 @@ class ActivityTable:
         lines = self.text["line"].strings()
         prefix, short = short_lines({x: None for x in lines if x != "-"})
         strings = {k: self.text[k].strings() for k in _TEXT}
+        labels = kernel_labels({f: s for f, s in self.short_names.items() if s is not None})
+        strings["kernel"] = [labels.get(f, f) for f in strings["kernel"]]
         strings["line"] = [short.get(x, x) for x in lines]
         strings["worker"] = [w.name for _i, w in sorted(self._workers.values(), key=lambda e: e[0])]
         return {

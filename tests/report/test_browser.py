@@ -16,6 +16,7 @@ from pyprof.report.cli import run
 DATA = pathlib.Path(__file__).parents[1] / "data" / "nsys" / "pyprof"
 EVIL = "evil<img src=x onerror=window.pwned=1>&amp;"
 PAGE_ROWS = 100  # report.js shows this many rows before "Show all"
+WIDTHS = (1024, 1280, 1920)  # the window widths the page must fit
 
 
 def _driver():
@@ -84,11 +85,13 @@ def test_loads_and_renders(browser, report):
     assert sorted(v for v, _ in drawn) == sorted(t["name"] for t in charted)
     assert all(n > 0 for _, n in drawn)
     rects = browser.execute_script("return document.querySelectorAll('#timeline rect[data-i]').length")
-    assert rects == len(data["timeline"]["ev"]) // 5 > 500  # 500 activities and their launch calls
+    # 500 activities, their 500 launch calls and the CPU ranges around those
+    assert rects == len(data["timeline"]["ev"]) // 6 > 1000
     path = os.environ.get("PYPROF_SCREENSHOT")
     if path:  # for a person to look at: PYPROF_SCREENSHOT=/tmp/report.png pytest tests/report/test_browser.py
-        browser.set_window_size(1500, min(browser.execute_script("return document.body.scrollHeight"), 8000))
-        browser.save_screenshot(path)
+        for width in WIDTHS:
+            browser.set_window_size(width, min(browser.execute_script("return document.body.scrollHeight"), 8000))
+            browser.save_screenshot(path.replace(".png", f"-{width}.png"))
         browser.set_window_size(1500, 1000)
 
 
@@ -158,4 +161,170 @@ def test_worker_selector(browser, tmp_path):
         f"worker {workers[0]}"
     assert browser.execute_script("return document.querySelectorAll('#view-operators tbody tr').length") == \
         min(len(ops["rows"]), PAGE_ROWS)
+    assert _errors(browser) == []
+
+
+# ---- layout, filter, drill-down, every activity (issue 15)
+
+
+@pytest.fixture(scope="module")
+def records(report):
+    """The records behind the report (the hostile name included), as the page's numbers must match them."""
+    lines = (report.parent / "resnet.dict").read_text().splitlines()
+    return [json.loads(x) for x in lines[1:] if '"pyprof_end"' not in x]
+
+
+def _overflow(browser) -> list:
+    """What sticks out: the page wider than the window, a table or chart wider than its box."""
+    return browser.execute_script("""
+        const out = [];
+        if (document.documentElement.scrollWidth > window.innerWidth) out.push(['page', document.documentElement.scrollWidth]);
+        document.querySelectorAll('.tablewrap, .vscroll, section').forEach(e => {
+          if (e.scrollWidth > e.clientWidth + 1) out.push([e.closest('section').id, e.scrollWidth, e.clientWidth]);
+        });
+        document.querySelectorAll('main svg').forEach(s => {
+          const sec = s.closest('section');
+          if (s.getBoundingClientRect().right > sec.getBoundingClientRect().right + 1) out.push(['svg in ' + sec.id]);
+        });
+        return out;""")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_fits_the_window(browser, report, width):
+    browser.set_window_size(width, 1000)
+    try:
+        _load(browser, report)
+        assert _overflow(browser) == []
+        # every number column of every table is inside the window (the last header's right edge)
+        right = browser.execute_script("""return Math.max(...[...document.querySelectorAll('main table')]
+            .filter(t => t.offsetParent).map(t => { const th = t.querySelector('thead th:last-child');
+            return th.getBoundingClientRect().right; }))""")
+        assert right <= width
+        assert _errors(browser) == []
+    finally:
+        browser.set_window_size(1500, 1000)
+
+
+def _op_label(d: dict) -> str:
+    # The op a record is charged to (docs/views.md, operators): a backward kernel its forward op's, "(bprop)"
+    if d["kind"] != "kernel":
+        return d["kind"]
+    op = (d.get("op") or ["na"])[0]
+    if d.get("dir") == "bprop":
+        fwd = d.get("fwd") or {}
+        fop = fwd.get("op")
+        return f"{(fop if isinstance(fop, str) else fop[0]) if fop else op} (bprop)"
+    return op
+
+
+def _type_filter(browser, text: str) -> None:
+    browser.execute_script("const f = document.getElementById('filter'); f.value = arguments[0];"
+                           "f.dispatchEvent(new Event('input'));", text)
+    browser.execute_script("return new Promise(r => setTimeout(r, 400))")  # the box waits 150 ms for typing
+
+
+def test_filter_narrows_every_table(browser, report, records):
+    _load(browser, report)
+    _type_filter(browser, "batch_norm")
+    # op names are the only field with "batch_norm" in this capture (cuDNN's kernels say "batchnorm", the
+    # layers "bn1", the lines resnet.py): the activities that match are batch_norm's, forward and backward
+    expected = sum(1 for d in records if _op_label(d).startswith("batch_norm"))
+    assert expected > 100
+    info = browser.execute_script("return document.getElementById('activities-info').textContent")
+    assert info.startswith(f"{expected:,} of {len(records):,} activities")
+    ops = _column(browser, "operators", "Op")
+    assert sorted(ops) == ["batch_norm", "batch_norm (bprop)"]
+    for view in ("operators_shapes", "lines", "kernels"):
+        shown = browser.execute_script(f"return [...document.querySelectorAll('#view-{view} tbody tr')]"
+                                       ".map(tr => tr.textContent.toLowerCase())")
+        for row in shown:
+            assert "batch_norm" in row or view in ("lines", "kernels") and row == "", (view, row)
+    _type_filter(browser, "")
+    assert browser.execute_script("return document.querySelectorAll('#view-operators tbody tr').length") > 2
+    assert _errors(browser) == []
+
+
+def test_drill_down_op_to_kernels_to_lines_and_back(browser, report, records):
+    data = _load(browser, report)
+    ops = next(t for t in data["tables"] if t["name"] == "operators")
+    top = ops["rows"][0]
+    op, kernels = top[ops["columns"].index("op")], top[ops["columns"].index("kernels")]
+    browser.execute_script("document.querySelector('#view-operators tbody tr button.drill').click()")
+    assert browser.execute_script("return document.getElementById('drill').style.display") == ""
+    summary = browser.execute_script("return document.querySelector('#drill .drill-sum').textContent")
+    mine = [d for d in records if _op_label(d) == op]
+    assert len(mine) == kernels  # the view's count and a recount from the records
+    assert summary.startswith(f"{len(mine):,} GPU activities, ")
+    # the op's kernels, most time first; their counts add up to the op's
+    parts = browser.execute_script("""return [...document.querySelectorAll('#drill .drill-part[data-dim=kernel] tbody tr')]
+        .map(tr => [tr.children[0].textContent, +tr.children[1].textContent.replace(/,/g, '')])""")
+    assert sum(n for _, n in parts) == len(mine)
+    # one step further: its first kernel, then that kernel's lines
+    browser.execute_script("document.querySelector('#drill .drill-part[data-dim=kernel] button.drill').click()")
+    crumbs = browser.execute_script("return [...document.querySelectorAll('#drill .crumb')].map(b => b.textContent)")
+    assert len(crumbs) == 3 and crumbs[1] == f"Op: {op}" and crumbs[2].startswith("Kernel: ")
+    n2 = int(browser.execute_script("return document.querySelector('#drill .drill-sum').textContent")
+             .split(" ")[0].replace(",", ""))
+    assert n2 == parts[0][1]
+    lines = browser.execute_script("return document.querySelectorAll('#drill .drill-part[data-dim=line] tbody tr').length")
+    assert lines >= 1
+    info = browser.execute_script("return document.getElementById('activities-info').textContent")
+    assert info.startswith(f"{n2:,} of {len(records):,} activities")
+    # back: the op alone, then everything
+    browser.execute_script("document.querySelectorAll('#drill .crumb')[1].click()")
+    assert browser.execute_script("return document.querySelector('#drill .drill-sum').textContent").startswith(f"{len(mine):,} ")
+    browser.execute_script("document.querySelector('#drill .crumb').click()")
+    assert browser.execute_script("return document.getElementById('drill').style.display") == "none"
+    assert _errors(browser) == []
+
+
+def test_every_activity_is_in_the_table(browser, report, records):
+    data = _load(browser, report)
+    assert data["activities"]["n"] == len(records) == 784
+    drawn = browser.execute_script("return document.querySelectorAll('.vscroll tbody tr[data-i]').length")
+    assert 0 < drawn < len(records)  # only the rows in view are in the page
+    browser.execute_script("const s = document.querySelector('.vscroll'); s.scrollTop = s.scrollHeight;")
+    browser.execute_script("return new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)))")
+    last = browser.execute_script("const r = [...document.querySelectorAll('.vscroll tbody tr[data-i]')];"
+                                  "return +r[r.length - 1].dataset.i")
+    assert last == len(records) - 1
+    # longest first on the first click on Duration: the longest record's duration, in us to 0.1
+    browser.execute_script("document.querySelector('#view-activities th[data-col=dur_us]').click()")
+    first = browser.execute_script("return document.querySelector('.vscroll tbody tr[data-i]').children[1].textContent")
+    assert first == f"{max(d['kDuration'] for d in records) / 1000:,.1f}"
+    assert _errors(browser) == []
+
+
+def test_headline_agrees_with_the_records(browser, report, records):
+    data = _load(browser, report)
+    h = data["headline"]
+    assert h["activities"] == len(records)
+    assert h["gpu_ms"] == pytest.approx(sum(d["kDuration"] for d in records) / 1e6, abs=1e-4)
+    cards = browser.execute_script("return [...document.querySelectorAll('#headline .card .value')].map(e => e.textContent)")
+    assert cards[2] == f"{h['gpu_ms']:,.3f} ms"
+    ov = next(t for t in data["tables"] if t["name"] == "overview")
+    mean = ov["rows"][-1] if len(ov["rows"]) > 1 else ov["rows"][0]
+    assert h["step_ms"] == mean[ov["columns"].index("span_ms")]
+    assert len(h["top_ops"]) == 3 and h["top_ops"][0]["label"] == data["tables"][1]["rows"][0][0]
+    assert browser.execute_script("return document.querySelectorAll('#headline button.drill').length") >= 3
+
+
+def test_timeline_zooms_and_its_tip_stays_on_screen(browser, report):
+    _load(browser, report)
+    before = browser.execute_script("return document.getElementById('tl-window').textContent")
+    browser.execute_script("document.getElementById('tl-zoom-in').click()")
+    browser.execute_script("return new Promise(r => requestAnimationFrame(() => setTimeout(r, 50)))")
+    after = browser.execute_script("return document.getElementById('tl-window').textContent")
+    assert after != before
+    # hover the right-most event: the tip must not run off the window
+    tip = browser.execute_script("""
+        const rs = [...document.querySelectorAll('#timeline rect[data-i]')];
+        const r = rs.reduce((a, b) => a.getBoundingClientRect().right > b.getBoundingClientRect().right ? a : b);
+        r.scrollIntoView({block: 'center'});
+        const b = r.getBoundingClientRect();
+        r.dispatchEvent(new MouseEvent('mousemove', {bubbles: true, clientX: b.right - 1, clientY: b.top + 2}));
+        const t = document.getElementById('tip').getBoundingClientRect();
+        return [t.left, t.right, t.top, t.bottom, window.innerWidth, window.innerHeight, document.getElementById('tip').style.display];""")
+    left, right, top, bottom, w, hgt, shown = tip
+    assert shown == "block" and left >= 0 and right <= w and top >= 0 and bottom <= hgt
     assert _errors(browser) == []

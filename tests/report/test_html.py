@@ -67,9 +67,28 @@ def test_timeline_cap_and_rows():
     evs += [{"ph": "X", "name": "cudaLaunchKernel", "pid": 3, "tid": 4, "ts": 999.0, "dur": 0.25}]
     tl = report_page.timeline(evs, cap=51)
     assert tl["rows"] == ["GPU 0 \u00b7 stream 7", "pid 3 \u00b7 4"]  # GPU rows first
-    assert len(tl["ev"]) == 51 * 5 and tl["t0_us"] == 999.0 and tl["names"] == ["k0", "k1", "k2", "cudaLaunchKernel"]
-    assert tl["ev"][:5] == [0, 1.0, 0.5, 0, 1]  # row, ts from t0, dur, name, tip
-    assert len(report_page.timeline(evs, cap=10)["ev"]) == 10 * 5
+    assert len(tl["ev"]) == 51 * 6 and tl["t0_us"] == 999.0
+    assert sorted(tl["names"]) == ["cudaLaunchKernel", "k0", "k1", "k2"]
+    k0 = tl["names"].index("k0")
+    assert tl["ev"][:6] == [0, 1.0, 0.5, k0, 1, 0]  # row, ts from t0, dur, name, tip, lane
+    assert tl["lanes"] == [1, 1]  # 0.5 us kernels 1 us apart never overlap
+    assert len(report_page.timeline(evs, cap=10)["ev"]) == 10 * 6
+
+
+def test_timeline_lanes_nest_ranges_over_launches():
+    # A thread's step range holds two op ranges, each holding a launch: three depths, so three lanes; a
+    # second row's lone event stays in lane 0.
+    evs = [{"ph": "X", "name": "step", "cat": "range", "pid": 3, "tid": 4, "ts": 0.0, "dur": 10.0},
+           {"ph": "X", "name": "linear", "cat": "range", "pid": 3, "tid": 4, "ts": 0.0, "dur": 4.0},
+           {"ph": "X", "name": "relu", "cat": "range", "pid": 3, "tid": 4, "ts": 5.0, "dur": 5.0},
+           {"ph": "X", "name": "cudaLaunchKernel", "pid": 3, "tid": 4, "ts": 1.0, "dur": 2.0},
+           {"ph": "X", "name": "cudaLaunchKernel", "pid": 3, "tid": 4, "ts": 6.0, "dur": 2.0},
+           {"ph": "X", "name": "k", "pid": 3, "tid": 9, "ts": 2.0, "dur": 1.0}]
+    tl = report_page.timeline(evs)
+    assert tl["lanes"] == [3, 1]
+    by_name_lane = sorted((tl["names"][tl["ev"][i + 3]], tl["ev"][i + 5]) for i in range(0, len(tl["ev"]), 6))
+    assert by_name_lane == [("cudaLaunchKernel", 2), ("cudaLaunchKernel", 2), ("k", 0), ("linear", 1),
+                            ("relu", 1), ("step", 0)]
 
 
 def test_is_records(tmp_path):

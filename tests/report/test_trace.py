@@ -41,7 +41,7 @@ def test_every_activity_with_its_times(resnet):
 def test_launches_on_cpu_rows_and_flows_pair_up(resnet):
     records = resnet
     evs = _trace(resnet)["traceEvents"]
-    launches = [e for e in evs if e["ph"] == "X" and e["pid"] < GPU_PID_BASE]
+    launches = [e for e in evs if e["ph"] == "X" and e["pid"] < GPU_PID_BASE and e["cat"] == "cuda_api"]
     assert len(launches) == sum(1 for d in records if d["api_start_ns"] is not None) == 784
     assert {(e["pid"], e["tid"]) for e in launches} == {(d["pid"], d["tid"]) for d in records}
     starts = {e["id"]: e for e in evs if e["ph"] == "s"}
@@ -78,8 +78,10 @@ def test_args_carry_op_and_model(resnet):
 def test_cap_keeps_valid_json_and_says_so(resnet):
     t = _trace(resnet, max_events=10)
     assert sum(1 for e in t["traceEvents"] if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE) == 10
+    slices = sum(1 for e in t["traceEvents"] if e.get("cat") == "range")
     assert t["otherData"] == {"producer": "pyprof report --trace", "activities": 10, "activities_in_input": 784,
-                              "truncated": True}
+                              "cpu_range_slices": slices, "truncated": True}
+    assert slices > 0
 
 
 def test_graph_launch_drawn_once_and_missing_launch_tolerated():
@@ -150,3 +152,31 @@ def test_the_forward_op_of_parses_records_is_whole(resnet):
     evs = _trace(resnet)["traceEvents"]
     fwd_ops = {e["args"]["forward op"] for e in evs if e["ph"] == "X" and "forward op" in e.get("args", {})}
     assert "torch.nn.functional.conv2d" in fwd_ops and all(len(op.rsplit(".", 1)[-1]) > 1 for op in fwd_ops)
+
+
+def test_cpu_ranges_are_slices_that_nest_around_their_launches(resnet):
+    """Every record's enclosing ranges become slices on its launching thread, from the first launch made in
+    the range to the last: each launch lies inside a slice of each of its ranges, slices on a thread nest (a
+    child never sticks out of its parent), and each training step is one slice."""
+    evs = _trace(resnet)["traceEvents"]
+    ranges = [e for e in evs if e.get("cat") == "range"]
+    steps_in_records = {r for d in resnet for r in d.get("ranges") or () if r.startswith("ProfilerStep#")}
+    assert steps_in_records  # the capture has its steps: the check below is not vacuous
+    assert sorted(e["name"] for e in ranges if e["name"].startswith("ProfilerStep#")) == sorted(steps_in_records)
+    by_thread: dict = {}
+    for e in ranges:
+        by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"], e["name"]))
+    for d in resnet:
+        if d.get("api_start_ns") is None or not d.get("ranges"):
+            continue
+        a0, a1 = d["api_start_ns"] / 1000, d["api_end_ns"] / 1000
+        mine = by_thread[(d["pid"], d["tid"])]
+        for name in set(d["ranges"]):
+            assert any(t0 - 1e-6 <= a0 and a1 <= t1 + 1e-6 for t0, t1, n in mine if n == name), (name, a0)
+    for slices in by_thread.values():
+        open_ends: list = []
+        for t0, t1, _n in sorted(slices, key=lambda s: (s[0], -s[1])):
+            while open_ends and open_ends[-1] <= t0 + 1e-6:
+                open_ends.pop()
+            assert not open_ends or t1 <= open_ends[-1] + 1e-6  # nested in the enclosing slice
+            open_ends.append(t1)

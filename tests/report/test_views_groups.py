@@ -71,6 +71,25 @@ def test_backward_time_charged_to_forward_line(records):
     assert row[c.index("source")] == "return x + self.fc2(F.gelu(self.fc1(self.norm2(x))))"
 
 
+def test_optimizer_time_is_neither_forward_nor_backward(records):
+    # opt.step() (transformer.py:60) runs AdamW's foreach ops: all of that line's time is the optimizer's, none
+    # forward; the other lines have none. Recounted from the records: the _foreach_ ops' kernels at that line.
+    recs = records("nsys/pyprof/transformer.sqlite.xz")
+    (t,) = build(aggregate([("x", recs)]), ["lines"])
+    c = t.columns
+    by_line = {r[0]: r for r in t.rows}
+    opt = sum(d["kDuration"] for d in recs if (d.get("callsite") or "").endswith("transformer.py:60")
+              and d["op"] and d["op"][0].startswith("_foreach_")) / 1e6
+    row = by_line["transformer.py:60"]
+    assert opt > 1.0  # ms: a quarter of the capture's GPU time
+    assert row[c.index("opt_ms")] == pytest.approx(opt, abs=1e-4) == pytest.approx(row[c.index("gpu_ms")], abs=1e-4)
+    assert row[c.index("fwd_ms")] == 0
+    assert all(r[c.index("opt_ms")] == 0 for k, r in by_line.items() if k != "transformer.py:60")
+    for r in t.rows:  # the three parts add up to the line's time
+        assert r[c.index("fwd_ms")] + r[c.index("bwd_ms")] + r[c.index("opt_ms")] == \
+            pytest.approx(r[c.index("gpu_ms")], abs=3e-4)
+
+
 def test_source_found_by_path_suffix(monkeypatch):
     monkeypatch.chdir(ROOT)
     recs = [kernel(1000, 50, callsite="/elsewhere/checkout/examples/transformer.py:31"),

@@ -56,7 +56,7 @@ def operators_shapes(agg: Aggregate, worker: str | None = None) -> Table:
     ws = agg.select(worker)
     cols = [("op", "Op"), ("shapes", "Input shapes")] + _OP_COLS
     t = Table.of("operators_shapes", "Operators by input shape", cols,
-                 chart={"type": "bar", "label": "op", "values": ["device_ms"]},
+                 chart={"type": "bar", "label": ["op", "shapes"], "values": ["device_ms"]},
                  notes=list(_OP_NOTES) + ["Input shapes: one entry per argument, [] for a non-tensor."])
     t.rows = _op_rows(merged(ws, "shapes"), total(ws, "gpu_ns"), lambda k: [k[0], k[1]])
     return t
@@ -98,17 +98,19 @@ def lines(agg: Aggregate, worker: str | None = None) -> Table:
     readable here, longest first."""
     ws = agg.select(worker)
     cols = [("line", "Line"), ("source", "Source"), ("kernels", "Kernels"), ("gpu_ms", "GPU (ms)"),
-            ("fwd_ms", "Forward (ms)"), ("bwd_ms", "Backward (ms)"), ("time_pct", "Time %"), ("flops", "FLOPs"),
-            ("tflops", "TFLOP/s"), ("roofline_pct", "Roofline %"), ("tc_pct", "TC %")]
+            ("fwd_ms", "Forward (ms)"), ("bwd_ms", "Backward (ms)"), ("opt_ms", "Optimizer (ms)"),
+            ("time_pct", "Time %"), ("flops", "FLOPs"), ("tflops", "TFLOP/s"), ("roofline_pct", "Roofline %"),
+            ("tc_pct", "TC %")]
     t = Table.of("lines", "GPU time per source line", cols,
-                 chart={"type": "bar", "label": "line", "values": ["gpu_ms"]})
+                 chart={"type": "stacked", "label": "line", "values": ["fwd_ms", "bwd_ms", "opt_ms"], "top": 12})
     gpu_ns = total(ws, "gpu_ns")
     groups = merged(ws, "lines")
     prefix, shown = short_lines(groups)
     for line, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
         src = source_line(line) if line != "-" else None
         ns = g.ns
-        t.rows.append([shown[line], src, g.count, ms(ns), ms(g.fwd_ns), ms(g.bwd_ns), pct(ns, gpu_ns)] +
+        t.rows.append([shown[line], src, g.count, ms(ns), ms(g.fwd_ns), ms(g.bwd_ns), ms(g.opt_ns),
+                                pct(ns, gpu_ns)] +
                       modelled_cols(g))
     if prefix:
         t.notes.append(f"Lines are relative to {prefix}.")

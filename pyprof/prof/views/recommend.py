@@ -35,6 +35,8 @@ COPY_SHARE = 1.0  # copies between host and device with this much GPU time
 LOW_OCCUPANCY = 25.0  # estimated occupancy %
 LOW_OCC_SHARE = 10.0  # % of kernel time in low-occupancy kernels
 MAX_ROWS_PER_RULE = 3
+#: Rules whose time is (or includes) GPU idle time rather than activities' time.
+IDLE_RULES = frozenset({"launch_bound", "idle_gaps", "sync_copies"})
 
 
 @dataclass
@@ -82,6 +84,8 @@ class _Ctx:
         self.gpu_ns = total(ws, "gpu_ns")
         self.kernel_ns = total(ws, "kernel_ns")
         self.prefix, self.short = short_lines(merged(ws, "lines"))
+        # The profiled span (the steps' windows, wall time on the GPU's clock): what a saving is a share of.
+        self.span_ns = sum(s.span_ns for w in ws for s in steps(w)[0])
 
     def line(self, key: str, text: bool = False) -> str:
         if key == "-":
@@ -105,12 +109,15 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
     found.sort(key=lambda f: -f.saving_ns)
     for f in found:
         saving = min(f.saving_ns, f.time_ns)
-        t.rows.append([f.rule, f.about, f.evidence, ms(saving), pct(saving, c.gpu_ns), f.action, ms(f.time_ns),
-                       pct(f.time_ns, c.gpu_ns)])
+        # Time % is of GPU time for findings about activities; idle time is no GPU time (its share of the span
+        # is in the evidence), so na there.
+        t.rows.append([f.rule, f.about, f.evidence, ms(saving), pct(saving, c.span_ns or c.gpu_ns), f.action,
+                       ms(f.time_ns), None if f.rule in IDLE_RULES else pct(f.time_ns, c.gpu_ns)])
     if c.prefix:
         t.notes.append(f"Lines are relative to {c.prefix}.")
     t.notes += ["Saving: what fixing the finding would save at most, by the rule's basis (docs/views.md); "
-                "percentages are of GPU time, idle rules' too. Findings can overlap (a line's kernels are also "
+                "Saving % is of the profiled span (the steps' windows, wall time; GPU time when no step is found), "
+                "Time % of GPU time (na for the idle rules, whose time is idle time). Findings can overlap (a line's kernels are also "
                 "kernels): do not add their savings up.",
                 "Data-loading share and pageable vs pinned host memory are not in the records: no rule reads them."]
     if not found:
@@ -229,8 +236,8 @@ def hotspots(c: _Ctx) -> list[Finding]:
         what = f"; ops {_top(top)}" if top else ""
         out.append(Finding(
             "far_from_roofline", label + what,
-            f"{_ms(g.ns)} ({_p(g.ns, c.gpu_ns)} of GPU time) at {roof:.1f}% of its roofline, mostly {bound}; "
-            f"Tensor Cores {g.tc_pct:.0f}% of its time",
+            f"{_ms(g.ns)} ({_p(g.ns, c.gpu_ns)} of GPU time) at {roof:.1f}% of its roofline, mostly {bound}; " +
+            ("no Tensor Core kernels in it" if g.tc_pct is None else f"Tensor Cores {g.tc_pct:.0f}% of its time"),
             at_target(g.ns, g.ideal_ns),
             ("Memory-bound: fuse its element-wise ops (torch.compile), avoid copies (.contiguous, casts), use "
              "lower precision" if bound == "memory-bound" else

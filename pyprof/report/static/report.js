@@ -124,6 +124,7 @@
 
   // ---- drill-down: op -> its kernels -> their lines, and back ----------------------------------------------
   let drillPath = [];
+  const DRILL_ROWS = 200;  // rows of each drill-down table (it scrolls); the rest are in the activities table
   const drillBox = document.getElementById("drill");
   function drillTo(path) {
     drillPath = path;
@@ -181,7 +182,7 @@
       [DIM_NAMES[dim], "Activities", "Time (ms)", "Share %"].forEach((x, k) => hr.appendChild(el("th", {class: k ? "num" : "text"}, x)));
       tb.appendChild(el("thead")).appendChild(hr);
       const body = el("tbody");
-      rows.slice(0, 12).forEach(([id, g]) => {
+      rows.slice(0, DRILL_ROWS).forEach(([id, g]) => {
         const tr = el("tr"), name = A.strings[dim][id];
         const td = el("td", {class: "text"});
         td.appendChild(drillLink(dim, name, dim === "line" ? tail(name, 60) : short(name, 60)));
@@ -190,8 +191,10 @@
         body.appendChild(tr);
       });
       tb.appendChild(body);
-      box.appendChild(tb);
-      if (rows.length > 12) box.appendChild(el("p", {class: "notes"}, (rows.length - 12) + " more in the activities table"));
+      const wrap = el("div", {class: "tablewrap drill-table"});
+      wrap.appendChild(tb);
+      box.appendChild(wrap);
+      if (rows.length > DRILL_ROWS) box.appendChild(el("p", {class: "notes"}, (rows.length - DRILL_ROWS) + " more in the activities table"));
       grid.appendChild(box);
     }
     drillBox.replaceChildren(h, crumbs, sum, show, grid);
