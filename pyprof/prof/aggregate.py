@@ -95,7 +95,69 @@ class WorkerData:
         self.threads: dict = {}  # tid -> index
         self.limits: dict = {}  # (gpu, device) -> occupancy.Limits
         self.last_call: dict = {}  # tid -> identity of the op call its last kernel belonged to
+        # tid -> (identity, op key, shapes key, optimizer) of the first call identified on that thread: a part of the input
+        # aggregated on its own (aggregate_jobs) counted it as new; merged after the part before it, it is not
+        # new when that part's last call on the thread is the same call
+        self.first_call: dict = {}
 
+
+    def merge(self, other: "WorkerData") -> None:
+        """Append ``other``, the aggregate of the activities right after this one's (the next part of the same
+        process's records), as if one pass had seen both: groups added up, the timeline arrays joined (thread
+        and site indices renumbered), and an op call that runs across the seam counted once. Every field is
+        handled here: tests/prof/test_aggregate_jobs.py compares every view of a split pass with one pass."""
+        for tid, first in other.first_call.items():
+            ident, okey, skey, optimizer = first
+            if self.last_call.get(tid) == ident:  # the same call, continued: the other part counted it again
+                parts = [(other.ops, okey), (other.shapes, (okey, skey))] + ([(other.optimizer, okey)] if optimizer
+                                                                             else [])
+                for groups, key in parts:
+                    groups[key].calls -= 1
+            elif tid not in self.first_call:
+                self.first_call[tid] = first
+        self.last_call.update(other.last_call)
+        for attr in ("ops", "shapes", "kernel_groups", "lines", "layers", "tc_miss", "copies", "syncs", "line_ops",
+                     "optimizer", "mem_bound", "layout", "convs"):
+            mine = getattr(self, attr)
+            for key, g in getattr(other, attr).items():
+                cur = mine.get(key)
+                if cur is None:
+                    mine[key] = g
+                else:
+                    cur.merge(g)
+        for full, short in other.kernel_names.items():
+            self.kernel_names.setdefault(full, short)
+        for key, nbytes in other.opt_list_bytes.items():
+            if nbytes > self.opt_list_bytes.get(key, 0):
+                self.opt_list_bytes[key] = nbytes
+        self.opt_ranges |= other.opt_ranges
+        self.layout_names |= other.layout_names
+        self.gpus |= other.gpus
+        for key, lim in other.limits.items():
+            self.limits.setdefault(key, lim)
+        for k, v in other.totals.items():
+            self.totals[k] += v
+        self.untimed += other.untimed
+        offset = len(self.start_ns)
+        self.sync_at += [i + offset for i in other.sync_at]
+        thread_map = array("i", [0] * len(other.threads))
+        for tid, i in other.threads.items():
+            j = self.threads.get(tid)
+            if j is None:
+                j = self.threads[tid] = len(self.threads)
+            thread_map[i] = j
+        site_map = array("i", [0] * len(other.site_keys))
+        for i, key in enumerate(other.site_keys):
+            j = self.site_ids.get(key)
+            if j is None:
+                j = self.site_ids[key] = len(self.site_keys)
+                self.site_keys.append(key)
+            site_map[i] = j
+        for attr in ("start_ns", "end_ns", "launch_ns", "kind", "profiler_step", "user_step", "sm_busy_ns",
+                     "occ_x_ns"):
+            getattr(self, attr).extend(getattr(other, attr))
+        self.thread.extend(thread_map[i] for i in other.thread)
+        self.site.extend(site_map[i] for i in other.site)
 
     @property
     def kernels(self) -> dict[str, Group]:
@@ -228,7 +290,7 @@ def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed:
             observe(w, d, m, r)
 
 
-def _new_call(w: WorkerData, d: dict, okey: str, is_kernel: bool) -> int:
+def _new_call(w: WorkerData, d: dict, okey: str, is_kernel: bool, optimizer: bool = False) -> int:
     """1 when this activity starts a new op call, else 0. A call is identified by the op marker's call id
     (forward, pyprof markers), else by the autograd sequence number (a backward node, or a forward op under
     emit_nvtx / Kineto), on its thread; kernels of one call run one after another on that thread. Without
@@ -250,6 +312,8 @@ def _new_call(w: WorkerData, d: dict, okey: str, is_kernel: bool) -> int:
     tid = d.get("tid")
     if w.last_call.get(tid) == ident:
         return 0
+    if tid not in w.first_call:
+        w.first_call[tid] = (ident, okey, shapes_key(d), optimizer)
     w.last_call[tid] = ident
     return 1
 
@@ -283,7 +347,7 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
     line = callsite_key(d)
     is_kernel = kind == KERNEL
     okey = op_key(d)
-    new_call = _new_call(w, d, okey, is_kernel)
+    new_call = _new_call(w, d, okey, is_kernel, s.optimizer)
     add(w.ops, okey, s, new_call)
     add(w.shapes, (okey, shapes_key(d)), s, new_call)
     add(w.lines, line, s)

@@ -99,14 +99,31 @@ def read_records(stream: IO[bytes], path: str) -> Iterator[tuple[int, dict]]:
     header line. Raises InputError on a malformed line, and at the end for a stream cut short (contract.Ending).
     """
     ending = Ending(path)
-    header = Header()
-    for lineno, line in enumerate(stream, 1):
+    yield from _records_of(enumerate(stream, 1), path, Header(), ending)
+    ending.done()
+
+
+def read_lines_of(lines: Iterable[tuple[int, bytes]], path: str, header: Header,
+                  linenos: list) -> Iterator[tuple[int, dict]]:
+    """``read_records`` of a part of a file: (line number, line) pairs, the file's header already read into
+    ``header``; whether the file ends as parse ends it is not judged here. Appends each record's line number
+    to ``linenos`` as it is yielded."""
+    for lineno, d in _records_of(lines, path, header, None):
+        linenos.append(lineno)
+        yield lineno, d
+
+
+def _records_of(lines: Iterable[tuple[int, bytes]], path: str, header: Header,
+                ending: Ending | None) -> Iterator[tuple[int, dict]]:
+    for lineno, line in lines:
         if is_end(line):
-            ending.end()
+            if ending is not None:
+                ending.end()
             continue
         if is_header(line):
             header.read(line, path, lineno)
-            ending.header()
+            if ending is not None:
+                ending.header()
             continue
         d = typed_loads(line, path, lineno)  # decoded and checked at once: nearly every line
         if d is None:  # not a typed record: decoded whole, and the problem named
@@ -121,14 +138,15 @@ def read_records(stream: IO[bytes], path: str) -> Iterator[tuple[int, dict]]:
             if END_KEY not in d:
                 check(d, path, lineno)
         if END_KEY in d:  # an end line written other than as parse writes it
-            ending.end()
+            if ending is not None:
+                ending.end()
             continue
-        ending.record(d, lineno)
+        if ending is not None:
+            ending.record(d, lineno)
         if "gpu_props" not in d:
             d["gpu_props"] = header.props(d)
         defaults_of(d)
         yield lineno, d
-    ending.done()
 
 
 def legacy_loads(line: bytes, path: str, lineno: int) -> dict:

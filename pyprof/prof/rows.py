@@ -24,13 +24,15 @@ COMMIT_BATCHES = 32  # a spooling output (the CLI's) is written out every 64k ro
 
 
 def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks | None, need_roofline: bool,
-         coverage: Coverage, path: str = "<input>") -> Iterable[tuple[int, dict, Result, Roofline]]:
+         coverage: Coverage, path: str = "<input>",
+         counted: range | None = None) -> Iterable[tuple[int, dict, Result, Roofline]]:
     """(idx, record, model result, Roofline) for each ``(line number, record)``, in input order.
 
     A kernel's result is its share of its op call, so a record comes out once its call is closed: at most
     WINDOW records later. ``modeller`` should be made with ``share=True`` (without, each record gets the
-    record-by-record answer of ``Modeller.model``). Raises InputError naming ``path`` and the line of a field of
-    a wrong type.
+    record-by-record answer of ``Modeller.model``). ``counted``: the idx whose records count in ``coverage``
+    (all by default; a worker of the views' pass replays records around its own). Raises InputError naming
+    ``path`` and the line of a field of a wrong type.
     """
     model, settle, oldest = modeller.model, modeller.settle, modeller.oldest_open
     for_gpu = peaks.for_gpu if peaks is not None else (lambda _g: None)
@@ -44,7 +46,8 @@ def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks |
             ln, d, m = held[k]
             try:
                 dur = d.get("kDuration") or 0
-                add(dur, m)
+                if counted is None or first + k in counted:
+                    add(dur, m)
                 r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
                     if need_roofline and m.family != Family.TRANSFER else NO_ROOFLINE
             except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:

@@ -94,6 +94,31 @@ class ActivityTable:
     def __len__(self) -> int:
         return len(self.start_ns)
 
+    def merge(self, part: "ActivityTable", workers: dict) -> None:
+        """Append ``part``, the table of the activities right after these (a chunk of the views' pass in a
+        worker process: pyprof.prof.aggregate_jobs); ``workers`` maps id() of its WorkerData to the merged
+        ones."""
+        for name in ("start_ns", "dur_ns", "flops", "roofline_pct", "tc"):
+            getattr(self, name).extend(getattr(part, name))
+        for k in _TEXT:
+            if k == "worker":
+                continue
+            mine = self.text[k]
+            ids = [mine.ids.setdefault(text, len(mine.ids)) for text in part.text[k].ids]
+            mine.ids_array.extend(ids[i] for i in part.text[k].ids_array)
+        index = {}
+        for i, w in part._workers.values():
+            merged = workers[id(w)]
+            entry = self._workers.get(id(merged))
+            if entry is None:
+                entry = self._workers[id(merged)] = (len(self._workers), merged)
+            index[i] = entry[0]
+        self.text["worker"].ids_array.extend(index[i] for i in part.text["worker"].ids_array)
+        for full, short in part.short_names.items():
+            self.short_names.setdefault(full, short)
+        self.flops_ns += part.flops_ns
+        self.total_ns += part.total_ns
+
     def to_dict(self) -> dict:
         """Columns as lists (numpy arrays, which the page's JSON writer serialises directly): times relative to
         the first activity's start, in ms and us to the ns; FLOPs, roofline and TC with None for na."""

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeline-events", type=int, default=10000, metavar="N",
                    help="GPU activities drawn in the page's timeline (default 10000; the page stays small)")
     p.add_argument("--title", default=None, help="page title (default: the input's name)")
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="worker processes for the views' pass over one large records file (default: one per CPU "
+                        "core for records of 256 MB or more; 1: one process)")
     return p
 
 
@@ -61,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--timeline-events must be >= 0")
         if args.inputs.count("-") > 1:
             raise UsageError("stdin ('-') can be read only once")
-        run(args.inputs, args.output, args.trace, args.max_trace_events, args.timeline_events, args.title)
+        if args.jobs is not None and args.jobs < 1:
+            raise UsageError("--jobs must be >= 1")
+        run(args.inputs, args.output, args.trace, args.max_trace_events, args.timeline_events, args.title,
+            jobs=args.jobs)
         return 0
 
     return run_command(PROG, lambda: one_line_errors(body))
@@ -117,16 +123,26 @@ def _records(path: str, display: str) -> Iterator[dict]:
             yield d
 
 
-def _tables(sources: list[tuple[str, str]]):
+def _tables(sources: list[tuple[str, str]], jobs: int = 0):
     """The views' Tables (all workers, then each worker when there are several), the table of every GPU
-    activity, and the headline, from one pass over the records."""
+    activity, and the headline, from one pass over the records: spread over ``jobs`` worker processes for one
+    large records file (pyprof.prof.aggregate_jobs), else in this process."""
     from pyprof.prof import views
     from pyprof.prof.aggregate import aggregate
+    from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
     from pyprof.report.activities import ActivityTable
     from pyprof.report.headline import headline
 
-    acts = ActivityTable()
-    agg = aggregate([(name, _records(path, name)) for name, path in sources], observe=acts)
+    agg = None
+    if len(sources) == 1 and parallel_ok(sources[0][1], jobs):
+        try:
+            agg, acts = aggregate_file_jobs(sources[0][1], sources[0][0], jobs, make_observer=ActivityTable,
+                                            merge_observer=ActivityTable.merge)
+        except Fallback:
+            agg = None
+    if agg is None:
+        acts = ActivityTable()
+        agg = aggregate([(name, _records(path, name)) for name, path in sources], observe=acts)
     tables = views.build(agg)
     head = headline(agg, tables, acts.flops_ns)
     if len(agg.workers) > 1:
@@ -136,7 +152,7 @@ def _tables(sources: list[tuple[str, str]]):
 
 
 def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace_events: int | None = None,
-        timeline_events: int = 10000, title: str | None = None) -> None:
+        timeline_events: int = 10000, title: str | None = None, jobs: int | None = None) -> None:
     """Write the report (and the trace) for ``inputs``. Every input is checked, and exports parsed, before
     anything is written; the files appear only when complete (written to a temporary name beside them, then
     renamed; a device such as /dev/null is written in place), and after a failure neither is left, nor any
@@ -174,7 +190,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
                 path = parsed
             sources.append((display, path))
 
-        tables, acts, head = _tables(sources)
+        tables, acts, head = _tables(sources, (os.cpu_count() or 1) if jobs is None else jobs)
         n_records = len(acts)
         # Each input (rank) gets its share of the timeline, so that the ranks can be compared side by side.
         share = timeline_events // len(sources)

@@ -50,17 +50,19 @@ def _compute(w: WorkerData) -> list[Gap]:
     at = np.flatnonzero(idle > 0)
     if not len(at):
         return []
-    sync_ends = {int(end[i]) for i in w.sync_at}
     launch = _view(w.launch_ns)
     site = _view(w.site)
     windows = steps(w)[0]
     edges = np.array([x.start_ns for x in windows], dtype=np.int64)
-    out = []
-    for i in at:
-        nxt = int(order[i + 1])
-        began = int(reach[i])
-        line, op = w.site_keys[int(site[nxt])]
-        j = max(int(np.searchsorted(edges, began, side="right")) - 1, 0)
-        out.append(Gap(began, int(idle[i]), line, op, windows[j].label if windows else "all", began in sync_ends,
-                       max(int(launch[nxt]) - began, 0)))
-    return out
+    labels = [x.label for x in windows] or ["all"]
+    # every gap at once (a million-kernel input has about as many gaps)
+    nxt = order[at + 1]  # the activity that ends each gap
+    began = reach[at]
+    step = np.maximum(np.searchsorted(edges, began, side="right") - 1, 0) if windows else np.zeros(len(at), np.int64)
+    sync_ends = np.unique(end[np.asarray(w.sync_at, dtype=np.int64)]) if w.sync_at else np.empty(0, np.int64)
+    after_sync = np.isin(began, sync_ends)
+    late = np.maximum(launch[nxt] - began, 0)
+    keys = w.site_keys
+    return [Gap(b, i, *keys[k], labels[j], sy, lt) for b, i, k, j, sy, lt in
+            zip(began.tolist(), idle[at].tolist(), site[nxt].tolist(), step.tolist(), after_sync.tolist(),
+                late.tolist())]

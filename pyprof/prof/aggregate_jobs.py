@@ -1,0 +1,268 @@
+"""The views' pass (pyprof.prof.aggregate) spread over worker processes, for record files of millions of lines.
+
+The main process cuts the file into chunks of whole lines; each worker reads its chunk with ``pread``,
+decodes, models and aggregates it, and sends back its per-process WorkerData (and what an observer, the
+report's table of every activity, collected); the main process merges them in file order
+(``WorkerData.merge``). So that a chunk's numbers are the one-pass numbers:
+
+- a kernel's share of its op call's FLOPs depends on the call's other kernels, which lie within WINDOW lines of
+  the call's start (pyprof.prof.share): a worker models the LOOKBACK = 2 x WINDOW lines before its chunk and the
+  WINDOW lines after it too, and counts only its own;
+- an op call that runs across a seam is counted once: the merge compares each thread's first call of a chunk
+  with its last call before it.
+
+What a worker cannot judge alone goes to the one-pass path, which says it exactly: any line it refuses, a
+file that does not start with parse's header line (records before schema 3, the original PyProf's dict lines),
+a second header or an end line before the file's last line (files joined with cat), or a last line that is not
+parse's end line (a file cut short). Needs the ``fork`` start method; elsewhere, and for files under
+MIN_BYTES, callers run the one pass.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from collections import deque
+from typing import Callable, Iterator
+
+from pyprof import forked
+from pyprof.common import InputError, no_cyclic_gc
+from pyprof.record import END_PREFIX, HEADER_PREFIX
+from pyprof.prof.aggregate import Aggregate, WorkerData, _add_record
+from pyprof.prof.contract import Header
+from pyprof.prof.coverage import Coverage
+from pyprof.prof.modeller import Modeller
+from pyprof.prof.reader import read_lines_of
+from pyprof.prof.roofline import Peaks
+from pyprof.prof.rows import rows
+from pyprof.prof.share import WINDOW
+
+#: Bytes per chunk: large, since each chunk also models 3 x WINDOW lines around it (about 8% more at 2.7 kB a
+#: record), and a chunk's result (groups, one timeline entry per activity) crosses a pipe.
+CHUNK_BYTES = 96 << 20
+#: Below this size one pass is faster than starting workers.
+MIN_BYTES = 256 << 20
+LOOKBACK = 2 * WINDOW
+NAME = "a views worker process"
+available = forked.available
+
+
+class Fallback(Exception):
+    """The input needs the one-pass path (see the module's docstring)."""
+
+
+def parallel_ok(path: str, jobs: int) -> bool:
+    """Whether ``path`` is worth and fit for the workers: a regular file of at least MIN_BYTES, with fork."""
+    if jobs < 2 or not available():
+        return False
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size >= MIN_BYTES
+
+
+def _line_starts(fd: int, size: int) -> Iterator[tuple[int, int]]:
+    """(start, end) byte offsets of chunks of about CHUNK_BYTES of whole lines: each ends just after a newline,
+    or at the file's end."""
+    pos = 0
+    while pos < size:
+        end = min(pos + CHUNK_BYTES, size)
+        while end < size:  # on to the end of the line
+            block = os.pread(fd, 1 << 16, end)
+            if not block:
+                end = size
+                break
+            nl = block.find(b"\n")
+            if nl >= 0:
+                end += nl + 1
+                break
+            end += len(block)
+        yield pos, min(end, size)
+        pos = end
+
+
+def _lines_before(fd: int, pos: int, n: int) -> list:
+    """The ``n`` whole lines before offset ``pos`` (all of them when the file has fewer), without newlines."""
+    data, at = b"", pos
+    while at > 0 and data.count(b"\n") <= n:
+        take = min(1 << 20, at)
+        at -= take
+        data = os.pread(fd, take, at) + data
+    lines = data.split(b"\n")
+    lines.pop()  # what follows the newline before ``pos``: nothing
+    if at > 0:
+        lines = lines[1:]  # the first may be the end of a longer line
+    return lines[-n:] if n else []
+
+
+def _lines_after(fd: int, pos: int, n: int, size: int) -> list:
+    """The ``n`` whole lines from offset ``pos`` on (fewer at the file's end), without newlines."""
+    data = b""
+    while pos < size and data.count(b"\n") < n:
+        block = os.pread(fd, 1 << 20, pos)
+        if not block:
+            break
+        data += block
+        pos += len(block)
+    lines = data.split(b"\n")
+    if pos < size or (lines and lines[-1] == b""):
+        lines.pop()  # a partial line, or nothing after the last newline
+    return lines[:n]
+
+
+_state: dict = {}
+
+
+def _serve(conn, path: str, header: Header, peaks: Peaks, make_observer) -> None:
+    """A worker's body (pyprof.forked): answer each task (chunk) with its partial aggregate, until None."""
+    fd = os.open(path, os.O_RDONLY)
+    with no_cyclic_gc():
+        while True:
+            task = conn.recv()
+            if task is None:
+                break
+            try:
+                conn.send(_chunk(fd, task, path, header, peaks, make_observer))
+            except (BrokenPipeError, EOFError):
+                raise
+            except Fallback:
+                conn.send(None)
+            except InputError:
+                conn.send(None)  # the one pass names the file and line
+            except BaseException as e:
+                forked.send_failure(conn, e)
+    os.close(fd)
+
+
+def _chunk(fd: int, task: tuple, path: str, header: Header, peaks: Peaks, make_observer) -> tuple:
+    """The partial aggregate of one chunk: (WorkerData by pid, coverage, observer)."""
+    start, end, size, own_first, is_last = task
+    back = _lines_before(fd, start, LOOKBACK) if start else []
+    own = os.pread(fd, end - start, start).split(b"\n")
+    if own and own[-1] == b"":
+        own.pop()
+    for k, line in enumerate(own):
+        if line.startswith(HEADER_PREFIX) and not (start == 0 and k == 0):
+            raise Fallback  # a second input in the file
+        if line.startswith(END_PREFIX) and not (is_last and k == len(own) - 1):
+            raise Fallback
+    ahead = _lines_after(fd, end, WINDOW, size) if end < size else []
+    # (line number, line) of every line modelled; the reader skips the header and end lines
+    lines = [(own_first - len(back) + k, x) for k, x in enumerate(back)]
+    lines += [(own_first + k, x) for k, x in enumerate(own)]
+    lines += [(own_first + len(own) + k, x) for k, x in enumerate(ahead)]
+    linenos: list = []  # the line number of each record, by its index: which are the chunk's own
+    records = read_lines_of(lines, path, header, linenos)
+    cov = Coverage()
+    workers: dict = {}
+    observer = make_observer() if make_observer is not None else None
+    lo, hi = own_first, own_first + len(own)
+    for idx, d, m, r in rows(records, Modeller(share=True), peaks, True, cov, path,
+                             counted=_Counted(linenos, lo, hi)):
+        if not lo <= linenos[idx] < hi:
+            continue
+        pid = d.get("pid")
+        w = workers.get(pid)
+        if w is None:
+            w = workers[pid] = WorkerData(str(pid))
+        _add_record(w, d, m, r, peaks)
+        if observer is not None:
+            observer(w, d, m, r)
+    return workers, cov, observer
+
+
+class _Counted:
+    """The record indices whose line lies in [lo, hi): ``idx in counted`` (rows' coverage test), read off the
+    line numbers the reader appends as it yields."""
+
+    __slots__ = ("linenos", "lo", "hi")
+
+    def __init__(self, linenos: list, lo: int, hi: int) -> None:
+        self.linenos, self.lo, self.hi = linenos, lo, hi
+
+    def __contains__(self, idx: int) -> bool:
+        return self.lo <= self.linenos[idx] < self.hi
+
+
+def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = None,
+                        make_observer: Callable | None = None, merge_observer: Callable | None = None):
+    """``aggregate([(name, records of path)])`` through ``jobs`` workers: the Aggregate and the merged
+    observer (``make_observer()`` makes one per chunk; ``merge_observer(into, part, workers)`` appends a
+    chunk's, ``workers`` mapping that chunk's WorkerData to the merged ones). Raises Fallback where the one
+    pass must run instead (its caller runs it)."""
+    peaks = peaks or Peaks()
+    header = Header()
+    with open(path, "rb") as f:
+        first = f.readline()
+        if not first.startswith(HEADER_PREFIX):
+            raise Fallback
+        header.read(first, path, 1)
+        size = os.fstat(f.fileno()).st_size
+        f.seek(max(0, size - (1 << 16)))
+        tail = f.read().rstrip(b"\r\n")
+    if not tail[tail.rfind(b"\n") + 1:].startswith(END_PREFIX):
+        raise Fallback  # cut short: the one pass says so
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        chunks = list(_line_starts(fd, size))
+        tasks, lineno = [], 1
+        for start, end in chunks:
+            tasks.append((start, end, size, lineno, end >= size))
+            # line numbers of the next chunk: counted here, one C-level count per chunk (the chunk is read again
+            # by its worker; the page cache serves it)
+            lineno += _count_lines(fd, start, end)
+    finally:
+        os.close(fd)
+    agg = Aggregate()
+    agg.inputs.append(name)
+    merged: dict = {}  # pid -> WorkerData
+    observer = make_observer() if make_observer is not None else None
+    workers: list = []
+    try:
+        for _ in range(jobs):
+            workers.append(forked.start(NAME, _serve, (path, header, peaks, make_observer), duplex=True,
+                                        siblings=workers))
+        pending: deque = deque()
+        for k, task in enumerate(tasks):
+            while len(pending) >= 2 * jobs:
+                _take(workers, pending, agg, merged, observer, merge_observer)
+            workers[k % jobs].send(task)
+            pending.append(k % jobs)
+        while pending:
+            _take(workers, pending, agg, merged, observer, merge_observer)
+        for w in workers:
+            w.send(None)
+    finally:
+        forked.stop(workers)
+    for pid, w in merged.items():
+        w.name = "unknown" if pid is None else str(pid)
+        agg.workers[w.name] = w
+    return agg, observer
+
+
+def _take(workers: list, pending: deque, agg: Aggregate, merged: dict, observer, merge_observer) -> None:
+    result = workers[pending.popleft()].recv()
+    if result is None:
+        raise Fallback
+    parts, cov, part_observer = result
+    agg.coverage.merge(cov)
+    mapping = {}
+    for pid, w in parts.items():
+        cur = merged.get(pid)
+        if cur is None:
+            merged[pid] = cur = WorkerData(str(pid))
+        cur.merge(w)
+        mapping[id(w)] = cur
+    if observer is not None and merge_observer is not None:
+        merge_observer(observer, part_observer, mapping)
+
+
+def _count_lines(fd: int, start: int, end: int) -> int:
+    n, pos = 0, start
+    while pos < end:
+        block = os.pread(fd, min(16 << 20, end - pos), pos)
+        if not block:
+            break
+        n += block.count(b"\n")
+        pos += len(block)
+    return n
