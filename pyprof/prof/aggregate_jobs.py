@@ -135,7 +135,8 @@ def _serve(conn, path: str, header: Header, peaks: Peaks, make_observer) -> None
 
 
 def _chunk(fd: int, task: tuple, path: str, header: Header, peaks: Peaks, make_observer) -> tuple:
-    """The partial aggregate of one chunk: (WorkerData by pid, coverage, observer)."""
+    """The partial aggregate of one chunk: (WorkerData by pid, coverage, observer). ``own_first``: the number
+    given to the chunk's first line."""
     start, end, size, own_first, is_last = task
     back = _lines_before(fd, start, LOOKBACK) if start else []
     own = os.pread(fd, end - start, start).split(b"\n")
@@ -185,11 +186,13 @@ class _Counted:
 
 
 def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = None,
-                        make_observer: Callable | None = None, merge_observer: Callable | None = None):
+                        make_observer: Callable | None = None, merge_observer: Callable | None = None,
+                        meanwhile: Callable | None = None):
     """``aggregate([(name, records of path)])`` through ``jobs`` workers: the Aggregate and the merged
     observer (``make_observer()`` makes one per chunk; ``merge_observer(into, part, workers)`` appends a
-    chunk's, ``workers`` mapping that chunk's WorkerData to the merged ones). Raises Fallback where the one
-    pass must run instead (its caller runs it)."""
+    chunk's, ``workers`` mapping that chunk's WorkerData to the merged ones). ``meanwhile()``, when given, runs
+    in this process once the workers have their first chunks. Raises Fallback where the one pass must run
+    instead (its caller runs it)."""
     peaks = peaks or Peaks()
     header = Header()
     with open(path, "rb") as f:
@@ -204,13 +207,9 @@ def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = N
         raise Fallback  # cut short: the one pass says so
     fd = os.open(path, os.O_RDONLY)
     try:
-        chunks = list(_line_starts(fd, size))
-        tasks, lineno = [], 1
-        for start, end in chunks:
-            tasks.append((start, end, size, lineno, end >= size))
-            # line numbers of the next chunk: counted here, one C-level count per chunk (the chunk is read again
-            # by its worker; the page cache serves it)
-            lineno += _count_lines(fd, start, end)
+        # Line numbers count from each chunk's first line: they only tell a chunk's lines from the ones around
+        # it (a line a worker refuses sends the input to the one pass, which names it).
+        tasks = [(start, end, size, 1, end >= size) for start, end in _line_starts(fd, size)]
     finally:
         os.close(fd)
     agg = Aggregate()
@@ -224,10 +223,15 @@ def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = N
                                         siblings=workers))
         pending: deque = deque()
         for k, task in enumerate(tasks):
+            if k == 2 * jobs and meanwhile is not None:
+                meanwhile()
+                meanwhile = None
             while len(pending) >= 2 * jobs:
                 _take(workers, pending, agg, merged, observer, merge_observer)
             workers[k % jobs].send(task)
             pending.append(k % jobs)
+        if meanwhile is not None:  # fewer chunks than two per worker
+            meanwhile()
         while pending:
             _take(workers, pending, agg, merged, observer, merge_observer)
         for w in workers:
@@ -255,14 +259,3 @@ def _take(workers: list, pending: deque, agg: Aggregate, merged: dict, observer,
         mapping[id(w)] = cur
     if observer is not None and merge_observer is not None:
         merge_observer(observer, part_observer, mapping)
-
-
-def _count_lines(fd: int, start: int, end: int) -> int:
-    n, pos = 0, start
-    while pos < end:
-        block = os.pread(fd, min(16 << 20, end - pos), pos)
-        if not block:
-            break
-        n += block.count(b"\n")
-        pos += len(block)
-    return n

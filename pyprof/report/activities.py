@@ -104,8 +104,8 @@ class ActivityTable:
             if k == "worker":
                 continue
             mine = self.text[k]
-            ids = [mine.ids.setdefault(text, len(mine.ids)) for text in part.text[k].ids]
-            mine.ids_array.extend(ids[i] for i in part.text[k].ids_array)
+            ids = np.array([mine.ids.setdefault(text, len(mine.ids)) for text in part.text[k].ids], np.int32)
+            mine.ids_array.frombytes(ids[np.frombuffer(part.text[k].ids_array, np.int32)].tobytes())
         index = {}
         for i, w in part._workers.values():
             merged = workers[id(w)]
@@ -113,7 +113,9 @@ class ActivityTable:
             if entry is None:
                 entry = self._workers[id(merged)] = (len(self._workers), merged)
             index[i] = entry[0]
-        self.text["worker"].ids_array.extend(index[i] for i in part.text["worker"].ids_array)
+        index_map = np.array([index.get(i, 0) for i in range(max(index, default=-1) + 1)], np.int32)
+        part_ids = np.frombuffer(part.text["worker"].ids_array, np.int32)
+        self.text["worker"].ids_array.frombytes(index_map[part_ids].tobytes() if len(part_ids) else b"")
         for full, short in part.short_names.items():
             self.short_names.setdefault(full, short)
         self.flops_ns += part.flops_ns

@@ -123,10 +123,11 @@ def _records(path: str, display: str) -> Iterator[dict]:
             yield d
 
 
-def _tables(sources: list[tuple[str, str]], jobs: int = 0):
+def _tables(sources: list[tuple[str, str]], jobs: int = 0, meanwhile=None):
     """The views' Tables (all workers, then each worker when there are several), the table of every GPU
     activity, and the headline, from one pass over the records: spread over ``jobs`` worker processes for one
-    large records file (pyprof.prof.aggregate_jobs), else in this process."""
+    large records file (pyprof.prof.aggregate_jobs), else in this process. ``meanwhile()`` runs while the
+    workers do (else before the pass)."""
     from pyprof.prof import views
     from pyprof.prof.aggregate import aggregate
     from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
@@ -137,9 +138,12 @@ def _tables(sources: list[tuple[str, str]], jobs: int = 0):
     if len(sources) == 1 and parallel_ok(sources[0][1], jobs):
         try:
             agg, acts = aggregate_file_jobs(sources[0][1], sources[0][0], jobs, make_observer=ActivityTable,
-                                            merge_observer=ActivityTable.merge)
+                                            merge_observer=ActivityTable.merge, meanwhile=meanwhile)
+            meanwhile = None  # done
         except Fallback:
             agg = None
+    if meanwhile is not None:
+        meanwhile()
     if agg is None:
         acts = ActivityTable()
         agg = aggregate([(name, _records(path, name)) for name, path in sources], observe=acts)
@@ -190,12 +194,20 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
                 path = parsed
             sources.append((display, path))
 
-        tables, acts, head = _tables(sources, (os.cpu_count() or 1) if jobs is None else jobs)
-        n_records = len(acts)
         # Each input (rank) gets its share of the timeline, so that the ranks can be compared side by side.
         share = timeline_events // len(sources)
-        firsts = [(n, itertools.islice(_numbered(p, n), share)) for n, p in sources]
-        tl_events = list(perfetto.source_events(firsts)) if share else None
+        timeline: list = []
+
+        def timeline_events_of_the_firsts() -> None:
+            if timeline:
+                return  # made while the workers ran, before the one pass took over
+            firsts = [(n, itertools.islice(_numbered(p, n), share)) for n, p in sources]
+            timeline.append(list(perfetto.source_events(firsts)) if share else None)
+
+        tables, acts, head = _tables(sources, (os.cpu_count() or 1) if jobs is None else jobs,
+                                     timeline_events_of_the_firsts)
+        n_records = len(acts)
+        tl_events = timeline[0]
         shown = sum(1 for e in tl_events or () if e["ph"] == "X" and e["pid"] >= perfetto.GPU_PID_BASE)
         meta = {"title": title or f"pyprof report: {', '.join(s[0] for s in sources)}",
                 "notice": None if n_records else NO_ACTIVITY,

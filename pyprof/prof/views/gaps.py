@@ -11,23 +11,24 @@ from pyprof.prof.aggregate import WorkerData
 from pyprof.prof.steps import steps
 
 
-class Gap(NamedTuple):
-    """One stretch of a worker's profiled span with nothing running on its GPU."""
+class Gaps(NamedTuple):
+    """A worker's idle gaps, in time order, as columns (a million-kernel input has about as many gaps): each
+    gap is a stretch of its profiled span with nothing running on its GPU."""
 
-    start_ns: int  # where the GPU went idle
-    idle_ns: int
-    line: str  # call site of the activity that ended the gap ("-" when none was recorded)
-    op: str  # its op key
-    step: str  # label of the step window that holds the gap's start
-    after_sync: bool  # the last activity before it was a synchronising copy (WorkerData.syncs)
-    launch_late_ns: int  # how long after the gap began that activity was launched (0: launched before)
+    start_ns: np.ndarray  # where the GPU went idle
+    idle_ns: np.ndarray
+    site: np.ndarray  # index into WorkerData.site_keys: (line, op key) of the activity that ended the gap
+    step: np.ndarray  # index into ``labels``: the step window that holds the gap's start
+    labels: list
+    after_sync: np.ndarray  # the last activity before it was a synchronising copy (WorkerData.syncs)
+    launch_late_ns: np.ndarray  # how long after the gap began that activity was launched (0: launched before)
 
 
 def _view(a) -> np.ndarray:
     return np.frombuffer(a, dtype=np.dtype(a.typecode))
 
 
-def gaps(w: WorkerData) -> list[Gap]:
+def gaps(w: WorkerData) -> Gaps:
     """The worker's idle gaps, in time order. Overlapping activities (several streams) count as one busy
     stretch; an activity whose end precedes its start (a clock glitch) counts as zero-length. Computed once
     per worker."""
@@ -37,10 +38,15 @@ def gaps(w: WorkerData) -> list[Gap]:
     return cached
 
 
-def _compute(w: WorkerData) -> list[Gap]:
+def _none() -> Gaps:
+    empty = np.empty(0, np.int64)
+    return Gaps(empty, empty, empty, empty, ["all"], np.empty(0, bool), empty)
+
+
+def _compute(w: WorkerData) -> Gaps:
     n = len(w.start_ns)
     if n < 2:
-        return []
+        return _none()
     start, end = _view(w.start_ns), _view(w.end_ns)
     end = np.maximum(end, start)
     order = np.argsort(start, kind="stable")
@@ -49,20 +55,14 @@ def _compute(w: WorkerData) -> list[Gap]:
     idle = s[1:] - reach[:-1]
     at = np.flatnonzero(idle > 0)
     if not len(at):
-        return []
+        return _none()
     launch = _view(w.launch_ns)
     site = _view(w.site)
     windows = steps(w)[0]
     edges = np.array([x.start_ns for x in windows], dtype=np.int64)
-    labels = [x.label for x in windows] or ["all"]
-    # every gap at once (a million-kernel input has about as many gaps)
     nxt = order[at + 1]  # the activity that ends each gap
     began = reach[at]
     step = np.maximum(np.searchsorted(edges, began, side="right") - 1, 0) if windows else np.zeros(len(at), np.int64)
     sync_ends = np.unique(end[np.asarray(w.sync_at, dtype=np.int64)]) if w.sync_at else np.empty(0, np.int64)
-    after_sync = np.isin(began, sync_ends)
-    late = np.maximum(launch[nxt] - began, 0)
-    keys = w.site_keys
-    return [Gap(b, i, *keys[k], labels[j], sy, lt) for b, i, k, j, sy, lt in
-            zip(began.tolist(), idle[at].tolist(), site[nxt].tolist(), step.tolist(), after_sync.tolist(),
-                late.tolist())]
+    return Gaps(began, idle[at], site[nxt].astype(np.int64), step, [x.label for x in windows] or ["all"],
+                np.isin(began, sync_ends), np.maximum(launch[nxt] - began, 0))

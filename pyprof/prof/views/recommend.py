@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from pyprof.prof.aggregate import Aggregate, WorkerData
 from pyprof.prof.groups import Group
 from pyprof.prof.source_lines import source_line
 from pyprof.prof.tables import Table
 from pyprof.prof.steps import steps
-from pyprof.prof.views.gaps import Gap, gaps
+from pyprof.prof.views.gaps import gaps
 from pyprof.prof.views.registry import view
 from pyprof.prof.views.common import merged, ms, pct, short_lines, total
 
@@ -325,42 +327,45 @@ def idle(c: _Ctx) -> list[Finding]:
     span = sum(s.span_ns for w in c.ws for s in steps(w)[0])
     if not span:
         return []
-    all_gaps = [(w, g) for w in c.ws for g in gaps(w)]
-    short = [(w, g) for w, g in all_gaps if g.idle_ns < SHORT_GAP_NS and not g.after_sync]
+    parts = [(w, gaps(w)) for w in c.ws]
     out = []
-    short_ns = sum(g.idle_ns for _, g in short)
+    short = [(w, g, (g.idle_ns < SHORT_GAP_NS) & ~g.after_sync) for w, g in parts]
+    short_ns = sum(int(g.idle_ns[m].sum()) for _, g, m in short)
+    n_short = sum(int(m.sum()) for _, _, m in short)
     if 100.0 * short_ns / span >= LAUNCH_IDLE_SHARE:
         n_k, tiny = total(c.ws, "kernels"), total(c.ws, "tiny_kernels")
-        where = _by_site(c, [g for _, g in short])
         out.append(Finding(
-            "launch_bound", f"before {_top(where)}; steps {_top(_by_step(c, short))}",
-            f"{len(short)} gaps under {SHORT_GAP_NS / 1000:.0f} us leave the GPU idle {_ms(short_ns)} "
+            "launch_bound", f"before {_top(_by_site(c, short))}; steps {_top(_by_step(c, short))}",
+            f"{n_short} gaps under {SHORT_GAP_NS / 1000:.0f} us leave the GPU idle {_ms(short_ns)} "
             f"({_p(short_ns, span)} of the profiled span); {tiny} of {n_k} kernels ran under 10 us",
             float(short_ns),
             "Launch-bound: CUDA graphs (torch.compile(mode='reduce-overhead')), torch.compile to fuse kernels, "
             "larger batches, foreach/fused optimizers", short_ns))
-    long_by_site: dict = {}
-    for w, g in all_gaps:
-        if g.idle_ns >= SHORT_GAP_NS and not g.after_sync:
-            long_by_site.setdefault((w.name if len(c.ws) > 1 else "", g.line, g.op), []).append((w, g))
     rows = []
-    for (wname, line, op), pairs in long_by_site.items():
-        gs = [g for _, g in pairs]
-        ns = sum(g.idle_ns for g in gs)
-        if 100.0 * ns / span < GAP_IDLE_SHARE:
+    for w, g in parts:
+        long = (g.idle_ns >= SHORT_GAP_NS) & ~g.after_sync
+        if not long.any():
             continue
-        biggest = max(gs, key=lambda g: g.idle_ns)
-        late = sum(g.launch_late_ns for g in gs)
-        rows.append(Finding(
-            "idle_gaps", f"{wname + ' ' if wname else ''}{op} at {c.line(line, text=True)}; steps "
-            f"{_top(_by_step(c, pairs))}",
-            f"{len(gs)} gaps of {SHORT_GAP_NS / 1000:.0f} us or more before it, {_ms(ns)} idle "
-            f"({_p(ns, span)} of the profiled span), the largest {_ms(biggest.idle_ns)} in {biggest.step}; "
-            f"its launch came {_ms(late)} after the GPU went idle",
-            float(ns),
-            "The GPU waits for the host before this line: profile the CPU between the previous GPU work and it "
-            "(Python work, data loading, zero_grad/optimizer overhead, synchronisations); CUDA graphs or "
-            "torch.compile cut host time, a DataLoader with workers and pin_memory overlaps loading", ns))
+        per_site = np.bincount(g.site[long], weights=g.idle_ns[long])
+        for site in np.flatnonzero(per_site):
+            ns = int(round(per_site[site]))
+            if 100.0 * ns / span < GAP_IDLE_SHARE:
+                continue
+            mine = long & (g.site == site)
+            line, op = w.site_keys[site]
+            big = int(np.argmax(np.where(mine, g.idle_ns, -1)))
+            wname = w.name if len(c.ws) > 1 else ""
+            rows.append(Finding(
+                "idle_gaps", f"{wname + ' ' if wname else ''}{op} at {c.line(line, text=True)}; steps "
+                f"{_top(_by_step(c, [(w, g, mine)]))}",
+                f"{int(mine.sum())} gaps of {SHORT_GAP_NS / 1000:.0f} us or more before it, {_ms(ns)} idle "
+                f"({_p(ns, span)} of the profiled span), the largest {_ms(int(g.idle_ns[big]))} in "
+                f"{g.labels[g.step[big]]}; its launch came {_ms(int(g.launch_late_ns[mine].sum()))} after the GPU "
+                "went idle",
+                float(ns),
+                "The GPU waits for the host before this line: profile the CPU between the previous GPU work and it "
+                "(Python work, data loading, zero_grad/optimizer overhead, synchronisations); CUDA graphs or "
+                "torch.compile cut host time, a DataLoader with workers and pin_memory overlaps loading", ns))
     out += _cap(sorted(rows, key=lambda f: -f.saving_ns))
     return out
 
@@ -372,13 +377,14 @@ def syncs(c: _Ctx) -> list[Finding]:
         return []
     n = sum(g.count for g in sync.values())
     ns = sum(g.ns for g in sync.values())
-    after = [g for w in c.ws for g in gaps(w) if g.after_sync]
-    idle_ns = sum(g.idle_ns for g in after)
+    after = [gaps(w) for w in c.ws]
+    idle_ns = sum(int(g.idle_ns[g.after_sync].sum()) for g in after)
+    n_after = sum(int(g.after_sync.sum()) for g in after)
     where = sorted({f"{op} at {c.line(line, text=True)}" for op, line in sync})
     return [Finding(
         "sync_copies", _top(where),
         f"{n} device-to-host copies that block the host ({_ms(ns)}); the GPU then sat idle {_ms(idle_ns)} "
-        f"in {len(after)} gaps right after them, waiting for the host to launch again",
+        f"in {n_after} gaps right after them, waiting for the host to launch again",
         float(idle_ns + ns),
         "Avoid .item(), .cpu(), print() and Python conditions on GPU tensors inside the loop: accumulate on "
         "the GPU and read once per N steps", idle_ns + ns)]
@@ -431,18 +437,26 @@ def _cap(found: list[Finding]) -> list[Finding]:
     return sorted(found, key=lambda f: -f.saving_ns)[:MAX_ROWS_PER_RULE]
 
 
-def _by_site(c: _Ctx, gs: list[Gap]) -> list[str]:
-    """``op at line (x ms)`` for the sites ending the most idle time of the gaps, most first."""
+def _by_site(c: _Ctx, parts: list) -> list[str]:
+    """``op at line (x ms)`` for the sites ending the most idle time of the gaps chosen by each (worker, Gaps,
+    mask) of ``parts``, most first."""
     acc: dict = {}
-    for g in gs:
-        acc[(g.op, g.line)] = acc.get((g.op, g.line), 0) + g.idle_ns
+    for w, g, m in parts:
+        per_site = np.bincount(g.site[m], weights=g.idle_ns[m]) if m.any() else np.empty(0)
+        for site in np.flatnonzero(per_site):
+            line, op = w.site_keys[site]
+            acc[(op, line)] = acc.get((op, line), 0) + int(round(per_site[site]))
     return [f"{op} at {c.line(line)} ({_ms(ns)})" for (op, line), ns in sorted(acc.items(), key=lambda kv: -kv[1])]
 
 
-def _by_step(c: _Ctx, pairs: list[tuple[WorkerData, Gap]]) -> list[str]:
-    """``STEP (x ms)`` (``WORKER STEP`` with several workers) for the steps holding the most idle time."""
+def _by_step(c: _Ctx, parts: list) -> list[str]:
+    """``STEP (x ms)`` (``WORKER STEP`` with several workers) for the steps holding the most idle time of the
+    gaps chosen by each (worker, Gaps, mask) of ``parts``."""
     acc: dict = {}
-    for w, g in pairs:
-        key = f"{w.name} {g.step}" if len(c.ws) > 1 else g.step
-        acc[key] = acc.get(key, 0) + g.idle_ns
+    for w, g, m in parts:
+        per_step = np.bincount(g.step[m], weights=g.idle_ns[m]) if m.any() else np.empty(0)
+        for step in np.flatnonzero(per_step):
+            key = f"{w.name} {g.labels[step]}" if len(c.ws) > 1 else g.labels[step]
+            acc[key] = acc.get(key, 0) + int(round(per_step[step]))
     return [f"{s} ({_ms(ns)})" for s, ns in sorted(acc.items(), key=lambda kv: -kv[1])]
+
