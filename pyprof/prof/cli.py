@@ -72,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a peak: fp64, fp32, fp64_tc, tf32_tc, fp16_tc, bf16_tc, fp8_tc, int8_tc")
     p.add_argument("--bandwidth", type=float, default=None, metavar="GBPS", help="override memory bandwidth, GB/s")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
-                   help="worker processes for per-kernel output (default: one per CPU for files >= 32 MB; 1: none)")
+                   help="worker processes for per-kernel output (default: one per CPU for files >= 32 MB; 1: none), "
+                        "and for --view over one records file of 256 MB or more")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when any kernel has no modelled FLOPs/bytes (the report says which ops)")
     p.add_argument("-q", "--quiet", action="store_true", help="no coverage report on stderr")
@@ -197,7 +198,19 @@ def _views(args, fmt: str, peaks, out) -> int:
         raise UsageError(f"--view {args.view!r}: choose one of {', '.join(names())} or all")
     if args.top is not None and args.top <= 0:
         raise UsageError("--top must be positive")
-    agg = aggregate_files(args.file or ["-"], peaks)
+    agg = None
+    files = args.file or ["-"]
+    if len(files) == 1 and files[0] != "-":
+        from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
+
+        jobs = _jobs(args.jobs, files[0])
+        if parallel_ok(files[0], jobs):
+            try:
+                agg, _ = aggregate_file_jobs(files[0], os.path.basename(files[0]), jobs, peaks)
+            except Fallback:  # what the workers cannot judge: the one pass says it
+                agg = None
+    if agg is None:
+        agg = aggregate_files(files, peaks)
     tables = build(agg, wanted, args.worker)
     if args.top:
         for t in tables:

@@ -115,3 +115,20 @@ def test_a_bad_line_is_named_by_the_one_pass(tmp_path, records_file, monkeypatch
     with pytest.raises(InputError) as e:
         run([str(p)], str(tmp_path / "r.html"), jobs=2)
     assert "line 301" in str(e.value)  # after 300 lines: the header and 299 records
+
+
+def test_prof_views_with_workers_print_what_one_process_prints(records_file, monkeypatch, capfd):
+    from pyprof.prof.cli import main
+
+    path = str(records_file(CAPTURES[1]))
+    monkeypatch.setattr(aggregate_jobs, "CHUNK_BYTES", 20_000)
+    monkeypatch.setattr(aggregate_jobs, "MIN_BYTES", 0)
+    seen = []
+    real = aggregate_jobs.aggregate_file_jobs
+    monkeypatch.setattr(aggregate_jobs, "aggregate_file_jobs", lambda *a, **k: seen.append(a[2]) or real(*a, **k))
+    outs = []
+    for jobs in ("1", "3"):
+        assert main(["--view", "all", "--jsonl", "-q", "-j", jobs, path]) == 0
+        outs.append(capfd.readouterr().out)
+    assert seen == [3]  # -j 1 is one process; -j 3 went through the workers
+    assert outs[0] == outs[1] and outs[0].count("\n") > 50
