@@ -184,11 +184,10 @@ def fp32_matmul(c: _Ctx) -> list[Finding]:
 
 def channels_last(c: _Ctx) -> list[Finding]:
     """Convolutions paying for NCHW <-> NHWC conversions."""
-    conv = merged(c.ws, "layout")
-    ns = sum(g.ns for g in conv.values())
-    if not ns or 100.0 * ns / c.gpu_ns < LAYOUT_SHARE:
+    found = _groups_over(c, "layout", LAYOUT_SHARE)
+    if found is None:
         return []
-    n = sum(g.count for g in conv.values())
+    conv, ns, n = found
     ops = sorted({op for op, _k, _l in conv}, key=str)
     kernels = sorted({k for _o, k, _l in conv})
     lines = sorted({c.line(line) for _o, _k, line in conv})
@@ -392,11 +391,10 @@ def syncs(c: _Ctx) -> list[Finding]:
 
 def host_copies(c: _Ctx) -> list[Finding]:
     """Copies between host and device (not the synchronising ones)."""
-    copies = merged(c.ws, "copies")
-    ns = sum(g.ns for g in copies.values())
-    if not ns or 100.0 * ns / c.gpu_ns < COPY_SHARE:
+    found = _groups_over(c, "copies", COPY_SHARE)
+    if found is None:
         return []
-    n = sum(g.count for g in copies.values())
+    copies, ns, n = found
     nbytes = sum(g.bytes for g in copies.values())
     by_line: dict = {}
     for (_ck, line), g in copies.items():
@@ -431,6 +429,16 @@ def low_occupancy(c: _Ctx) -> list[Finding]:
 
 RULES = (tensor_cores, fp32_matmul, channels_last, hotspots, memory_bound, optimizer, idle, syncs, host_copies,
          low_occupancy)
+
+
+def _groups_over(c: _Ctx, attr: str, share_pct: float) -> tuple[dict, int, int] | None:
+    """The workers' groups named ``attr`` merged, their GPU time and activities, when that time is at least
+    ``share_pct`` % of GPU time; else None."""
+    groups = merged(c.ws, attr)
+    ns = sum(g.ns for g in groups.values())
+    if not ns or 100.0 * ns / c.gpu_ns < share_pct:
+        return None
+    return groups, ns, sum(g.count for g in groups.values())
 
 
 def _cap(found: list[Finding]) -> list[Finding]:
