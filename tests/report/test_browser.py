@@ -89,8 +89,11 @@ def test_loads_and_renders(browser, report):
     assert rects == len(data["timeline"]["ev"]) // 6 > 1000
     path = os.environ.get("PYPROF_SCREENSHOT")
     if path:  # for a person to look at: PYPROF_SCREENSHOT=/tmp/report.png pytest tests/report/test_browser.py
-        for width in WIDTHS:
-            browser.set_window_size(width, min(browser.execute_script("return document.body.scrollHeight"), 8000))
+        for width in WIDTHS:  # loaded at each width, as a reader opens it (charts are drawn to the width)
+            browser.set_window_size(width, 1000)
+            browser.get(report.as_uri())
+            browser.set_window_size(width, min(browser.execute_script("return document.body.scrollHeight"), 9000))
+            browser.execute_script("return new Promise(r => setTimeout(r, 400))")  # the redraw after a resize
             browser.save_screenshot(path.replace(".png", f"-{width}.png"))
         browser.set_window_size(1500, 1000)
 

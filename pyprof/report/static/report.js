@@ -16,7 +16,7 @@
   const DRILL = {op: "op", kernel: "kernel", line: "line", path: "layer"};
   const DIM_NAMES = {op: "Op", kernel: "Kernel", line: "Line", layer: "Layer"};
   // Sentences (a finding's evidence and action) wrap; other text is cut to fit, whole on hover.
-  const WRAP_KEYS = ["evidence", "action", "advice"];
+  const WRAP_KEYS = ["evidence", "action", "advice", "about"];
   const fitters = [];
   function fit(wrap, table) {
     // Narrow the cut text columns until the table fits its box: the number columns stay on screen.
@@ -133,7 +133,14 @@
     if (drillPath.length) drillBox.scrollIntoView({block: "start"});
   }
   function drillLink(col, value, text) {
-    const b = el("button", {class: "drill", type: "button", title: "drill down: " + value, "data-drill": col}, text);
+    const b = el("button", {class: "drill", type: "button", title: "drill down: " + value, "data-drill": col});
+    if (col === "line") {
+      // A path says the most at its end (file:line): cut from the left, by the browser, to the room there is.
+      b.classList.add("left-cut");
+      b.appendChild(el("bdi", {dir: "ltr"}, text));
+    } else {
+      b.textContent = String(text);
+    }
     b.addEventListener("click", () => {
       const path = drillPath.filter(c => c.col !== col);
       drillTo(path.concat([{col: col, value: String(value)}]));
@@ -185,7 +192,7 @@
       rows.slice(0, DRILL_ROWS).forEach(([id, g]) => {
         const tr = el("tr"), name = A.strings[dim][id];
         const td = el("td", {class: "text"});
-        td.appendChild(drillLink(dim, name, dim === "line" ? tail(name, 60) : short(name, 60)));
+        td.appendChild(drillLink(dim, name, dim === "line" ? name : short(name, 60)));
         tr.append(td, el("td", {class: "num"}, g.n.toLocaleString("en-US")), el("td", {class: "num"}, fmtv(g.ms, "gpu_ms")),
                   el("td", {class: "num"}, fmtv(ms ? 100 * g.ms / ms : null, "time_pct")));
         body.appendChild(tr);
@@ -262,7 +269,7 @@
         if (key === "layer" && pathIdx >= 0) { dcol = "layer"; dval = r[pathIdx]; }
         else if (DRILL[key]) dcol = DRILL[key];
       }
-      if (dcol) td.appendChild(drillLink(dcol, dval, key === "line" ? tail(v, 70) : v));
+      if (dcol) td.appendChild(drillLink(dcol, dval, v));
       else td.textContent = fmtv(v, key);
       if (!num[i] && typeof v === "string" && v.length > 40) td.title = v;
       return td;
@@ -473,7 +480,7 @@
       const ol = el("ol");
       for (const e of entries) {
         const li = el("li");
-        if (col && A) li.appendChild(drillLink(col, e.label, col === "line" ? tail(e.label, 60) : short(e.label, 60)));
+        if (col && A) li.appendChild(drillLink(col, e.label, col === "line" ? e.label : short(e.label, 60)));
         else li.appendChild(el("span", {class: "what"}, short(e.label, 90)));
         li.appendChild(el("span", {class: "num"}, " " + fmtv(e.ms, "x_ms") + " ms" +
                                                   (e.pct !== null && e.pct !== undefined ? " \u00b7 " + fmtv(e.pct, "x_pct") + "%" : "")));
@@ -485,7 +492,7 @@
       lists.appendChild(d);
     }
     list("Where the time goes: ops", H.top_ops, "op");
-    list("Lines of your code", H.top_lines, "line", (li, e) => { if (e.detail) li.appendChild(el("code", {}, short(e.detail.trim(), 80))); });
+    list("Where the time goes: lines (call sites)", H.top_lines, "line", (li, e) => { if (e.detail) li.appendChild(el("code", {}, short(e.detail.trim(), 80))); });
     list("Top findings", H.findings, null, (li, e) => {
       if (e.saving_ms !== null && e.saving_ms !== undefined) li.appendChild(el("span", {class: "saving"}, " saves up to " + fmtv(e.saving_ms, "s_ms") + " ms"));
       if (e.detail) li.appendChild(el("div", {class: "ev"}, short(e.detail, 200)));
@@ -593,7 +600,7 @@
           const v = value(c, i);
           const td = el("td", {class: (TEXT.has(c) ? "text" : "num") + (v === null || v === undefined ? " na" : "")});
           const dim = c === "layer" ? "layer" : (DRILL[c] && c !== "path" ? c : null);
-          if (dim && v !== "-" && v !== null) td.appendChild(drillLink(dim, v, c === "line" ? tail(v, 48) : short(v, 60)));
+          if (dim && v !== "-" && v !== null) td.appendChild(drillLink(dim, v, c === "line" ? v : short(v, 60)));
           else td.textContent = fmtv(v, c);
           if (typeof v === "string" && v.length > 40) td.title = v;
           if (c === "flops" && typeof v === "number") td.title = v.toLocaleString("en-US");
