@@ -6,6 +6,9 @@ Each example builds a model and a ``step()`` function and hands them to ``run``.
   --capture emit_nvtx_names   emit_nvtx without shapes: its cheapest form, the yardstick for pyprof's overhead
   --capture none        no markers at all (the baseline for overhead)
   --torch-trace FILE    also record the measured steps with torch.profiler and write a Chrome trace
+  --torch-trace-full    with --torch-trace: also with_stack, with_modules and profile_memory (source lines,
+                        the module hierarchy, memory events)
+  --memory FILE         write the measured steps' peak allocated and reserved CUDA memory as JSON
   --flops FILE          write FlopCounterMode's count of one step (forward and backward) as JSON
   --steps N --warmup N  measured steps (each inside an NVTX range ProfilerStep#i) after warm-up steps
 The measured steps are bracketed by torch.cuda.profiler.start()/stop(), so
@@ -28,7 +31,9 @@ def parse_args(description: str, steps: int = 2, warmup: int = 3) -> argparse.Na
     p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--warmup", type=int, default=warmup)
     p.add_argument("--torch-trace", metavar="FILE")
+    p.add_argument("--torch-trace-full", action="store_true")
     p.add_argument("--flops", metavar="FILE")
+    p.add_argument("--memory", metavar="FILE")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     return p.parse_args()
 
@@ -44,7 +49,9 @@ def run(step, args: argparse.Namespace, name: str) -> None:
     # record_shapes: what a user of emit_nvtx alone needs for pyprof to know the shapes of each aten op.
     capture = (torch.autograd.profiler.emit_nvtx(record_shapes=args.capture == "emit_nvtx")
                if args.capture.startswith("emit_nvtx") else contextlib.nullcontext())
-    tracer = _torch_profiler() if args.torch_trace else contextlib.nullcontext()
+    tracer = _torch_profiler(args.torch_trace_full) if args.torch_trace else contextlib.nullcontext()
+    if args.memory and args.device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     with tracer as prof, capture:
         torch.cuda.profiler.start() if args.device == "cuda" else None
@@ -57,6 +64,10 @@ def run(step, args: argparse.Namespace, name: str) -> None:
         torch.cuda.profiler.stop() if args.device == "cuda" else None
     seconds = time.perf_counter() - t0
     print(f"{name}: {args.steps} steps, {seconds / args.steps * 1e3:.2f} ms/step, capture={args.capture}")
+    if args.memory and args.device == "cuda":
+        with open(args.memory, "w") as f:
+            json.dump({"example": name, "max_memory_allocated": torch.cuda.max_memory_allocated(),
+                       "max_memory_reserved": torch.cuda.max_memory_reserved()}, f, indent=1)
     if prof is not None:
         prof.export_chrome_trace(args.torch_trace)
     if args.flops:
@@ -65,11 +76,12 @@ def run(step, args: argparse.Namespace, name: str) -> None:
         _count_flops(step, args.flops, name)
 
 
-def _torch_profiler():
+def _torch_profiler(full: bool = False):
     activities = [torch.profiler.ProfilerActivity.CPU]
     if torch.cuda.is_available():
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    return torch.profiler.profile(activities=activities, record_shapes=True, with_stack=False)
+    return torch.profiler.profile(activities=activities, record_shapes=True, with_stack=full, with_modules=full,
+                                  profile_memory=full)
 
 
 def _count_flops(step, path: str, name: str) -> None:
