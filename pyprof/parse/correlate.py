@@ -369,9 +369,13 @@ class Correlator:
         a.mod = [x[0].mod for x in named]
         a.op = [x[0].op for x in named]
         first = named[0][0]
-        a.args = first.args_json()
-        if first.outputs:
-            a.outputs = first.outputs
+        # An op range that records no arguments (Nsight Systems' functions-trace names a Python function only)
+        # takes them from the first autograd range inside it that has them (emit_nvtx's sizes): the same call.
+        shaped = first if first.args is not None or first.raw_sizes is not None or first.kind != mk.OP else next(
+            (m for m, _, _ in fwd_seq if m.raw_sizes is not None or m.args is not None), first)
+        a.args = shaped.args_json()
+        if shaped.outputs:
+            a.outputs = shaped.outputs
         a.callsite = first.site or (first.stack[-1] if first.stack else None)
         if a.callsite is None and ops and a.trace:
             a.callsite = a.trace[-1]

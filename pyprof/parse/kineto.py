@@ -6,10 +6,16 @@ file is read in ``check()``, so a truncated trace fails before any output. Kerne
 ``correlation`` of their ``cuda_runtime`` / ``cuda_driver`` launch event; ``cpu_op`` and
 ``user_annotation`` events are the ranges, and the ops' structured arguments (Input Dims, Input type,
 Concrete Inputs, Sequence number, Fwd thread id) become markers directly, with no text to parse.
+
+A trace recorded ``with_stack=True`` holds the Python frames as ``python_function`` events (``file.py(28):
+forward``) nested in time on each thread: an op's call site is the innermost frame around it that is not
+torch's (as pyprof.init() chooses it). With ``with_modules=True`` some of those frames are the modules
+(``nn.Module: Block_0``): they become module ranges, so the records' ``layer`` is the module hierarchy.
 """
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from decimal import Decimal
 from typing import IO, Iterator
@@ -23,6 +29,14 @@ _COPY_CATS = {"gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset"
 _LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
 _RANGE_CATS = {"cpu_op", "user_annotation", "operator"}
 _OP_CATS = {"cpu_op", "operator"}
+
+_PYTHON_CATS = {"python_function"}
+#: A Python frame event's name: "transformer.py(28): forward", "torch/nn/modules/module.py(1779): _call_impl".
+_FRAME = re.compile(r"^(.+)\((\d+)\): ")
+_MODULE_FRAME = "nn.Module: "
+#: Frames that are never the user's call site: torch's own (pyprof.init() skips the same), builtins, frozen
+#: modules; paths are relative to their sys.path folder ("torch/...") or absolute (".../site-packages/torch/").
+_INTERNAL = re.compile(r"^(?:torch/|<|.*/site-packages/torch/|.*/torch/(?:nn|autograd|optim|_|utils|cuda)/)")
 
 # Kineto's memcpy event names end with the direction, e.g. "Memcpy HtoD (Pageable -> Device)".
 _COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP")
@@ -148,6 +162,7 @@ class KinetoSource(Source):
         self._acts: list = []
         self._gpus: dict[int, GpuInfo] = {}
         self._cpu_pids: set = set()  # processes that launched GPU work
+        self._frames: list = []  # python_function events: ((pid, tid), start, end, name)
         self.oddities: dict = {}  # events left out (the summary reports them)
         self._cap = expansion_cap(path) if gzipped else None
 
@@ -200,6 +215,8 @@ class KinetoSource(Source):
             raise InputError(self.path, f"JSON trace that is not UTF-8 (byte {e.start})") from None
         except (OSError, EOFError, zlib.error) as e:
             raise InputError(self.path, f"unreadable or truncated trace ({_first_line(e)})") from None
+        if self._frames:
+            self._python_context()
         self._ranges.sort(key=lambda r: (r[1], -r[2]))
         self._launches.sort(key=lambda x: x.start_ns)
         self._acts.sort(key=lambda a: a.start_ns)
@@ -210,6 +227,42 @@ class KinetoSource(Source):
         if len(pids) == 1 and len(self._cpu_pids) == 1:
             self._acts = [a._replace(pid=pids[0]) for a in self._acts]
         self._output_shapes()
+
+    def _python_context(self) -> None:
+        """Call sites and module ranges from the Python frames (``with_stack`` / ``with_modules`` traces): one
+        sweep per thread over its frames and ops by start time, with the stack of frames open at each op."""
+        by_thread: dict = {}
+        for f in self._frames:
+            by_thread.setdefault(f[0], []).append(f)
+        ops: dict = {}
+        for r in self._ranges:
+            m = r[5]
+            if m is not None and r[0] in by_thread:
+                ops.setdefault(r[0], []).append(r)
+        modules = []
+        for thread, frames in by_thread.items():
+            frames.sort(key=lambda f: (f[1], -f[2]))
+            for _t, start, end, name in frames:
+                if name.startswith(_MODULE_FRAME):
+                    m = mk.Marker(mk.MODULE, name[len(_MODULE_FRAME):])
+                    modules.append((thread, start, end, f"module:{m.name}", None, m))
+            mine = sorted(ops.get(thread, ()), key=lambda r: (r[1], -r[2]))
+            open_frames: list = []  # (end, site or None), outermost first
+            k = 0
+            for r in mine:
+                while k < len(frames) and frames[k][1] <= r[1]:
+                    _t, start, end, name = frames[k]
+                    while open_frames and open_frames[-1][0] <= start:
+                        open_frames.pop()
+                    open_frames.append((end, _site(name)))
+                    k += 1
+                while open_frames and open_frames[-1][0] <= r[1]:
+                    open_frames.pop()
+                site = next((s for end, s in reversed(open_frames) if s is not None and end >= r[2]), None)
+                if site is not None and r[5].site is None:
+                    r[5].site = site
+        self._frames = []
+        self._ranges += modules
 
     def _output_shapes(self) -> None:
         """Give forward ops of markers.OUTPUT_OPS whose arguments lack the values that decide their output
@@ -274,6 +327,8 @@ class KinetoSource(Source):
                 self._cpu_pids.add(pid)
                 self._launches.append(Launch((pid, tid), start, end, name, corr,
                                              pid if type(pid) is int else None, tid if type(tid) is int else None))
+        elif cat in _PYTHON_CATS:
+            self._frames.append(((_ident(ev.get("pid")), _ident(ev.get("tid"))), start, end, name))
         elif cat in _RANGE_CATS:
             pid, tid = _ident(ev.get("pid")), _ident(ev.get("tid"))
             marker = None
@@ -339,6 +394,15 @@ def _legacy_annotation(name: str, args: dict) -> bool:
     if "::" in name or mk.is_backward_text(name):
         return False
     return "#" in name or not ("Input Dims" in args or "Input dims" in args or "Sequence number" in args)
+
+
+def _site(frame: str) -> str | None:
+    """``file:line`` of a Python frame event's name when it is user code, else None (torch's frames, builtins,
+    module frames)."""
+    m = _FRAME.match(frame)
+    if m is None or _INTERNAL.match(m.group(1)):
+        return None
+    return f"{m.group(1)}:{m.group(2)}"
 
 
 def _short(name: str) -> str:

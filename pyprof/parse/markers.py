@@ -129,12 +129,32 @@ def decode(text: str | None) -> Marker | None:
         return Marker(LAYER, text[6:])
     if "=" in text:
         return _decode_emit_nvtx(text)
+    if text.startswith("torch.nn."):  # Nsight Systems' --pytorch=functions-trace: Python functions by name
+        return _python_function(text)
     if text.startswith("triton_"):  # Inductor's range around each generated kernel of a compiled graph
         return Marker(SEQ, text, "triton", text)
     if _BACKWARD_NAME.search(text):  # Kineto / old emit_nvtx backward node without any suffix
         m = Marker(SEQ, text, "autograd", text)
         m.backward = True
         return m
+    return None
+
+
+_NN_FUNCTIONAL = "torch.nn.functional."
+_NN_MODULE_FORWARD = re.compile(r"^torch\.nn\.modules\.(\w+)\.forward$")
+
+
+def _python_function(text: str) -> Marker | None:
+    """A range of Nsight Systems' ``--pytorch=functions-trace`` (a Python function of its PyTorch list, named by
+    its qualified name): ``torch.nn.functional.linear`` is an op, as a pyprof op range without arguments;
+    ``torch.nn.modules.Linear.forward`` a module, named by its class (the trace has no instance names);
+    anything else (``torch.nn.modules.Module.__call__``) a plain range."""
+    if text.startswith(_NN_FUNCTIONAL):
+        op = text[len(_NN_FUNCTIONAL):]
+        return Marker(OP, text, "torch.nn.functional", op) if op.isidentifier() else None
+    m = _NN_MODULE_FORWARD.match(text)
+    if m is not None and m.group(1) != "Module":
+        return Marker(MODULE, m.group(1))
     return None
 
 

@@ -39,18 +39,23 @@ class Sample(NamedTuple):
 # multi-tensor ops that only optimizers (and grad clipping, their neighbour) call.
 OPTIMIZER_RANGE = "Optimizer.step"
 OPTIMIZER_OPS = ("_foreach_", "_fused_")
+_OPTIM_MODULE = "torch.optim."
 
 
 def is_optimizer(d: dict) -> bool:
-    """True for an activity of an optimizer step: a ``_foreach_*``/``_fused_*`` op, or anything launched under
-    PyTorch's ``Optimizer.step#...`` range (an optimizer's per-parameter loop of plain ops)."""
+    """True for an activity of an optimizer step: a ``_foreach_*``/``_fused_*`` op, or an op under PyTorch's
+    ``Optimizer.step#...`` range that autograd did not record and no module ran (an optimizer's per-parameter
+    loop of plain ops: ``step`` runs under no_grad). Lightning, and any ``optimizer.step(closure)``, run the
+    whole training step inside that range: its forward ops carry an autograd sequence number or a module."""
     op = d.get("op")
     first = op if isinstance(op, str) else op[0] if op else None
     if isinstance(first, str) and first.startswith(OPTIMIZER_OPS):
         return True
     for name in d.get("ranges") or ():
-        if isinstance(name, str) and name.startswith(OPTIMIZER_RANGE):
-            return True
+        # Nsight Systems' functions-trace names the step by its Python function: torch.optim.AdamW.step
+        if isinstance(name, str) and (name.startswith(OPTIMIZER_RANGE) or name.startswith(_OPTIM_MODULE)
+                                      and name.endswith(".step")):
+            return not d.get("seqId") and not d.get("layer")
     return False
 
 

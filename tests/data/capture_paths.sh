@@ -14,15 +14,18 @@ mkdir -p "$dest"
 ex=transformer
 part=${1:-all}   # nsys | rest | all: the nsys --pytorch captures, or the others (a run of the device tool has 10 minutes)
 if [ "$part" != rest ]; then
-for mode in autograd-nvtx autograd-shapes-nvtx functions-trace functions-trace-shapes; do
-  if NSYS_FLAGS="--pytorch=$mode" OUT= bash .device-kit/capture.sh "py_$mode" --range -- python3 "examples/$ex.py" --capture none \
-      > "/tmp/py_$mode.log" 2>&1; then
-    xz -T0 -9 -c "/tmp/py_$mode.sqlite" > "$dest/nsys_pytorch_$mode.sqlite.xz"; echo "pytorch=$mode: ok" >> "$dest/paths.txt"
+# functions-trace-shapes (nsys 2026.4) is tried too: this nsys may not know it (paths.txt says)
+for mode in autograd-nvtx autograd-shapes-nvtx functions-trace autograd-shapes-nvtx,functions-trace functions-trace-shapes; do
+  name=${mode/,/+}
+  if NSYS_FLAGS="--pytorch=$mode" OUT= bash .device-kit/capture.sh "py_$name" --range -- python3 "examples/$ex.py" --capture none \
+      > "/tmp/py_$name.log" 2>&1; then
+    xz -T0 -9 -c "/tmp/py_$name.sqlite" > "$dest/nsys_pytorch_$name.sqlite.xz"; echo "pytorch=$mode: ok" >> "$dest/paths.txt"
   else
-    echo "pytorch=$mode: FAILED: $(tail -3 /tmp/py_$mode.log | tr '\n' ' ')" >> "$dest/paths.txt"
+    echo "pytorch=$mode: FAILED: $(tail -3 /tmp/py_$name.log | tr '\n' ' ')" >> "$dest/paths.txt"
   fi
 done
-if NSYS_FLAGS="--pytorch=functions-trace-shapes --python-backtrace=cuda" OUT= bash .device-kit/capture.sh py_backtrace --range -- \
+# Python backtraces need CPU sampling on (nsys's help): -s process-tree after capture.sh's -s none
+if NSYS_FLAGS="-s process-tree --pytorch=autograd-shapes-nvtx --python-backtrace=cuda" OUT= bash .device-kit/capture.sh py_backtrace --range -- \
     python3 "examples/$ex.py" --capture none > /tmp/py_bt.log 2>&1; then
   xz -T0 -9 -c /tmp/py_backtrace.sqlite > "$dest/nsys_pytorch_backtrace.sqlite.xz"; echo "python-backtrace=cuda: ok" >> "$dest/paths.txt"
 else
