@@ -14,6 +14,7 @@ setup(
     # torch is needed only by the capture stage (pyprof.init); parse and prof run without it, so it is an extra.
     install_requires=["nvtx>=0.2.10", "numpy", "tabulate>=0.9", "tqdm>=4.60", "ijson>=3.2", "orjson>=3.9",
                       "msgspec>=0.18"],
-    extras_require={"capture": ["torch>=2.1"], "test": ["pytest>=7", "expecttest", "selenium>=4.10"]},
+    extras_require={"capture": ["torch>=2.1"], "notebook": ["pandas>=1.5"],
+                    "test": ["pytest>=7", "expecttest", "selenium>=4.10", "pandas>=1.5"]},
     entry_points={"console_scripts": ["pyprof=pyprof.cli:main"]},
 )

@@ -18,8 +18,12 @@ def __getattr__(name: str):
         from pyprof import nvtx
 
         return getattr(nvtx, name)
+    if name == "load":  # notebooks: records or an export as pandas DataFrames (pyprof.report.frames)
+        from pyprof.report.frames import load
+
+        return load
     raise AttributeError(f"module 'pyprof' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(list(globals()) + list(_CAPTURE_API))
+    return sorted(list(globals()) + list(_CAPTURE_API) + ["load"])

@@ -19,8 +19,8 @@ from pyprof.prof.views.common import short_lines
 NA = -1
 #: Columns in page order: (key, header). The page formats each by its key's unit suffix.
 COLUMNS = (("start_ms", "Start (ms)"), ("dur_us", "Duration (us)"), ("kernel", "Kernel"), ("op", "Op"),
-           ("dir", "Dir"), ("line", "Line"), ("layer", "Layer"), ("flops", "FLOPs"), ("tflops", "TFLOP/s"),
-           ("roofline_pct", "Roofline %"), ("tc", "TC"), ("worker", "Worker"))
+           ("dir", "Dir"), ("line", "Line"), ("layer", "Layer"), ("flops", "FLOPs"), ("bytes", "Bytes"),
+           ("tflops", "TFLOP/s"), ("roofline_pct", "Roofline %"), ("tc", "TC"), ("worker", "Worker"))
 _TEXT = ("kernel", "op", "dir", "line", "layer", "worker")
 
 
@@ -51,6 +51,7 @@ class ActivityTable:
         self.start_ns = array("q")
         self.dur_ns = array("q")
         self.flops = array("q")  # NA when not modelled on this activity
+        self.bytes = array("q")  # modelled bytes moved (a copy's size); NA when not modelled
         self.roofline_pct = array("d")  # NaN when unknown
         self.tc = array("b")  # 1 on Tensor Cores, 0 eligible and not, NA when not a Tensor Core question
         self.text = {k: _Interned() for k in _TEXT}
@@ -68,6 +69,7 @@ class ActivityTable:
         self.total_ns += dur
         flops = m.flops
         self.flops.append(NA if flops is None else flops)
+        self.bytes.append(NA if m.bytes is None else m.bytes)
         if flops:
             self.flops_ns += dur
         pct = roof.roofline_pct
@@ -98,7 +100,7 @@ class ActivityTable:
         """Append ``part``, the table of the activities right after these (a chunk of the views' pass in a
         worker process: pyprof.prof.aggregate_jobs); ``workers`` maps id() of its WorkerData to the merged
         ones."""
-        for name in ("start_ns", "dur_ns", "flops", "roofline_pct", "tc"):
+        for name in ("start_ns", "dur_ns", "flops", "bytes", "roofline_pct", "tc"):
             getattr(self, name).extend(getattr(part, name))
         for k in _TEXT:
             if k == "worker":
@@ -143,11 +145,16 @@ class ActivityTable:
             "n": len(self), "columns": [c for c, _ in COLUMNS], "headers": [h for _, h in COLUMNS],
             "strings": strings, "line_prefix": prefix,
             "start_ms": _rounded((start - t0) / 1e6, 6), "dur_us": _rounded(dur / 1e3, 3),
-            "flops": [None if f < 0 else int(f) for f in flops.tolist()] if (flops < 0).any() else flops,
+            "flops": _known(flops), "bytes": _known(np.frombuffer(self.bytes, dtype=np.int64)),
             "tflops": _rounded(tflops, 3), "roofline_pct": _rounded(roof, 2),
             "tc": [None if x < 0 else x for x in self.tc.tolist()],
             **{k: np.frombuffer(self.text[k].ids_array, dtype=np.int32) for k in _TEXT},
         }
+
+
+def _known(values: np.ndarray):
+    # NA (-1) becomes None (JSON null: na); a column with none stays an array
+    return [None if v < 0 else v for v in values.tolist()] if (values < 0).any() else values
 
 
 def _rounded(values: np.ndarray, decimals: int) -> list:

@@ -520,8 +520,8 @@
     });
     thead.appendChild(hr);
     // A fixed layout: column widths do not follow the rows in view, so scrolling never shifts them.
-    const WIDTH = {start_ms: 8, dur_us: 7, kernel: 20, op: 13, dir: 5, line: 13, layer: 12, flops: 7, tflops: 6,
-                   roofline_pct: 7, tc: 4, worker: 8};
+    const WIDTH = {start_ms: 7, dur_us: 7, kernel: 19, op: 12, dir: 5, line: 12, layer: 11, flops: 7, bytes: 7,
+                   tflops: 6, roofline_pct: 6, tc: 4, worker: 8};
     const colgroup = el("colgroup");
     cols.forEach(c => { const cg = el("col"); cg.style.width = (WIDTH[c] || 8) + "%"; colgroup.appendChild(cg); });
     table.classList.add("fixed");
@@ -603,7 +603,7 @@
           if (dim && v !== "-" && v !== null) td.appendChild(drillLink(dim, v, c === "line" ? v : short(v, 60)));
           else td.textContent = fmtv(v, c);
           if (typeof v === "string" && v.length > 40) td.title = v;
-          if (c === "flops" && typeof v === "number") td.title = v.toLocaleString("en-US");
+          if ((c === "flops" || c === "bytes") && typeof v === "number") td.title = v.toLocaleString("en-US");
           tr.appendChild(td);
         }
         frag.appendChild(tr);
