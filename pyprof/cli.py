@@ -10,11 +10,13 @@ STAGES = {
     "parse": ("pyprof.parse.cli", "profiler export (nsys/NvProf SQLite, PyTorch trace) -> JSON Lines records"),
     "prof": ("pyprof.prof.cli", "records -> per-kernel FLOPs, bytes, Tensor Cores, roofline; tables and summaries"),
     "report": ("pyprof.report.cli", "records or an export -> one self-contained HTML report; --trace: Perfetto JSON"),
+    "run": ("pyprof.run.cli", "run a training script under a capture (no edit needed) -> records and report.html"),
 }
 
 USAGE = "usage: pyprof {" + ",".join(STAGES) + "} [options] ...   (pyprof STAGE -h for a stage's options)\n\n" + \
     "\n".join(f"  {name:6s} {text}" for name, (_, text) in STAGES.items()) + \
-    "\n\ntypical:  pyprof parse net.sqlite > net.dict && pyprof prof -w 150 net.dict\n"
+    "\n\ntypical:  pyprof run -o out -- python train.py\n" \
+    "          pyprof parse net.sqlite > net.dict && pyprof prof -w 150 net.dict\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,8 @@ FLOW = ("nvtx", "parse", "prof", "report")
 #: Modules every stage may import: what the stages share (the record's layout, errors, helpers, the fork helper).
 SHARED = {"pyprof.common", "pyprof.record", "pyprof.forked"}
 #: The entry points above the stages: the umbrella command and ``pyprof.init``'s package, which import all.
-ENTRY = {"pyprof", "pyprof.cli", "pyprof.__main__"}
+ENTRY = {"pyprof", "pyprof.cli", "pyprof.__main__", "pyprof.run", "pyprof.run.cli", "pyprof.run.boot",
+         "pyprof.run.boot.sitecustomize"}
 
 
 def _module_name(path: Path, top: Path) -> str:

@@ -1,0 +1,167 @@
+"""``pyprof run [-o DIR] [--backend nsys|torch] [--steps N] -- python train.py ARGS``: run a training script
+under a capture without editing it, then parse it and write the records and the report into DIR.
+
+The script's interpreter loads ``pyprof/run/boot/sitecustomize.py`` first (its folder leads PYTHONPATH). That
+module counts training steps by the optimizers' steps (a global optimizer step hook), skips ``--warmup`` of them
+and captures ``--steps`` more: under Nsight Systems (the default when ``nsys`` is found) with pyprof.init()'s
+markers, between cudaProfilerStart/Stop (docs/capture.md's flags), exported to SQLite; else with the PyTorch
+profiler (shapes, stacks, modules, memory) on a schedule. Ctrl-C stops the script; what was captured is kept,
+parsed and reported. The exit status is the script's.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from pyprof.common import InputError, UsageError, run_command
+
+PROG = "pyprof run"
+BOOT = Path(__file__).resolve().parent / "boot"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a training script under a capture (no edit needed), then parse it and write the "
+                    "records and report.html into DIR.",
+        epilog="examples:\n  pyprof run -o out -- python train.py --epochs 1\n"
+               "  pyprof run --backend torch --steps 5 -- python train.py      # no Nsight Systems needed")
+    p.add_argument("-o", "--output", default="pyprof-run", metavar="DIR",
+                   help="folder for the capture, records.dict and report.html (default: pyprof-run)")
+    p.add_argument("--backend", choices=["nsys", "torch"], default=None,
+                   help="Nsight Systems (default when nsys is on the PATH or $NSYS names it) or the PyTorch profiler")
+    p.add_argument("--steps", type=int, default=3, metavar="N",
+                   help="training steps to capture, counted by optimizer.step() (default 3; 0: every step after "
+                        "the warm-up, to the script's end)")
+    p.add_argument("--warmup", type=int, default=2, metavar="N",
+                   help="training steps to run before the capture (default 2)")
+    p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command: python train.py ARGS")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
+    return run_command(PROG, lambda: _run(args))
+
+
+def _nsys() -> str | None:
+    return os.environ.get("NSYS") or shutil.which("nsys")
+
+
+def _run(args) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise UsageError("give the command after --: pyprof run -- python train.py ARGS")
+    if args.steps < 0 or args.warmup < 0:
+        raise UsageError("--steps and --warmup must be >= 0")
+    backend = args.backend or ("nsys" if _nsys() else "torch")
+    if backend == "nsys" and not _nsys():
+        raise UsageError("--backend nsys: no nsys on the PATH (nor $NSYS); --backend torch needs none")
+    out = Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.pop("PYPROF_RUN_ACTIVE", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(BOOT), str(Path(__file__).resolve().parents[2])] +
+                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.update(PYPROF_RUN_BACKEND=backend, PYPROF_RUN_STEPS=str(args.steps), PYPROF_RUN_WARMUP=str(args.warmup),
+               PYPROF_RUN_TRACE=str(out / "trace.json"))
+    if backend == "nsys":
+        capture = out / "capture"
+        for suffix in (".nsys-rep", ".qdstrm", ".sqlite"):
+            Path(f"{capture}{suffix}").unlink(missing_ok=True)
+        window = ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"] if args.steps else []
+        cmd = [_nsys(), "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", *window,
+               "-o", str(capture), "-f", "true", *command]
+    else:
+        Path(env["PYPROF_RUN_TRACE"]).unlink(missing_ok=True)
+        cmd = command
+    print(f"{PROG}: {backend}: {' '.join(command)}", file=sys.stderr)
+    status = _child(cmd, env)
+    export = _export(out, backend)
+    if export is None:
+        print(f"{PROG}: nothing was captured (the script ended before its step {args.warmup + 1}?)",
+              file=sys.stderr)
+        return status or 1
+    _analyse(export, out)
+    return status
+
+
+def _child(cmd: list[str], env: dict) -> int:
+    """Run the script; Ctrl-C goes to it (the terminal sends it to the whole group) and is not ours: we wait for
+    it to end and keep what it captured. A handler that does nothing rather than SIG_IGN: an ignored signal
+    stays ignored in the child, a handler does not cross exec."""
+    previous = signal.signal(signal.SIGINT, lambda _sig, _frame: None)
+    try:
+        try:
+            proc = subprocess.Popen(cmd, env=env)
+        except OSError as e:
+            raise UsageError(f"cannot start {cmd[0]}: {e.strerror}") from None
+        code = proc.wait()
+        return 128 - code if code < 0 else code  # killed by signal N: 128 + N, as a shell says it
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _export(out: Path, backend: str) -> Path | None:
+    """The capture as a file parse reads, or None when there is none."""
+    if backend == "torch":
+        trace = out / "trace.json"
+        return trace if trace.exists() and trace.stat().st_size else None
+    capture = out / "capture"
+    rep, raw = Path(f"{capture}.nsys-rep"), Path(f"{capture}.qdstrm")
+    if not rep.exists() and raw.exists() and os.environ.get("QDSTRM_IMPORTER"):
+        # An nsys whose importer did not run (the one bundled with Nsight Compute): its importer, named by
+        # $QDSTRM_IMPORTER (with $KIT_LD for its libraries), turns the raw stream into the report.
+        env = dict(os.environ)
+        if env.get("KIT_LD"):
+            env["LD_LIBRARY_PATH"] = env["KIT_LD"]
+        subprocess.run([env["QDSTRM_IMPORTER"], "-i", str(raw)], env=env, stdout=subprocess.DEVNULL, check=False)
+    if not rep.exists():
+        return None
+    sqlite = Path(f"{capture}.sqlite")
+    done = subprocess.run([_nsys(), "export", "--type", "sqlite", "-o", str(sqlite), "-f", "true", str(rep)],
+                          stdout=subprocess.DEVNULL, check=False)
+    if done.returncode != 0 or not sqlite.exists():
+        raise InputError(str(rep), f"nsys export failed (exit {done.returncode})")
+    return sqlite
+
+
+def _analyse(export: Path, out: Path) -> None:
+    from pyprof.parse import parse_file
+    from pyprof.report.cli import run as report
+
+    records = out / "records.dict"
+    with open(records, "w", encoding="utf-8") as f:
+        parse_file(str(export), f)
+    page = out / "report.html"
+    report([str(records)], str(page))
+    _headline(records)
+    print(f"{PROG}: wrote {records} and {page}\nnext:\n"
+          f"  pyprof prof --group-by op {records}\n  pyprof prof --view lines {records}\n"
+          f"  pyprof prof --view recommendations {records}\n  open {page}", file=sys.stderr)
+
+
+def _headline(records: Path) -> None:
+    from pyprof.prof.aggregate import aggregate_files
+    from pyprof.prof.views import build
+    from pyprof.report.headline import headline
+
+    agg = aggregate_files([str(records)])
+    tables = build(agg)
+    h = headline(agg, tables, 0)
+    if not h.activities:
+        print(f"{PROG}: no GPU activity was captured (a run on the CPU, or before any GPU work)", file=sys.stderr)
+        return
+    top = ", ".join(f"{e.label} {e.pct}%" for e in h.top_ops)
+    print(f"{PROG}: step {h.step_ms} ms ({h.steps} steps), GPU busy {h.gpu_busy_pct}%, {h.activities} GPU "
+          f"activities; top ops: {top}", file=sys.stderr)
+    for e in h.findings:
+        print(f"{PROG}: finding: {e.label[:120]} (saves up to {e.saving_ms} ms)", file=sys.stderr)

@@ -1,0 +1,91 @@
+"""pyprof run end to end on the CPU (the PyTorch profiler backend; CI has no GPU and no nsys): the script runs
+unedited, warm-up steps are skipped and the asked steps captured, the records and the report are written, the
+exit status is the script's, and Ctrl-C keeps what was captured."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")  # the script needs torch (CI installs the CPU build)
+
+SCRIPT = """
+import sys, time, torch
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(32, 64), torch.randint(0, 10, (32,))
+steps, status = int(sys.argv[1]), int(sys.argv[2])
+i = 0
+while steps < 0 or i < steps:
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    i += 1
+    if i == 5:
+        print("five steps", flush=True)
+    if steps < 0:
+        time.sleep(0.01)
+sys.exit(status)
+"""
+
+
+def _steps_in(trace: Path) -> list[str]:
+    events = json.loads(trace.read_text())["traceEvents"]
+    return sorted(e["name"] for e in events if str(e.get("name", "")).startswith("ProfilerStep#"))
+
+
+def test_the_asked_steps_after_warm_up_and_the_scripts_exit_status(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "-o", "out", "--backend", "torch", "--warmup", "2",
+                        "--steps", "3", "--", sys.executable, str(script), "8", "0"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    err = p.stderr
+    assert p.returncode == 0, err
+    # the steps are the script's optimizer steps: 2 skipped, then 3 recorded, one range each
+    assert len(_steps_in(tmp_path / "out" / "trace.json")) == 3
+    assert (tmp_path / "out" / "report.html").stat().st_size > 10_000
+    assert (tmp_path / "out" / "records.dict").exists()
+    assert "no GPU activity was captured" in err and "pyprof prof --view lines out/records.dict" in err
+
+
+def test_exit_status_is_the_scripts(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "-o", "out", "--backend", "torch", "--steps", "2",
+                        "--", sys.executable, str(script), "6", "3"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 3, p.stderr
+    assert (tmp_path / "out" / "report.html").exists()
+
+
+def test_ctrl_c_keeps_what_was_captured(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    # every step (--steps 0) of a script that never ends; Ctrl-C as a terminal sends it: to the group
+    p = subprocess.Popen([sys.executable, "-m", "pyprof.cli", "run", "-o", "out", "--backend", "torch", "--steps",
+                          "0", "--", sys.executable, str(script), "-1", "0"], cwd=tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert p.stdout.readline().strip() == "five steps"
+    os.killpg(p.pid, signal.SIGINT)
+    _out, err = p.communicate(timeout=300)
+    assert p.returncode != 0  # the script was interrupted: its status
+    assert len(_steps_in(tmp_path / "out" / "trace.json")) >= 5 - 2  # five steps done when it says so, 2 of warm-up
+    assert (tmp_path / "out" / "report.html").exists(), err
+
+
+def test_usage_mistakes(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "-o", "out"], cwd=tmp_path, capture_output=True,
+                       text=True)
+    assert p.returncode == 2 and p.stderr.strip() == \
+        "pyprof run: error: give the command after --: pyprof run -- python train.py ARGS"
+    env = {k: v for k, v in os.environ.items() if k != "NSYS"}
+    env["PATH"] = os.path.dirname(sys.executable)  # no nsys there
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "--backend", "nsys", "--", "python", "x.py"],
+                       cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert p.returncode == 2 and "no nsys on the PATH" in p.stderr and p.stdout == ""
