@@ -4,6 +4,7 @@ keeps to the measured ones. Does nothing in any other process (a DataLoader work
 loads the environment's own sitecustomize, if any. Settings come from PYPROF_RUN_* variables (pyprof.run.cli).
 """
 import atexit
+import functools
 import importlib.machinery
 import importlib.util
 import os
@@ -53,9 +54,30 @@ class _Steps:
                                                with_stack=True, with_modules=True, profile_memory=True,
                                                on_trace_ready=self._export)
             self.prof.start()
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+        if self.backend == "nsys" and hasattr(torch.optim.Optimizer, "profile_hook_step"):
+            # The step ranges are NVTX push/pop ranges, so they must open and close outside every other range.
+            # An optimizer's step hooks run inside PyTorch's own "Optimizer.step#..." range (an NVTX range under
+            # pyprof.init()'s emit_nvtx): popping there would close that one. So each optimizer class's step is
+            # wrapped around the wrapper that opens that range (Optimizer.profile_hook_step, which every
+            # optimizer made after this point goes through), and the step is counted after it returns.
+            original = torch.optim.Optimizer.profile_hook_step
 
-        register_optimizer_step_post_hook(self._after_step)
+            def profile_hook_step(func):
+                hooked = original(func)
+
+                @functools.wraps(hooked)
+                def step(*args, **kwargs):
+                    try:
+                        return hooked(*args, **kwargs)
+                    finally:
+                        self._after_step(None, None, None)
+                return step
+
+            torch.optim.Optimizer.profile_hook_step = staticmethod(profile_hook_step)
+        else:
+            from torch.optim.optimizer import register_optimizer_step_post_hook
+
+            register_optimizer_step_post_hook(self._after_step)
         atexit.register(self.finish)
 
     def _begin(self, torch) -> None:
