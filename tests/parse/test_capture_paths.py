@@ -108,3 +108,20 @@ def test_lightning_trace_keeps_forward_work_out_of_the_optimizer():
     assert sum(r[c["opt_ms"]] for r in t.rows) == pytest.approx(foreach_ms, abs=1e-3)
     block = next(r for r in t.rows if r[c["line"]] == "transformer.py:26")
     assert block[c["fwd_ms"]] > 1.0 and block[c["opt_ms"]] == 0
+
+
+@pytest.mark.parametrize("name", ["run_nsys.sqlite.xz", "run_torch.pt.trace.json.gz"])
+def test_pyprof_run_captures_the_asked_steps(name, tmp_path):
+    # `pyprof run -- python3 examples/train_plain.py` on the H200, each backend (tests/data/README.md): three
+    # measured steps after two of warm-up, each one training step of the transformer, whose kernels a step the
+    # committed pyprof.init() capture of the same model counts with sqlite3 (its two steps' kernels / 2)
+    db = tmp_path / "t.sqlite"
+    db.write_bytes(lzma.decompress((DATA.parent / "nsys" / "pyprof" / "transformer.sqlite.xz").read_bytes()))
+    con = sqlite3.connect(db)
+    per_step = con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0] // 2
+    con.close()
+    t, c = _table(_records(name), "overview")
+    steps = [r for r in t.rows if r[c["step"]].startswith("ProfilerStep#")]
+    assert len(steps) == 3
+    # the last two steps are whole (the PyTorch profiler's first active step also holds what ran before it)
+    assert [r[c["kernels"]] for r in steps[1:]] == [per_step, per_step]
