@@ -131,6 +131,7 @@ FIELDS: tuple[Field, ...] = (
     Field("args", [], _T, Part.ATTRIBUTION, "json", doc="decoded arguments of op[0] (docs/markers.md)"),
     Field("outputs", [], _T, Part.ATTRIBUTION, "nested", doc="shapes of op[0]'s outputs where known"),
     Field("callsite", None, _T, Part.ATTRIBUTION, "str?", doc="the user's file:line that called op[0]"),
+    Field("host_ns", None, _T, Part.ATTRIBUTION, "int?", doc="CPU time of op[0]'s range: its call's host time"),
     Field("fwd", None, _T, Part.ATTRIBUTION, "json", doc="bprop: the forward op"),
     Field("ranges", [], _T, Part.ATTRIBUTION, "strings", doc="every enclosing range name, outermost first"),
     Field("schema", RECORD_SCHEMA, _W, Part.HEADER, "int", doc="the layout version (in the header line)"),

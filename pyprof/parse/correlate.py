@@ -80,6 +80,7 @@ class Attribution:
         self.outputs: list = []  # shapes of the op's outputs by number, [] where unknown (markers.OUTPUT_OPS)
         self.waiting = False  # its op's output shape may still be named by a consumer op (see Correlator.sweep)
         self.callsite: str | None = None
+        self.host_ns: int | None = None  # the CPU duration of op[0]'s range
         self.fwd: str | None = None  # JSON of the forward link (encode.forward_link)
         self.call: int | None = None  # id of the op call (the range standing for it): subSeqId counts per call
         self.until_ns = 0  # the earliest end among its ranges: valid for launches that end before it
@@ -379,6 +380,9 @@ class Correlator:
         a.callsite = first.site or (first.stack[-1] if first.stack else None)
         if a.callsite is None and ops and a.trace:
             a.callsite = a.trace[-1]
+        start, end = named[0][1][1], named[0][1][2]
+        if type(start) is int and type(end) is int and end >= start:
+            a.host_ns = end - start
         if counters:
             a.call = self._call_id(bwd_seq[-1][1] if bwd_seq else named[0][1])
             if bwd_seq:

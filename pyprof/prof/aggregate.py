@@ -97,7 +97,7 @@ class WorkerData:
         self.threads: dict = {}  # tid -> index
         self.limits: dict = {}  # (gpu, device) -> occupancy.Limits
         self.last_call: dict = {}  # tid -> identity of the op call its last kernel belonged to
-        # tid -> (identity, op key, shapes key, optimizer) of the first call identified on that thread: a part of the input
+        # tid -> (identity, op key, shapes key, optimizer, line, host ns) of the first call identified on that thread: a part of the input
         # aggregated on its own (aggregate_jobs) counted it as new; merged after the part before it, it is not
         # new when that part's last call on the thread is the same call
         self.first_call: dict = {}
@@ -109,12 +109,14 @@ class WorkerData:
         and site indices renumbered), and an op call that runs across the seam counted once. Every field is
         handled here: tests/prof/test_aggregate_jobs.py compares every view of a split pass with one pass."""
         for tid, first in other.first_call.items():
-            ident, okey, skey, optimizer = first
+            ident, okey, skey, optimizer, line, host = first
             if self.last_call.get(tid) == ident:  # the same call, continued: the other part counted it again
                 parts = [(other.ops, okey), (other.shapes, (okey, skey))] + ([(other.optimizer, okey)] if optimizer
                                                                              else [])
                 for groups, key in parts:
                     groups[key].calls -= 1
+                for groups, key in ((other.ops, okey), (other.shapes, (okey, skey)), (other.lines, line)):
+                    groups[key].host_ns -= host  # and its host time
             elif tid not in self.first_call:
                 self.first_call[tid] = first
         self.last_call.update(other.last_call)
@@ -316,7 +318,7 @@ def _new_call(w: WorkerData, d: dict, okey: str, is_kernel: bool, optimizer: boo
     if w.last_call.get(tid) == ident:
         return 0
     if tid not in w.first_call:
-        w.first_call[tid] = (ident, okey, shapes_key(d), optimizer)
+        w.first_call[tid] = (ident, okey, shapes_key(d), optimizer, callsite_key(d), d.get("host_ns") or 0)
     w.last_call[tid] = ident
     return 1
 
@@ -351,9 +353,16 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
     is_kernel = kind == KERNEL
     okey = op_key(d)
     new_call = _new_call(w, d, okey, is_kernel, s.optimizer)
-    add(w.ops, okey, s, new_call)
-    add(w.shapes, (okey, shapes_key(d)), s, new_call)
-    add(w.lines, line, s)
+    g_op = add(w.ops, okey, s, new_call)
+    g_shape = add(w.shapes, (okey, shapes_key(d)), s, new_call)
+    g_line = add(w.lines, line, s)
+    # An op call's host time, counted with its first kernel (a copy or memset is a call of its own kind, whose
+    # range is its op's: that op's kernels count it)
+    host = d.get("host_ns") if new_call and is_kernel else None
+    if host:
+        g_op.host_ns += host
+        g_shape.host_ns += host
+        g_line.host_ns += host
     site = (line, okey)
     add(w.line_ops, site, s)
     add(w.layers, tuple(layer_path(d)), s)

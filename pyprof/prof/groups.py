@@ -100,6 +100,7 @@ class Group:
     occ_x_ns: float = 0.0  # estimated occupancy x duration, over the kernels whose occupancy is known
     occ_ns: int = 0  # the duration of those kernels
     bytes: int = 0  # bytes copied (the copies between host and device)
+    host_ns: int = 0  # CPU time of the op calls that started in the group (their op's range, once per call)
 
     def add(self, s: Sample, new_call: int = 0) -> None:
         ns = s.ns

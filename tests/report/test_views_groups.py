@@ -90,6 +90,29 @@ def test_optimizer_time_is_neither_forward_nor_backward(records):
             pytest.approx(r[c.index("gpu_ms")], abs=3e-4)
 
 
+def test_host_time_per_op_is_its_ranges_cpu_time(records, tmp_path):
+    # The forward linear calls' host time: their pyprof op ranges (torch.nn.functional.linear) on the CPU,
+    # recounted with sqlite3 from the export: 34 ranges (17 calls a step, two steps)
+    import lzma
+    import sqlite3
+
+    db = tmp_path / "t.sqlite"
+    db.write_bytes(lzma.decompress((ROOT / "tests/data/nsys/pyprof/transformer.sqlite.xz").read_bytes()))
+    con = sqlite3.connect(db)
+    n, ns = con.execute(
+        "SELECT count(*), sum(n.end - n.start) FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId "
+        "WHERE n.eventType = 59 AND coalesce(n.text, s.value) LIKE "
+        "'{\"pyprof\":1,\"mod\":\"torch.nn.functional\",\"op\":\"linear\"%'").fetchone()
+    con.close()
+    assert n == 34
+    (t,) = build(aggregate([("x", records("nsys/pyprof/transformer.sqlite.xz"))]), ["operators"])
+    c = t.columns
+    row = next(r for r in t.rows if r[0] == "linear")
+    assert row[c.index("host_ms")] == round(ns / 1e6, 4)
+    memset = next(r for r in t.rows if r[0] == "memset")
+    assert memset[c.index("host_ms")] is None  # a memset's own call has no op range of its own: na, not 0
+
+
 def test_source_found_by_path_suffix(monkeypatch):
     monkeypatch.chdir(ROOT)
     recs = [kernel(1000, 50, callsite="/elsewhere/checkout/examples/transformer.py:31"),

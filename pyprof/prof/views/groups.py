@@ -23,18 +23,22 @@ def _op_rows(groups: dict, gpu_ns: int, key_cols) -> list[list]:
     rows = []
     for key, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
         ns, calls = g.ns, g.calls
-        rows.append(key_cols(key) + [calls, g.count, ms(ns), round(ns / calls / 1e3, 3) if calls else None,
-                                     pct(ns, gpu_ns)] + modelled_cols(g))
+        rows.append(key_cols(key) + [calls, g.count, ms(ns), ms(g.host_ns) if g.host_ns else None,
+                                     round(ns / calls / 1e3, 3) if calls else None, pct(ns, gpu_ns)] +
+                    modelled_cols(g))
     return rows
 
 
-_OP_COLS = [("calls", "Calls"), ("kernels", "Kernels"), ("device_ms", "Device (ms)"),
+_HOST_NOTE = ("Host (ms): CPU time of the op calls, each its outermost op's range on its launching thread, once "
+              "per call (a backward op's is its autograd node's, on the engine's thread); na where the records "
+              "carry none (records written before host_ns existed, legacy dict lines, activities without an op range).")
+_OP_COLS = [("calls", "Calls"), ("kernels", "Kernels"), ("device_ms", "Device (ms)"), ("host_ms", "Host (ms)"),
             ("mean_call_us", "Mean/call (us)"), ("time_pct", "Time %"), ("flops", "FLOPs"), ("tflops", "TFLOP/s"),
             ("roofline_pct", "Roofline %"), ("tc_pct", "TC %")]
 _OP_NOTES = [
     "Device time is GPU time of the kernels (and copies) launched inside the op, backward kernels charged to "
     "their forward op as 'op (bprop)'; nested ops are not separated (self = total for the outermost op).",
-    "Host time is not in the records (they hold GPU activities and their launches only): not shown.",
+    _HOST_NOTE,
     "Calls count op calls (a kernel numbered 0 in its call starts one; each copy or memset is one).",
     _ROOF_NOTE, _TC_NOTE]
 
@@ -98,7 +102,7 @@ def lines(agg: Aggregate, worker: str | None = None) -> Table:
     readable here, longest first."""
     ws = agg.select(worker)
     cols = [("line", "Line"), ("source", "Source"), ("kernels", "Kernels"), ("gpu_ms", "GPU (ms)"),
-            ("fwd_ms", "Forward (ms)"), ("bwd_ms", "Backward (ms)"), ("opt_ms", "Optimizer (ms)"),
+            ("host_ms", "Host (ms)"), ("fwd_ms", "Forward (ms)"), ("bwd_ms", "Backward (ms)"), ("opt_ms", "Optimizer (ms)"),
             ("time_pct", "Time %"), ("flops", "FLOPs"), ("tflops", "TFLOP/s"), ("roofline_pct", "Roofline %"),
             ("tc_pct", "TC %")]
     t = Table.of("lines", "GPU time per source line", cols,
@@ -109,7 +113,7 @@ def lines(agg: Aggregate, worker: str | None = None) -> Table:
     for line, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
         src = source_line(line) if line != "-" else None
         ns = g.ns
-        t.rows.append([shown[line], src, g.count, ms(ns), ms(g.fwd_ns), ms(g.bwd_ns), ms(g.opt_ns),
+        t.rows.append([shown[line], src, g.count, ms(ns), ms(g.host_ns) if g.host_ns else None, ms(g.fwd_ns), ms(g.bwd_ns), ms(g.opt_ns),
                                 pct(ns, gpu_ns)] +
                       modelled_cols(g))
     if prefix:
@@ -118,5 +122,5 @@ def lines(agg: Aggregate, worker: str | None = None) -> Table:
         "Every GPU activity (kernels, copies, memsets) is charged to the user line whose op launched it; a backward "
         "kernel to its forward op's line. '-': no call site recorded (no pyprof marker, or no forward link).",
         "Source text is read from the recorded path, else from the current directory by the path's suffix; na "
-        "when neither is readable.", _ROOF_NOTE, _TC_NOTE]
+        "when neither is readable.", _HOST_NOTE, _ROOF_NOTE, _TC_NOTE]
     return t
