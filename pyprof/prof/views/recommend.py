@@ -15,6 +15,7 @@ from pyprof.prof.source_lines import source_line
 from pyprof.prof.tables import Table
 from pyprof.prof.steps import steps
 from pyprof.prof.views.gaps import gaps
+from pyprof.prof.views.idle import SHORT_GAP_NS  # launch overhead below, host work above
 from pyprof.prof.views.registry import view
 from pyprof.prof.views.common import merged, ms, pct, short_lines, total
 
@@ -30,7 +31,6 @@ LAYOUT_SHARE = 1.0  # NCHW <-> NHWC conversion kernels with this much GPU time
 OPT_SHARE = 5.0  # optimizer kernels with this much GPU time
 OPT_LOOP_SHARE = 50.0  # % of the optimizer's kernels outside _foreach_/_fused_ ops: a per-parameter loop
 FUSED_ADAM_PASSES = 7  # a fused Adam(W) step reads param, grad, exp_avg, exp_avg_sq and writes three of them
-SHORT_GAP_NS = 50_000  # an idle gap shorter than this is launch overhead; a longer one is host work
 LAUNCH_IDLE_SHARE = 10.0  # % of the profiled span idle in short gaps
 GAP_IDLE_SHARE = 5.0  # % of the profiled span idle in long gaps before one line's work
 COPY_SHARE = 1.0  # copies between host and device with this much GPU time

@@ -1,0 +1,72 @@
+"""Where and why the GPU waited: the idle gaps of the profiled span (pyprof.prof.views.gaps), by cause and by
+the op and line whose work ended each gap, so that "GPU idle 42%" names the lines that kept the GPU waiting."""
+from __future__ import annotations
+
+import numpy as np
+
+from pyprof.prof.aggregate import Aggregate
+from pyprof.prof.steps import steps
+from pyprof.prof.tables import Table
+from pyprof.prof.views.common import ms, pct, short_lines, merged
+from pyprof.prof.views.gaps import gaps
+from pyprof.prof.views.registry import view
+
+#: A gap shorter than this is launch overhead (the host issuing kernels one by one); a longer one, host work.
+#: The recommendations' idle rules read the same threshold.
+SHORT_GAP_NS = 50_000
+CAUSES = {
+    "sync": "after a synchronising copy (.item(), .cpu(), a synchronous cudaMemcpy): the host waited for the GPU, "
+            "then the GPU for the host",
+    "launch": f"gaps under {SHORT_GAP_NS // 1000} us: the host issuing work one launch at a time",
+    "host": f"gaps of {SHORT_GAP_NS // 1000} us or more: host work between launches (Python, data loading, "
+            "the optimizer's bookkeeping)",
+}
+
+
+@view("idle")
+def idle(agg: Aggregate, worker: str | None = None) -> Table:
+    """The GPU's idle time by cause, op and line (the activity whose work ended each gap), longest first."""
+    ws = agg.select(worker)
+    cols = [("cause", "Cause"), ("op", "Op"), ("line", "Line"), ("gaps", "Gaps"), ("idle_ms", "Idle (ms)"),
+            ("idle_pct", "Idle % of span"), ("largest_ms", "Largest (ms)"), ("largest_step", "Largest in")]
+    t = Table.of("idle", "GPU idle time: why and before what", cols,
+                 chart={"type": "bar", "label": ["cause", "op", "line"], "values": ["idle_ms"]})
+    span = sum(s.span_ns for w in ws for s in steps(w)[0])
+    _prefix, short = short_lines(merged(ws, "lines"))
+    acc: dict = {}  # (cause, op, line) -> [gaps, idle ns, largest ns, its step]
+    total_idle = 0
+    for w in ws:
+        g = gaps(w)
+        if not len(g.idle_ns):
+            continue
+        causes = np.where(g.after_sync, 0, np.where(g.idle_ns < SHORT_GAP_NS, 1, 2))
+        total_idle += int(g.idle_ns.sum())
+        for code, cause in enumerate(("sync", "launch", "host")):
+            mask = causes == code
+            if not mask.any():
+                continue
+            sites = g.site[mask]
+            idle_ns = g.idle_ns[mask]
+            steps_of = g.step[mask]
+            for site in np.unique(sites):
+                mine = sites == site
+                line, op = w.site_keys[site]
+                k = int(np.argmax(np.where(mine, idle_ns, -1)))
+                key = (cause, op, short.get(line, line))
+                cur = acc.setdefault(key, [0, 0, 0, ""])
+                cur[0] += int(mine.sum())
+                cur[1] += int(idle_ns[mine].sum())
+                if int(idle_ns[k]) > cur[2]:
+                    step = g.labels[steps_of[k]]
+                    cur[2], cur[3] = int(idle_ns[k]), f"{w.name} {step}" if len(ws) > 1 else step
+    for (cause, op, line), (n, ns, big, step) in sorted(acc.items(), key=lambda kv: (-kv[1][1], kv[0])):
+        t.rows.append([cause, op, line, n, ms(ns), pct(ns, span), ms(big), step])
+    t.notes += [f"{c}: {text}." for c, text in CAUSES.items()]
+    t.notes += [
+        "A gap is a stretch of the profiled span (the steps' windows) with no kernel, copy or memset running on "
+        "the GPU (several streams: any of them); it is charged to the op and line of the activity that ended it, "
+        "the work the GPU was waiting for.",
+        f"Idle in all: {ms(total_idle)} ms of a {ms(span)} ms span ({pct(total_idle, span)}%)." if span else
+        "No profiled span (no timed activity).",
+    ]
+    return t

@@ -1,0 +1,57 @@
+"""The idle view: the GPU's idle time by cause and by the op and line it waited for, on a built timeline with
+known gaps, and on real captures against the overview's idle time (interval unions per step, another path)."""
+from __future__ import annotations
+
+import pytest
+from report_helpers import kernel
+
+from pyprof.prof.aggregate import aggregate
+from pyprof.prof.views import build
+
+
+def _rows(recs):
+    (t,) = build(aggregate([("x", recs)]), ["idle"])
+    return [dict(zip(t.columns, r)) for r in t.rows]
+
+
+def test_built_gaps_by_cause_and_what_ended_them():
+    # a 5 us kernel at 0; the next at 15 us (a 10 us gap: launch overhead); the third at 120 us (100 us after
+    # the second ended at 20 us: host work), each kernel its own op and line
+    recs = [kernel(0, 5_000, op=["a"], callsite="/p/t.py:1"),
+            kernel(15_000, 5_000, op=["b"], callsite="/p/t.py:2"),
+            kernel(120_000, 5_000, op=["c"], callsite="/p/t.py:3")]
+    rows = _rows(recs)
+    assert [(r["cause"], r["op"], r["line"], r["gaps"], r["idle_ms"]) for r in rows] == [
+        ("host", "c", "t.py:3", 1, 0.1), ("launch", "b", "t.py:2", 1, 0.01)]
+    # the span runs from 0 to 125 us: 100 / 125 = 80%, 10 / 125 = 8%
+    assert [r["idle_pct"] for r in rows] == [80.0, 8.0]
+
+
+def test_overlapping_streams_leave_no_gap():
+    # the second kernel starts on another stream before the first ends: busy throughout
+    recs = [kernel(0, 10_000, stream=7), kernel(5_000, 10_000, stream=8)]
+    assert _rows(recs) == []
+
+
+@pytest.mark.parametrize("rel", ["nsys/pyprof/transformer.sqlite.xz", "nsys/pyprof/resnet.sqlite.xz",
+                                 "kineto/resnet.pt.trace.json.gz"])
+def test_idle_adds_up_to_the_overviews(records, rel):
+    agg = aggregate([("x", records(rel))])
+    (ov,) = build(agg, ["overview"])
+    c = ov.columns
+    steps = [r for r in ov.rows if r[c.index("step")] != "mean"]
+    overview_idle = sum(r[c.index("idle_ms")] for r in steps)
+    (t,) = build(agg, ["idle"])
+    idle = sum(r[t.columns.index("idle_ms")] for r in t.rows)
+    # each figure is rounded to 0.1 us: the sums may differ by that per row
+    assert idle == pytest.approx(overview_idle, abs=1e-4 * (len(t.rows) + len(steps)))
+    assert idle > 0
+
+
+def test_a_synchronising_copy_is_its_own_cause(records):
+    recs = records("nsys/pyprof/resnet.sqlite.xz")
+    # the capture's .item(): a device-to-host copy under the item op (recounted from the records)
+    assert any(d["kind"] == "memcpy" and d.get("copy_kind") == "DtoH" and d["op"] and d["op"][0] == "item"
+               for d in recs)
+    causes = {r["cause"] for r in _rows(recs)}
+    assert "sync" in causes
