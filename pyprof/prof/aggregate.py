@@ -21,9 +21,10 @@ from pyprof.prof.coverage import Coverage
 from pyprof.common import no_cyclic_gc
 from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks, roofline
-from pyprof.prof.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, merge_into, op_key, sample, \
-    shapes_key
+from pyprof.prof.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, merge_into, \
+    op_key, sample, shapes_key
 from pyprof.prof.registry import TC_FAMILIES, Family
+from pyprof.prof.results import as_list
 from pyprof.prof.occupancy import est_occupancy, limits, sm_fraction
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
@@ -97,9 +98,9 @@ class WorkerData:
         self.threads: dict = {}  # tid -> index
         self.limits: dict = {}  # (gpu, device) -> occupancy.Limits
         self.last_call: dict = {}  # tid -> identity of the op call its last kernel belonged to
-        # tid -> (identity, op key, shapes key, optimizer, line, host ns) of the first call identified on that thread: a part of the input
-        # aggregated on its own (aggregate_jobs) counted it as new; merged after the part before it, it is not
-        # new when that part's last call on the thread is the same call
+        # tid -> (identity, op key, shapes key, optimizer, line, host ns) of the first call identified on that
+        # thread: a part of the input aggregated on its own (aggregate_jobs) counted it as new; merged after the
+        # part before it, it is not new when that part's last call on the thread is the same call
         self.first_call: dict = {}
 
 
@@ -437,10 +438,10 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
     elif kind == MEMCPY:
         t["memcpy_ns"] += dur
         ck = d.get("copy_kind") or "?"
-        op = d.get("op")
+        op = as_list(d.get("op"))  # a writer may give one string
         if ck in ("DtoH", "AtoH") and ((op and (op[0] in SYNC_OPS or op[-1] in SYNC_OPS))
                                        or d.get("api") == "cudaMemcpy"):
-            add(w.syncs, ((op or ("-",))[0], line), s).bytes += d.get("bytes") or 0
+            add(w.syncs, (op[0] if op else "-", line), s).bytes += d.get("bytes") or 0
             if d.get("start_ns") is not None:
                 w.sync_at.append(len(w.start_ns))
         elif ck in ("HtoD", "DtoH", "HtoA", "AtoH"):

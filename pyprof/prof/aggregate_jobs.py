@@ -110,9 +110,6 @@ def _lines_after(fd: int, pos: int, n: int, size: int) -> list:
     return lines[:n]
 
 
-_state: dict = {}
-
-
 def _serve(conn, path: str, header: Header, peaks: Peaks, make_observer) -> None:
     """A worker's body (pyprof.forked): answer each task (chunk) with its partial aggregate, until None."""
     fd = os.open(path, os.O_RDONLY)

@@ -47,8 +47,7 @@ def is_optimizer(d: dict) -> bool:
     ``Optimizer.step#...`` range that autograd did not record and no module ran (an optimizer's per-parameter
     loop of plain ops: ``step`` runs under no_grad). Lightning, and any ``optimizer.step(closure)``, run the
     whole training step inside that range: its forward ops carry an autograd sequence number or a module."""
-    op = d.get("op")
-    first = op if isinstance(op, str) else op[0] if op else None
+    first = first_name(d.get("op"))
     if isinstance(first, str) and first.startswith(OPTIMIZER_OPS):
         return True
     for name in d.get("ranges") or ():
@@ -65,9 +64,11 @@ def sample(d: dict, m, roof) -> Sample:
     pct = roof.roofline_pct
     roof_ns = dur if pct is not None else 0
     # tuple.__new__: this runs once per activity of the views' pass, and skips the named tuple's own __new__
+    backward = d.get("dir") == "bprop"
     return _new_tuple(Sample, (dur, m.flops or 0, m.flops is not None, pct * dur / 100.0 if roof_ns else 0.0,
-                               dur if m.tc else 0, dur if m.tc is not None else 0, roof_ns, dur < TINY_NS and d.get("kind") not in _COPIES, d.get("dir") == "bprop",
-                               d.get("dir") != "bprop" and is_optimizer(d)))
+                               dur if m.tc else 0, dur if m.tc is not None else 0, roof_ns,
+                               dur < TINY_NS and d.get("kind") not in _COPIES, backward,
+                               not backward and is_optimizer(d)))
 
 
 _new_tuple = tuple.__new__

@@ -108,22 +108,21 @@ def read_lines_of(lines: Iterable[tuple[int, bytes]], path: str, header: Header,
     """``read_records`` of a part of a file: (line number, line) pairs, the file's header already read into
     ``header``; whether the file ends as parse ends it is not judged here. Appends each record's line number
     to ``linenos`` as it is yielded."""
-    for lineno, d in _records_of(lines, path, header, None):
+    # its own Ending: the records' schema is still checked as read_records checks it; its done() is not called
+    for lineno, d in _records_of(lines, path, header, Ending(path)):
         linenos.append(lineno)
         yield lineno, d
 
 
 def _records_of(lines: Iterable[tuple[int, bytes]], path: str, header: Header,
-                ending: Ending | None) -> Iterator[tuple[int, dict]]:
+                ending: Ending) -> Iterator[tuple[int, dict]]:
     for lineno, line in lines:
         if is_end(line):
-            if ending is not None:
-                ending.end()
+            ending.end()
             continue
         if is_header(line):
             header.read(line, path, lineno)
-            if ending is not None:
-                ending.header()
+            ending.header()
             continue
         d = typed_loads(line, path, lineno)  # decoded and checked at once: nearly every line
         if d is None:  # not a typed record: decoded whole, and the problem named
@@ -138,11 +137,9 @@ def _records_of(lines: Iterable[tuple[int, bytes]], path: str, header: Header,
             if END_KEY not in d:
                 check(d, path, lineno)
         if END_KEY in d:  # an end line written other than as parse writes it
-            if ending is not None:
-                ending.end()
+            ending.end()
             continue
-        if ending is not None:
-            ending.record(d, lineno)
+        ending.record(d, lineno)
         if "gpu_props" not in d:
             d["gpu_props"] = header.props(d)
         defaults_of(d)

@@ -4,7 +4,7 @@ workers); ``rows`` does the same for records already decoded (the views, the sum
 """
 from __future__ import annotations
 
-from typing import IO, Iterable, Sequence
+from typing import IO, Container, Iterable, Sequence
 
 from pyprof.common import InputError
 
@@ -25,7 +25,7 @@ COMMIT_BATCHES = 32  # a spooling output (the CLI's) is written out every 64k ro
 
 def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks | None, need_roofline: bool,
          coverage: Coverage, path: str = "<input>",
-         counted: range | None = None) -> Iterable[tuple[int, dict, Result, Roofline]]:
+         counted: Container[int] | None = None) -> Iterable[tuple[int, dict, Result, Roofline]]:
     """(idx, record, model result, Roofline) for each ``(line number, record)``, in input order.
 
     A kernel's result is its share of its op call, so a record comes out once its call is closed: at most

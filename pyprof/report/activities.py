@@ -59,14 +59,12 @@ class ActivityTable:
         self._workers: dict = {}  # id(WorkerData) -> (index, WorkerData), names read at the end
         # GPU time of the activities that carry modelled FLOPs (the headline's modelled share)
         self.flops_ns = 0
-        self.total_ns = 0
 
     def __call__(self, w, d: dict, m, roof) -> None:
         start = d.get("start_ns") or 0
         dur = d.get("kDuration") or 0
         self.start_ns.append(start)
         self.dur_ns.append(dur)
-        self.total_ns += dur
         flops = m.flops
         self.flops.append(NA if flops is None else flops)
         self.bytes.append(NA if m.bytes is None else m.bytes)
@@ -121,7 +119,6 @@ class ActivityTable:
         for full, short in part.short_names.items():
             self.short_names.setdefault(full, short)
         self.flops_ns += part.flops_ns
-        self.total_ns += part.total_ns
 
     def to_dict(self) -> dict:
         """Columns as lists (numpy arrays, which the page's JSON writer serialises directly): times relative to
@@ -135,7 +132,7 @@ class ActivityTable:
             tflops = np.where((flops > 0) & (dur > 0), flops / np.maximum(dur, 1) / 1e3, np.nan)
         roof = np.frombuffer(self.roofline_pct, dtype=np.float64)
         lines = self.text["line"].strings()
-        prefix, short = short_lines({x: None for x in lines if x != "-"})
+        _prefix, short = short_lines({x: None for x in lines if x != "-"})
         strings = {k: self.text[k].strings() for k in _TEXT}
         labels = kernel_labels({f: s for f, s in self.short_names.items() if s is not None})
         strings["kernel"] = [labels.get(f, f) for f in strings["kernel"]]
@@ -143,7 +140,7 @@ class ActivityTable:
         strings["worker"] = [w.name for _i, w in sorted(self._workers.values(), key=lambda e: e[0])]
         return {
             "n": len(self), "columns": [c for c, _ in COLUMNS], "headers": [h for _, h in COLUMNS],
-            "strings": strings, "line_prefix": prefix,
+            "strings": strings,
             "start_ms": _rounded((start - t0) / 1e6, 6), "dur_us": _rounded(dur / 1e3, 3),
             "flops": _known(flops), "bytes": _known(np.frombuffer(self.bytes, dtype=np.int64)),
             "tflops": _rounded(tflops, 3), "roofline_pct": _rounded(roof, 2),

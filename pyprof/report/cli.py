@@ -156,8 +156,9 @@ def _tables(sources: list[tuple[str, str]], jobs: int = 0, meanwhile=None):
 
 
 def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace_events: int | None = None,
-        timeline_events: int = 10000, title: str | None = None, jobs: int | None = None) -> None:
-    """Write the report (and the trace) for ``inputs``. Every input is checked, and exports parsed, before
+        timeline_events: int = 10000, title: str | None = None, jobs: int | None = None):
+    """Write the report (and the trace) for ``inputs``; return its headline (pyprof.report.headline.Headline).
+    Every input is checked, and exports parsed, before
     anything is written; the files appear only when complete (written to a temporary name beside them, then
     renamed; a device such as /dev/null is written in place), and after a failure neither is left, nor any
     temporary. Raises InputError for bad input, OutputError for an output that cannot be written (a folder, a
@@ -222,6 +223,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
             _write(trace_path, trace_out, lambda: perfetto.write_source_trace(
                 [(n, _numbered(p, n)) for n, p in sources], trace_out, max_trace_events))
         _write(output, page, lambda: page_html.render(tables, meta, tl_events, page, acts.to_dict(), head.to_dict()))
+    return head
 
 
 def _same_file(a: str, b: str) -> bool:

@@ -15,13 +15,12 @@ TOP = 3
 
 @dataclass
 class Entry:
-    """One line of a headline list: what (a group key of the view named by ``view``), its GPU time and share,
-    and for a finding its estimated saving."""
+    """One line of a headline list: what (an op, a line, a finding), its time and share, what more the page
+    shows of it (a line's source, a finding's evidence), and for a finding its estimated saving."""
 
     label: str
     ms: float | None
     pct: float | None
-    view: str
     detail: str | None = None
     saving_ms: float | None = None
 
@@ -47,7 +46,7 @@ def _col(t: Table, key: str) -> int | None:
     return t.columns.index(key) if key in t.columns else None
 
 
-def _top(t: Table | None, label: str, time_key: str, view: str, detail: str | None = None) -> list[Entry]:
+def _top(t: Table | None, label: str, time_key: str, detail: str | None = None) -> list[Entry]:
     if t is None:
         return []
     li, ti, pi = _col(t, label), _col(t, time_key), _col(t, "time_pct")
@@ -55,7 +54,7 @@ def _top(t: Table | None, label: str, time_key: str, view: str, detail: str | No
     if li is None or ti is None:
         return []
     rows = sorted((r for r in t.rows if isinstance(r[ti], (int, float))), key=lambda r: -r[ti])[:TOP]
-    return [Entry(str(r[li]), r[ti], r[pi] if pi is not None else None, view,
+    return [Entry(str(r[li]), r[ti], r[pi] if pi is not None else None,
                   str(r[di]) if di is not None and r[di] is not None else None) for r in rows]
 
 
@@ -65,15 +64,9 @@ def _findings(t: Table | None) -> list[Entry]:
     about, rule, ev = _col(t, "about"), _col(t, "rule"), _col(t, "evidence")
     ti, pi = _col(t, "time_ms"), _col(t, "time_pct")
     si = _col(t, "saving_ms")
-    rows = list(t.rows)
-    if si is not None:  # most at stake first; a finding without an estimate after those with one
-        rows.sort(key=lambda r: -(r[si] or 0))
-    out = []
-    for r in rows[:TOP]:
-        out.append(Entry(f"{r[rule]}: {r[about]}", r[ti] if ti is not None else None,
-                         r[pi] if pi is not None else None, "recommendations",
-                         str(r[ev]) if ev is not None else None, r[si] if si is not None else None))
-    return out
+    # the view lists them most at stake first
+    return [Entry(f"{r[rule]}: {r[about]}", r[ti] if ti is not None else None, r[pi] if pi is not None else None,
+                  str(r[ev]) if ev is not None else None, r[si] if si is not None else None) for r in t.rows[:TOP]]
 
 
 def headline(agg: Aggregate, tables: list[Table], flops_ns: int) -> Headline:
@@ -96,6 +89,6 @@ def headline(agg: Aggregate, tables: list[Table], flops_ns: int) -> Headline:
         activities=cov.kernels,
         modelled_pct=round(100.0 * (cov.own_ns + cov.elsewhere_ns) / t, 2) if t else None,
         flops_pct=round(100.0 * flops_ns / t, 2) if t else None,
-        top_ops=_top(by_name.get("operators"), "op", "device_ms", "operators"),
-        top_lines=_top(by_name.get("lines"), "line", "gpu_ms", "lines", "source"),
+        top_ops=_top(by_name.get("operators"), "op", "device_ms"),
+        top_lines=_top(by_name.get("lines"), "line", "gpu_ms", "source"),
         findings=_findings(by_name.get("recommendations")))

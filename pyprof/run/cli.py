@@ -142,21 +142,14 @@ def _analyse(export: Path, out: Path) -> None:
     with open(records, "w", encoding="utf-8") as f:
         parse_file(str(export), f)
     page = out / "report.html"
-    report([str(records)], str(page))
-    _headline(records)
+    _headline(report([str(records)], str(page)))
     print(f"{PROG}: wrote {records} and {page}\nnext:\n"
           f"  pyprof prof --group-by op {records}\n  pyprof prof --view lines {records}\n"
           f"  pyprof prof --view recommendations {records}\n  open {page}", file=sys.stderr)
 
 
-def _headline(records: Path) -> None:
-    from pyprof.prof.aggregate import aggregate_files
-    from pyprof.prof.views import build
-    from pyprof.report.headline import headline
-
-    agg = aggregate_files([str(records)])
-    tables = build(agg)
-    h = headline(agg, tables, 0)
+def _headline(h) -> None:
+    """The report's headline (pyprof.report.headline.Headline), in a few lines."""
     if not h.activities:
         print(f"{PROG}: no GPU activity was captured (a run on the CPU, or before any GPU work)", file=sys.stderr)
         return

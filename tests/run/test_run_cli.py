@@ -89,3 +89,12 @@ def test_usage_mistakes(tmp_path):
     p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "--backend", "nsys", "--", "python", "x.py"],
                        cwd=tmp_path, capture_output=True, text=True, env=env)
     assert p.returncode == 2 and "no nsys on the PATH" in p.stderr and p.stdout == ""
+
+
+def test_a_script_killed_by_a_signal_exits_as_a_shell_says_it(tmp_path):
+    script = tmp_path / "killed.py"
+    script.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "-o", "out", "--backend", "torch", "--",
+                        sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 128 + signal.SIGTERM  # 143
+    assert "nothing was captured" in p.stderr

@@ -35,30 +35,30 @@ def idle(agg: Aggregate, worker: str | None = None) -> Table:
     _prefix, short = short_lines(merged(ws, "lines"))
     acc: dict = {}  # (cause, op, line) -> [gaps, idle ns, largest ns, its step]
     total_idle = 0
+    names = ("sync", "launch", "host")
     for w in ws:
         g = gaps(w)
         if not len(g.idle_ns):
             continue
-        causes = np.where(g.after_sync, 0, np.where(g.idle_ns < SHORT_GAP_NS, 1, 2))
         total_idle += int(g.idle_ns.sum())
-        for code, cause in enumerate(("sync", "launch", "host")):
-            mask = causes == code
-            if not mask.any():
-                continue
-            sites = g.site[mask]
-            idle_ns = g.idle_ns[mask]
-            steps_of = g.step[mask]
-            for site in np.unique(sites):
-                mine = sites == site
-                line, op = w.site_keys[site]
-                k = int(np.argmax(np.where(mine, idle_ns, -1)))
-                key = (cause, op, short.get(line, line))
-                cur = acc.setdefault(key, [0, 0, 0, ""])
-                cur[0] += int(mine.sum())
-                cur[1] += int(idle_ns[mine].sum())
-                if int(idle_ns[k]) > cur[2]:
-                    step = g.labels[steps_of[k]]
-                    cur[2], cur[3] = int(idle_ns[k]), f"{w.name} {step}" if len(ws) > 1 else step
+        cause = np.where(g.after_sync, 0, np.where(g.idle_ns < SHORT_GAP_NS, 1, 2))
+        # one group per (cause, site): sorted by group, the longest gap first within each
+        group = cause * len(w.site_keys) + g.site
+        order = np.lexsort((-g.idle_ns, group))
+        sorted_group = group[order]
+        firsts = np.flatnonzero(np.r_[True, sorted_group[1:] != sorted_group[:-1]])
+        counts = np.diff(np.r_[firsts, len(order)])
+        sums = np.add.reduceat(g.idle_ns[order], firsts)
+        for first, n, ns in zip(firsts.tolist(), counts.tolist(), sums.tolist()):
+            biggest = order[first]
+            c, site = divmod(int(sorted_group[first]), len(w.site_keys))
+            line, op = w.site_keys[site]
+            cur = acc.setdefault((names[c], op, short.get(line, line)), [0, 0, 0, ""])
+            cur[0] += n
+            cur[1] += ns
+            if int(g.idle_ns[biggest]) > cur[2]:
+                step = g.labels[g.step[biggest]]
+                cur[2], cur[3] = int(g.idle_ns[biggest]), f"{w.name} {step}" if len(ws) > 1 else step
     for (cause, op, line), (n, ns, big, step) in sorted(acc.items(), key=lambda kv: (-kv[1][1], kv[0])):
         t.rows.append([cause, op, line, n, ms(ns), pct(ns, span), ms(big), step])
     t.notes += [f"{c}: {text}." for c, text in CAUSES.items()]

@@ -11,7 +11,6 @@
                   "#9c755f", "#bab0ac", "#3d9970", "#85144b"];
   // The columns the filter box reads, and the columns whose values drill down to activities (view column ->
   // activities column).
-  const TEXT_KEYS = ["op", "kernel", "line", "layer", "path", "about", "shapes", "source", "step", "worker"];
   const FILTER_KEYS = ["op", "kernel", "line", "layer", "path", "about", "shapes", "source"];
   const DRILL = {op: "op", kernel: "kernel", line: "line", path: "layer"};
   const DIM_NAMES = {op: "Op", kernel: "Kernel", line: "Line", layer: "Layer"};
@@ -643,5 +642,5 @@
     resizeTimer = setTimeout(() => { charts.forEach(d => d()); fitters.forEach(f => f()); }, 150);
   });
   if (window.pyprofTimeline) window.pyprofTimeline(DATA, {el, svg, fmt, fmtv, COLORS});
-  window.pyprofReport = {drillTo: drillTo, activityRows: () => activities};  // for tests and the console
+  window.pyprofReport = {drillTo: drillTo};  // for the console: pyprofReport.drillTo([{col: "op", value: "linear"}])
 })();
