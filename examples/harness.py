@@ -13,6 +13,15 @@ Each example builds a model and a ``step()`` function and hands them to ``run``.
   --steps N --warmup N  measured steps (each inside an NVTX range ProfilerStep#i) after warm-up steps
 The measured steps are bracketed by torch.cuda.profiler.start()/stop(), so
 ``nsys profile --capture-range=cudaProfilerApi`` records them alone.
+
+Under torchrun (a process group initialized before ``run``), every rank runs the same steps and:
+  - the ranks meet at a barrier before the measured steps, so no rank's warm-up falls in another's window;
+  - --torch-trace and --memory name one file per rank (``rank_path``): ``{rank}`` in FILE is replaced by the
+    rank, else ``.rank<R>`` goes before a final ``.json`` / ``.json.gz`` (``ddp.json`` -> ``ddp.rank0.json``),
+    or after the name when it has neither;
+  - --flops: every rank counts one step (its collectives need all ranks), rank 0 alone writes FILE as given:
+    each rank runs the same shapes, so the count is the same on every rank (the FLOPs of one rank, not all);
+  - rank 0 alone prints the summary line, which ends with ``ranks=<world size>``.
 """
 from __future__ import annotations
 
@@ -20,12 +29,15 @@ import argparse
 import contextlib
 import json
 import time
+from typing import Callable
 
 import torch
+import torch.distributed as dist
 
 
-def parse_args(description: str, steps: int = 2, warmup: int = 3) -> argparse.Namespace:
-    """Return the options every example takes (see the module docstring)."""
+def parse_args(description: str, steps: int = 2, warmup: int = 3,
+               add_options: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
+    """Return the options every example takes (see the module docstring), plus those ``add_options`` adds."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--capture", choices=["pyprof", "emit_nvtx", "emit_nvtx_names", "none"], default="pyprof")
     p.add_argument("--steps", type=int, default=steps)
@@ -35,7 +47,25 @@ def parse_args(description: str, steps: int = 2, warmup: int = 3) -> argparse.Na
     p.add_argument("--flops", metavar="FILE")
     p.add_argument("--memory", metavar="FILE")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    if add_options is not None:
+        add_options(p)
     return p.parse_args()
+
+
+def rank_path(path: str) -> str:
+    """Return ``path`` for this process: unchanged outside a process group, else with its rank in the name.
+
+    ``{rank}`` in ``path`` is replaced by the rank; without it ``.rank<R>`` goes before a final ``.json`` or
+    ``.json.gz`` (``/tmp/ddp.pt.trace.json`` -> ``/tmp/ddp.pt.trace.rank1.json``), or at the end otherwise."""
+    if not _distributed():
+        return path
+    rank = dist.get_rank()
+    if "{rank}" in path:
+        return path.replace("{rank}", str(rank))
+    for ext in (".json.gz", ".json"):
+        if path.endswith(ext):
+            return f"{path[:-len(ext)]}.rank{rank}{ext}"
+    return f"{path}.rank{rank}"
 
 
 def run(step, args: argparse.Namespace, name: str) -> None:
@@ -46,6 +76,8 @@ def run(step, args: argparse.Namespace, name: str) -> None:
     for _ in range(args.warmup):
         step()
     _sync(args.device)
+    if _distributed():
+        dist.barrier()
     # record_shapes: what a user of emit_nvtx alone needs for pyprof to know the shapes of each aten op.
     capture = (torch.autograd.profiler.emit_nvtx(record_shapes=args.capture == "emit_nvtx")
                if args.capture.startswith("emit_nvtx") else contextlib.nullcontext())
@@ -63,17 +95,20 @@ def run(step, args: argparse.Namespace, name: str) -> None:
         _sync(args.device)
         torch.cuda.profiler.stop() if args.device == "cuda" else None
     seconds = time.perf_counter() - t0
-    print(f"{name}: {args.steps} steps, {seconds / args.steps * 1e3:.2f} ms/step, capture={args.capture}")
+    rank = dist.get_rank() if _distributed() else 0
+    if rank == 0:
+        ranks = f", ranks={dist.get_world_size()}" if _distributed() else ""
+        print(f"{name}: {args.steps} steps, {seconds / args.steps * 1e3:.2f} ms/step, capture={args.capture}{ranks}")
     if args.memory and args.device == "cuda":
-        with open(args.memory, "w") as f:
+        with open(rank_path(args.memory), "w") as f:
             json.dump({"example": name, "max_memory_allocated": torch.cuda.max_memory_allocated(),
                        "max_memory_reserved": torch.cuda.max_memory_reserved()}, f, indent=1)
     if prof is not None:
-        prof.export_chrome_trace(args.torch_trace)
+        prof.export_chrome_trace(rank_path(args.torch_trace))
     if args.flops:
         # After the measured steps: torch.compile does not compile a frame first called under a dispatch mode
         # such as FlopCounterMode, and that frame would then run eagerly in the capture too.
-        _count_flops(step, args.flops, name)
+        _count_flops(step, args.flops if rank == 0 else None, name)
 
 
 def _torch_profiler(full: bool = False):
@@ -84,15 +119,21 @@ def _torch_profiler(full: bool = False):
                                   profile_memory=full)
 
 
-def _count_flops(step, path: str, name: str) -> None:
+def _count_flops(step, path: str | None, name: str) -> None:
     from torch.utils.flop_counter import FlopCounterMode
 
     counter = FlopCounterMode(display=False)
     with counter:
         step()
+    if path is None:  # another rank writes: this one only took part in the step's collectives
+        return
     by_op = {str(op): n for op, n in counter.get_flop_counts().get("Global", {}).items()}
     with open(path, "w") as f:
         json.dump({"example": name, "flops_per_step": counter.get_total_flops(), "by_op": by_op}, f, indent=1)
+
+
+def _distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
 
 
 def _sync(device: str) -> None:
