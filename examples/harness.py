@@ -93,6 +93,11 @@ def run(step, args: argparse.Namespace, name: str) -> None:
             if prof is not None:
                 prof.step()
         _sync(args.device)
+        if _distributed() and args.device == "cuda":
+            # One nsys session around torchrun ends at the first cudaProfilerStop: no rank stops before the
+            # others have finished their steps (this barrier's one small all-reduce falls in the window).
+            dist.barrier()
+            _sync(args.device)
         torch.cuda.profiler.stop() if args.device == "cuda" else None
     seconds = time.perf_counter() - t0
     rank = dist.get_rank() if _distributed() else 0

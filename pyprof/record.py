@@ -20,8 +20,8 @@ from typing import Any, Callable, Iterable, Iterator
 #: 1: the first layout. 2: a stream of records ends with parse's end line (end_line). 3: a header line first
 #: (header_line: the schema, each GPU's properties once), the raw marker texts only on request, and a new key
 #: whose value is its default, or what the record's other keys give (end_ns, smem_bytes), left out of the line
-#: (FIELDS; readers put it back).
-RECORD_SCHEMA = 3
+#: (FIELDS; readers put it back). 4: side lines (SIDE_KEY: memory events, host time) between the records and the end line.
+RECORD_SCHEMA = 4
 
 #: The line that ends parse's records of one input: written only once every record is out, so a stream
 #: without it was cut short (a parse that failed or was killed part way). Readers skip it.
@@ -31,6 +31,70 @@ END_PREFIX = b'{"pyprof_end":'
 #: record of a device (its GPU's properties).
 HEADER_KEY = "pyprof_header"
 HEADER_PREFIX = b'{"pyprof_header":'
+
+#: A side line (schema 4 on): what the input says besides its GPU activities, after the records and before the
+#: end line, ``{"pyprof_side": KIND, ...}``. Record readers skip them; the views that need them read them
+#: (docs/record.md). KIND "memory": a run of memory events (allocations and frees) of one process and device, as
+#: columns (MEMORY_COLUMNS, memory_line). KIND "host": a run of one process's CPU time in one of
+#: HOST_CATEGORIES, as disjoint intervals in time order (host_line).
+SIDE_KEY = "pyprof_side"
+SIDE_PREFIX = b'{"pyprof_side":'
+#: Events per memory line: lines stay small enough to decode in one piece, and few.
+MEMORY_RUN = 16_384
+
+
+@dataclass(frozen=True)
+class MemoryColumn:
+    """One column of a memory line: a list with one value per event."""
+
+    name: str
+    json: str  # "int" or "int?" (null where the input does not say)
+    doc: str
+
+
+#: The columns of a memory line, in order. Besides them a line has ``pid``, ``device`` ("cuda:0", "cpu", "host"),
+#: ``level`` (LEVELS) and ``sites``: the distinct attributions of its events (op, dir, recompute, callsite, layer,
+#: fwd, as on a record), which ``site`` indexes.
+MEMORY_COLUMNS: tuple[MemoryColumn, ...] = (
+    MemoryColumn("t_ns", "int", "CPU time of the allocation or free (the clock of the records' api_start_ns)"),
+    MemoryColumn("bytes", "int", "bytes allocated (positive) or freed (negative)"),
+    MemoryColumn("allocated", "int?", "bytes allocated on the device after the event (allocator level only)"),
+    MemoryColumn("reserved", "int?", "bytes the allocator holds from the driver after it (allocator level only)"),
+    MemoryColumn("addr", "int?", "the block's address: pairs a free with its allocation"),
+    MemoryColumn("site", "int", "index into ``sites``: the ranges enclosing the call that allocated or freed"),
+)
+#: What a memory line's events count: ``allocator``, tensors in PyTorch's caching allocator (the PyTorch
+#: profiler's memory events, with its running totals); ``driver``, memory the process took from or gave back to
+#: the CUDA driver (Nsight Systems' --cuda-memory-usage: cudaMalloc and cudaFree, what the caching allocator
+#: reserves), whose totals the reader adds up.
+LEVELS = ("allocator", "driver")
+
+
+def memory_line(pid: int | None, device: str, level: str, columns: dict[str, list], sites: list[dict]) -> str:
+    """One memory line (no newline) of ``columns`` (name -> list, MEMORY_COLUMNS) and their ``sites``."""
+    body = {SIDE_KEY: "memory", "pid": pid, "device": device, "level": level,
+            **{c.name: columns[c.name] for c in MEMORY_COLUMNS}, "sites": sites}
+    return json.dumps(body, separators=(",", ":"))
+
+
+#: Intervals per host line.
+HOST_RUN = 16_384
+#: What a host line's intervals are: the union over a process's threads of its ranges of one kind, or of its CUDA
+#: API calls. ``step``: ProfilerStep#N ranges; ``dataloader``: the DataLoader's ``enumerate(DataLoader)#...``
+#: ranges (record_function: the PyTorch profiler's events, or NVTX under emit_nvtx / pyprof.init()); ``runtime``:
+#: CUDA runtime and driver API calls; ``op``: PyTorch op ranges (pyprof's op markers, aten ops, autograd nodes).
+HOST_CATEGORIES = ("step", "dataloader", "runtime", "op")
+
+
+def host_line(pid: int | None, category: str, start_ns: list[int], end_ns: list[int],
+              names: list[str] | None = None) -> str:
+    """One host line (no newline): a process's intervals of one of HOST_CATEGORIES in time order, disjoint but for
+    steps, which are kept each as it is and named (``names``, their range texts)."""
+    body = {SIDE_KEY: "host", "pid": pid, "category": category, "start_ns": start_ns, "end_ns": end_ns}
+    if names is not None:
+        body["names"] = names
+    return json.dumps(body, separators=(",", ":"))
+
 
 #: Version of the NVTX marker payload written by ``pyprof.init()`` (docs/markers.md).
 MARKER_VERSION = 1
@@ -239,7 +303,7 @@ def header_line(gpus: dict) -> str:
 def read_lines(lines: Iterable[str | bytes]) -> Iterator[dict]:
     """Each record of parse's output ``lines`` (text or bytes, with or without newlines) as a dict with every key:
     parse's header and end lines skipped, the keys a schema-3 line leaves out at their default put back, and
-    ``gpu_props`` from the header by the record's device. Blank lines are skipped; nothing is type-checked
+    ``gpu_props`` from the header by the record's device; side lines skipped. Blank lines are skipped; nothing is type-checked
     (prof's reader checks). Raises ValueError for a line that is not JSON."""
     gpus: dict = {}
     for line in lines:
@@ -251,7 +315,7 @@ def read_lines(lines: Iterable[str | bytes]) -> Iterator[dict]:
         if HEADER_KEY in d:
             gpus = {dev: g.get("gpu_props") for dev, g in d.get("gpus", {}).items()}
             continue
-        if END_KEY in d:
+        if END_KEY in d or SIDE_KEY in d:
             continue
         if "gpu_props" not in d:
             d["gpu_props"] = gpus.get(str(d.get("device")), gpus.get("*"))

@@ -33,7 +33,10 @@ def test_console_command_equals_python_m(pyprof_cmd, tmp_path):
     via_cmd = subprocess.run([pyprof_cmd, "parse", str(LENET)], capture_output=True)
     via_m = subprocess.run([sys.executable, "-m", "pyprof.parse", str(LENET)], capture_output=True)
     assert via_cmd.returncode == via_m.returncode == 0
-    assert via_cmd.stdout == via_m.stdout and via_cmd.stdout.count(b"\n") == 126  # the header line, 124 records, the end line
+    assert via_cmd.stdout == via_m.stdout
+    lines = via_cmd.stdout.splitlines()
+    records = [x for x in lines[1:-1] if not x.startswith(b'{"pyprof_side":')]
+    assert len(records) == 124 and lines[-1] == b'{"pyprof_end":true,"schema":4,"records":124}'  # 124 kernels
     table = subprocess.run([pyprof_cmd, "prof", "--csv", "-"], input=via_cmd.stdout, capture_output=True)
     assert table.returncode == 0 and table.stdout.count(b"\n") == 125  # header + one row per record
 

@@ -10,11 +10,12 @@ from pathlib import Path
 from bench.fuzz.registry import Built, mutation, records_commands
 from bench.fuzz.seeds import choose
 from bench.fuzz.sqlite_markers import HOSTILE
-from pyprof.record import END_PREFIX, HEADER_PREFIX
+from pyprof.record import END_PREFIX, HEADER_PREFIX, SIDE_PREFIX
 
 _CACHE: dict[Path, list[bytes]] = {}
 _ENDS: dict[Path, bytes] = {}  # parse's end line of each seed (none for the original PyProf's dict lines)
 _HEADERS: dict[Path, bytes] = {}  # parse's header line of each seed (schema 3 on)
+_SIDES: dict[Path, list[bytes]] = {}  # its side lines (schema 4 on): host time, memory
 
 #: Every key parse writes, and values of other types than the writer's (issue 13 names layer, grid, args, api).
 KEYS = ("kind", "kShortName", "kLongName", "kDuration", "start_ns", "end_ns", "pid", "tid", "device", "stream",
@@ -28,15 +29,16 @@ WRONG = (5, -1, 1.5, "text", "", None, True, [], {}, [1, "a", None], {"a": [1]},
 
 def lines(rng: random.Random, seeds, legacy: bool = False) -> tuple[Path, list[bytes]]:
     src = choose(rng, seeds.legacy if legacy else seeds.records)
-    """A seed's record lines (its header and end lines kept aside: the mutations change records, and _built puts
-    them back)."""
+    """A seed's record lines (its header, side and end lines kept aside: the mutations change records, and _built
+    puts them back)."""
     if src not in _CACHE:
         ls = [line for line in src.read_bytes().splitlines() if line.strip()]
         if ls and ls[-1].startswith(END_PREFIX):
             _ENDS[src] = ls.pop()
         if ls and ls[0].startswith(HEADER_PREFIX):
             _HEADERS[src] = ls.pop(0)
-        _CACHE[src] = ls
+        _SIDES[src] = [x for x in ls if x.startswith(SIDE_PREFIX)]
+        _CACHE[src] = [x for x in ls if not x.startswith(SIDE_PREFIX)]
     return src, list(_CACHE[src])
 
 
@@ -45,7 +47,7 @@ def _built(rng, src, folder, detail, out: list[bytes], n_records: int | None = N
     path = folder / src.name
     end = [_ENDS[src]] if ended and src in _ENDS else []
     head = [_HEADERS[src]] if src in _HEADERS else []
-    path.write_bytes(b"\n".join(head + out + end) + b"\n")
+    path.write_bytes(b"\n".join(head + out + _SIDES.get(src, []) + end) + b"\n")
     return Built(f"{src.name}: {detail}", records_commands(rng, str(path), n_records, must_succeed))
 
 

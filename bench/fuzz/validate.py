@@ -66,25 +66,34 @@ def check_jsonl(data: bytes, objects: bool = True) -> str | None:
 def check_ended(data: bytes) -> str | None:
     """Parse's records (strict JSON lines already): each input's records are followed by parse's end line,
     which counts them, and the output ends with one; from schema 3 on, each input's records are preceded by
-    parse's header line (docs/record.md), which is not a record."""
+    parse's header line (docs/record.md), which is not a record; from schema 4 on, side lines (memory, host time)
+    may follow the records, before the end line, and are not records either."""
     since = 0
     header = False  # a header line since the last end line
+    side = False  # a side line since the last end line
     lines = [x for x in data.split(b"\n") if x.strip()]
     for i, line in enumerate(lines, 1):
         d = json.loads(line)
         if "pyprof_header" in d:
-            if header or since:
+            if header or since or side:
                 return f"line {i}: a header line inside an input's records"
             header = True
             continue
+        if "pyprof_side" in d:
+            if not header:
+                return f"line {i}: a side line without parse's header line"
+            side = True
+            continue
         if "pyprof_end" not in d:
+            if side:
+                return f"line {i}: a record after the side lines"
             since += 1
             continue
         if d.get("records") != since:
             return f"line {i}: the end line counts {d.get('records')} records, {since} came before it"
         if isinstance(d.get("schema"), int) and d["schema"] >= 3 and not header:
             return f"line {i}: records of schema {d['schema']} without parse's header line"
-        since, header = 0, False
+        since, header, side = 0, False, False
     if not lines or "pyprof_end" not in json.loads(lines[-1]):
         return "exit 0 but the records do not end with parse's end line"
     return None

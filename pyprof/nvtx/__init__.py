@@ -5,6 +5,7 @@ The range format is docs/markers.md.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import inspect
@@ -31,6 +32,7 @@ class _State:
         self.modules: ModuleRanges | None = None
         self.autograd_nvtx = None
         self.compiling = False
+        self.exit_hook = False  # _stop_autograd_nvtx is registered with atexit
 
 
 state = _State()
@@ -67,6 +69,12 @@ def init(*, modules: bool = True, stack: bool = False, backward: bool = True, si
         state.modules.install()
     if backward:
         _start_autograd_nvtx()
+        if not state.exit_hook:
+            # PyTorch's NVTX profiler mode left on at exit crashes a process whose NCCL process group ran (SIGSEGV
+            # after "pure virtual method called", seen on 2 H200s with DDP): turn it off first. atexit runs its
+            # handlers last-registered first, so this runs before torch's own.
+            atexit.register(_stop_autograd_nvtx)
+            state.exit_hook = True
     state.emitter = emitter
 
 

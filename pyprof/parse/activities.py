@@ -46,6 +46,23 @@ class Launch(NamedTuple):
     tid: int | None
 
 
+class MemoryEvent(NamedTuple):
+    """One allocation or free (record.MEMORY_COLUMNS). ``thread`` and ``call_ns`` place the CPU call that made it
+    among the ranges (None: outside every range, as an allocation made before the capture); ``device`` is
+    "cuda:N", "cpu" or "host"; ``level`` one of record.LEVELS."""
+
+    thread: object
+    call_ns: int | None
+    t_ns: int
+    pid: int | None
+    device: str
+    level: str
+    bytes: int
+    allocated: int | None
+    reserved: int | None
+    addr: int | None
+
+
 #: A push/pop range is a plain tuple, as an SQLite cursor yields it (millions of them go through the
 #: sweep, most enclosing no launch, so nothing is built per range, and each field fetched costs):
 #: ``(thread, start_ns, end_ns, text, payload)``. ``thread`` is hashable and unique per thread in the file
@@ -136,6 +153,16 @@ class Source:
         """(class, file, display name) with which a sweep worker process opens the same input again; None where
         it cannot (a trace read into memory): then the sweep runs in this process."""
         return None
+
+    def memory_events(self) -> Iterator[MemoryEvent]:
+        """The allocations and frees the input records, in any order (the memory lines sort them)."""
+        return iter(())
+
+    def host_intervals(self) -> dict[tuple, tuple[list, list, list]]:
+        """(pid, one of record.HOST_CATEGORIES) -> (starts, ends, names) of the intervals the input has of it, in
+        any order, nested or overlapping as they come (the host lines merge them); names only of steps (each
+        range's text), else empty."""
+        return {}
 
     def launch_times(self) -> Iterator[tuple]:
         """What the sweep needs of each launch call, in the order of :meth:`launches`: tuples that start

@@ -174,6 +174,8 @@ def _summary(path: str, st: Stats) -> str:
         line += f"; {st.recompute_kernels} kernels of forward ops recomputed during backward"
     if st.no_launch:
         line += f"; {st.no_launch} activities without a launch call in the export (empty op)"
+    if st.memory_events:
+        line += f"; {st.memory_events} memory events (pyprof prof --view memory)"
     for reason, count in sorted(st.oddities.items()):
         line += f"; {count} {reason}"
     return line

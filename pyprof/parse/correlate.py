@@ -54,6 +54,7 @@ class Stats:
     bprop_with_fwd: int = 0
     recompute_kernels: int = 0  # kernels of forward ops recomputed during backward (activation checkpointing)
     no_launch: int = 0  # activities whose launch call is not in the export (time-windowed captures)
+    memory_events: int = 0  # allocations and frees, in memory lines after the records (record.SIDE_KEY)
     oddities: dict = field(default_factory=dict)  # what of the input was left out or read differently -> count
 
 

@@ -22,7 +22,7 @@ from typing import IO, Iterator
 
 from pyprof.common import InputError, expansion_cap, too_expanded
 from pyprof.parse import markers as mk
-from pyprof.parse.activities import Activity, GpuInfo, Launch, Source
+from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
 
 _KERNEL_CATS = {"kernel"}
 _COPY_CATS = {"gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
@@ -47,6 +47,9 @@ MAX_TIME_NS = 2 ** 63 - 1
 #: JSON nested deeper than this is not a trace (events nest 4-6 levels: traceEvents, event, args, Input Dims).
 MAX_DEPTH = 64
 BAD_EVENT = "events with a missing or malformed time, left out"
+BAD_MEMORY = "memory events with a missing or malformed time or size, left out"
+_MEMORY = "[memory]"
+_DATALOADER = "enumerate(DataLoader)"
 
 
 class BadEvent(ValueError):
@@ -163,6 +166,7 @@ class KinetoSource(Source):
         self._gpus: dict[int, GpuInfo] = {}
         self._cpu_pids: set = set()  # processes that launched GPU work
         self._frames: list = []  # python_function events: ((pid, tid), start, end, name)
+        self._memory: list = []  # MemoryEvent of each "[memory]" instant event (profile_memory=True)
         self.oddities: dict = {}  # events left out (the summary reports them)
         self._cap = expansion_cap(path) if gzipped else None
 
@@ -196,6 +200,8 @@ class KinetoSource(Source):
                         seen = True
                         if ev["ph"] == "X":
                             self._take(ev)
+                        elif ev.get("name") == _MEMORY and ev["ph"] in ("i", "I"):
+                            self._take_memory(ev)
                 if not seen and prefix == "item":
                     raise InputError(self.path, "JSON array without trace events: not a PyTorch profiler trace")
                 if not seen and not self._has_key(ijson, "traceEvents"):
@@ -220,6 +226,7 @@ class KinetoSource(Source):
         self._ranges.sort(key=lambda r: (r[1], -r[2]))
         self._launches.sort(key=lambda x: x.start_ns)
         self._acts.sort(key=lambda a: a.start_ns)
+        self._memory.sort(key=lambda m: m.t_ns)
         # GPU events name the device as their process; the process that ran them is the one that launched GPU
         # work. A trace is written per process, so an activity whose launch event is missing (launched before the
         # trace began) belongs to that process too.
@@ -342,6 +349,51 @@ class KinetoSource(Source):
                                        _int(args.get("Fwd thread id")))
             self._ranges.append(((pid, tid), start, end, name, None, marker))
 
+    def _take_memory(self, ev: dict) -> None:
+        """A ``[memory]`` instant event: an allocation (Bytes > 0) or free of PyTorch's allocator on one device,
+        with the allocator's totals after it. One without a time or a size is left out and counted."""
+        args = ev.get("args")
+        args = args if type(args) is dict else {}
+        size = _int(args.get("Bytes"))
+        try:
+            t = _ns(ev.get("ts"))
+        except BadEvent:
+            t = None
+        if t is None or size is None or not 0 <= t <= MAX_TIME_NS:
+            self.oddities[BAD_MEMORY] = self.oddities.get(BAD_MEMORY, 0) + 1
+            return
+        kind, dev = _int(args.get("Device Type")), _int(args.get("Device Id"))
+        device = "cpu" if kind == 0 else f"cuda:{dev}" if kind == 1 and dev is not None else \
+            f"device type {kind}:{dev}"
+        pid, tid = _ident(ev.get("pid")), _ident(ev.get("tid"))
+        self._memory.append(MemoryEvent((pid, tid), t, t, pid if type(pid) is int else None, device, "allocator",
+                                        size, _int(args.get("Total Allocated")), _int(args.get("Total Reserved")),
+                                        _int(args.get("Addr"))))
+
+    def host_intervals(self) -> dict[tuple, tuple[list, list, list]]:
+        """Steps, DataLoader ranges and ops (cpu_op events, autograd nodes among them) from the ranges, and the
+        CUDA API calls, by process."""
+        out: dict = {}
+        for (pid, _tid), start, end, name, _p, marker in self._ranges:
+            category = "op" if marker is not None else "step" if name.startswith("ProfilerStep#") else \
+                "dataloader" if name.startswith(_DATALOADER) else None
+            if category is not None and type(pid) is int:
+                s, e, n = out.setdefault((pid, category), ([], [], []))
+                s.append(start)
+                e.append(end)
+                if category == "step":
+                    n.append(name)
+        for launch in self._launches:
+            if launch.pid is not None:
+                s, e, _n = out.setdefault((launch.pid, "runtime"), ([], [], []))
+                s.append(launch.start_ns)
+                e.append(launch.end_ns)
+        return out
+
+    def memory_events(self) -> Iterator[MemoryEvent]:
+        """The ``[memory]`` events, in time order (each is its own call: the time it was recorded)."""
+        return iter(self._memory)
+
     def gpus(self) -> dict[int, GpuInfo]:
         """GPU name and properties by device id, from ``deviceProperties``."""
         return self._gpus
@@ -367,7 +419,7 @@ class KinetoSource(Source):
 
     def close(self) -> None:
         """Drop the events read."""
-        self._ranges = self._launches = self._acts = []
+        self._ranges = self._launches = self._acts = self._memory = []
 
 
 def _ident(v):

@@ -9,20 +9,28 @@ import heapq
 from typing import Iterator
 
 from pyprof.common import InputError
-from pyprof.parse.activities import Activity, GpuInfo, Launch, Source
-from pyprof.parse.sqlrows import SQLITE_ERRORS, Rows, connect, integer
+from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
+from pyprof.parse.sqlrows import SQLITE_ERRORS, Rows, connect, integer, integers
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX = "NVTX_EVENTS"
+MEMORY = "CUDA_GPU_MEMORY_USAGE_EVENTS"  # --cuda-memory-usage=true
+_MEMORY_COLUMNS = ("start", "globalPid", "deviceId", "bytes", "memKind", "memoryOperationType", "correlationId")
+#: ENUM_CUDA_MEM_KIND ids of memory in the host's RAM (pageable, pinned): their events are the device "host".
+_HOST_KINDS = (0, 1)
+#: ENUM_CUDA_DEV_MEM_EVENT_OPER: 0 allocation, 1 deallocation.
+_FREE = 1
 NVTX_PUSH_POP = 59
 
 # What a row needs to be read at all (SQLite does not enforce column types): integer times in order, and the ids
 # that place it. Other rows are left out and counted (check()).
 _VALID_ACTIVITY = "typeof(start) = 'integer' AND typeof(end) = 'integer' AND end >= start"
 _VALID_LAUNCH = (f"{_VALID_ACTIVITY} AND typeof(globalTid) = 'integer' AND typeof(correlationId) = 'integer'")
+_VALID_CALL = ("typeof(r.start) = 'integer' AND typeof(r.end) = 'integer' AND r.end >= r.start "
+               "AND typeof(r.globalTid) = 'integer'")  # a runtime row joined as ``r``
 _VALID_RANGE = ("typeof(e.start) = 'integer' AND typeof(e.end) = 'integer' AND e.end >= e.start "
                 "AND typeof(e.globalTid) = 'integer'")
 
@@ -262,6 +270,61 @@ class NsysSource(Source):
 
     def _memcpy_kinds(self) -> dict[int, str]:
         return dict(MEMCPY_KINDS)
+
+    def host_intervals(self) -> dict[tuple, tuple[list, list, list]]:
+        """Steps, DataLoader ranges and op ranges (pyprof's op markers, PyTorch's aten and autograd-node ranges) by
+        their text, chosen in SQL, and every CUDA runtime and driver API call, by process."""
+        out: dict = {}
+
+        def add(rows) -> None:
+            for gtid, start, end, category, name in rows:
+                s, e, n = out.setdefault((os_pid(gtid), category), ([], [], []))
+                s.append(start)
+                e.append(end)
+                if category == "step":
+                    n.append(name)
+
+        if NVTX in self.cols:
+            has = self.cols[NVTX]
+            text = ("CASE WHEN typeof(e.text) = 'text' THEN e.text ELSE s.value END" if "textId" in has
+                    else "e.text")
+            join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in has else ""
+            # LIKE is ASCII case-insensitive in SQLite: the prefixes are written so that no other text matches
+            category = ("CASE WHEN t LIKE 'ProfilerStep#%' THEN 'step' "
+                        "WHEN t LIKE 'enumerate(DataLoader)%' THEN 'dataloader' "
+                        "WHEN t LIKE '{\"pyprof\":1,\"mod\":%' OR t LIKE 'aten::%' OR t LIKE '%Backward_, seq = %' "
+                        "OR t LIKE '%Backward__, seq = %' THEN 'op' END")
+            add(self.rows.stream(
+                f"SELECT globalTid, start, end, c, t FROM (SELECT e.globalTid, e.start, e.end, t, {category} AS c "
+                f"FROM (SELECT e.globalTid, e.start, e.end, {text} AS t FROM {NVTX} e {join} "
+                f"WHERE e.eventType = {NVTX_PUSH_POP} AND {_VALID_RANGE}) e) WHERE c IS NOT NULL"))
+        if RUNTIME in self.cols:
+            add(self.rows.stream(f"SELECT globalTid, start, end, 'runtime', NULL FROM {RUNTIME} WHERE {_VALID_ACTIVITY} "
+                                 f"AND typeof(globalTid) = 'integer'"))
+        return out
+
+    def memory_events(self) -> Iterator[MemoryEvent]:
+        """cudaMalloc / cudaFree and their kin (``--cuda-memory-usage=true``), in the order of the API calls that
+        made them: each joined to its runtime call (thread and time) by correlation id. nsys reports what a
+        process held when a ranged capture began as allocations at time 0 with no call in the export: those
+        come first, outside every range."""
+        have = self.cols.get(MEMORY)
+        if not have or not all(c in have for c in _MEMORY_COLUMNS) or RUNTIME not in self.cols:
+            return iter(())
+        addr = "m.address" if "address" in have else "NULL"
+        sql = (f"SELECT r.globalTid, r.start, m.start, m.globalPid, {integer('m.deviceId')}, m.bytes, "
+               f"{integer('m.memKind')}, m.memoryOperationType, {integer(addr)} FROM {MEMORY} m "
+               f"LEFT JOIN {RUNTIME} r ON r.correlationId = m.correlationId AND m.correlationId != 0 "
+               f"AND (r.globalTid & {_PID_MASK}) = m.globalPid AND {_VALID_CALL} "
+               f"WHERE {integers('m.start', 'm.globalPid', 'm.bytes', 'm.memoryOperationType')} "
+               f"ORDER BY r.start IS NOT NULL, COALESCE(r.start, m.start), m.rowid")
+        return self._memory_rows(sql)
+
+    def _memory_rows(self, sql: str) -> Iterator[MemoryEvent]:
+        for tid, call, t, gpid, dev, size, kind, oper, addr in self.rows.stream(sql):
+            device = "host" if kind in _HOST_KINDS else f"cuda:{dev}"
+            yield MemoryEvent(tid, call, t, os_pid(gpid), device, "driver", -size if oper == _FREE else size,
+                              None, None, addr)
 
     def reopen_args(self) -> tuple:
         """(class, file, display name): what a worker process needs to open this export again."""

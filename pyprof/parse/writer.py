@@ -16,10 +16,12 @@ import os
 from typing import Iterator
 
 from pyprof.common import BoundedDict, no_cyclic_gc
-from pyprof.record import LINE_RUNS, Part, Record, header_line
+from pyprof.record import LINE_RUNS, SIDE_PREFIX, Part, Record, header_line
 from pyprof.parse import encode
 from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
 from pyprof.parse.activities import Source, attribution_window
+from pyprof.parse.host import host_lines
+from pyprof.parse.memory import memory_lines
 
 #: How far a GPU timestamp may run ahead of the launch call's CPU timestamp (clock conversion jitter).
 CLOCK_SKEW_NS = 50_000_000
@@ -27,6 +29,7 @@ CLOCK_SKEW_NS = 50_000_000
 #: whose kernel count (subSeqId) is kept (at least this many, the newest; common.BoundedDict): the kernels of
 #: one call run back to back, far within this.
 RECENT = 16_384
+_SIDE_TEXT = SIDE_PREFIX.decode()
 #: Exports smaller than this are swept in-process: a worker process is not worth starting.
 WORKER_MIN_BYTES = 16 << 20
 
@@ -55,7 +58,7 @@ def records(source: Source, worker: bool | None = None) -> tuple[Iterator[Record
     """Return (one Record per activity in start order, their Stats): the JSON lines, decoded."""
     out, stats = lines(source, worker)
     header = json.loads(next(out))
-    return (_with_header(json.loads(line), header) for line in out), stats
+    return (_with_header(json.loads(line), header) for line in out if not line.startswith(_SIDE_TEXT)), stats
 
 
 def _with_header(d: dict, header: dict) -> Record:
@@ -80,6 +83,9 @@ def _worth_a_worker(source: Source) -> bool:
 def _merge(source: Source, infos: Iterator[tuple], stats: Stats, raw_markers: bool) -> Iterator[str]:
     with no_cyclic_gc():  # only acyclic tuples and strings are made here; see Correlator.launch_infos
         yield from _merge_lines(source, infos, stats, raw_markers)
+    # After the records: side lines, which the memory and host views read and every other reader skips (record.SIDE_KEY).
+    yield from memory_lines(source, stats)
+    yield from host_lines(source)
 
 
 def _template() -> str:

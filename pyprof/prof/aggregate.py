@@ -102,6 +102,8 @@ class WorkerData:
         # thread: a part of the input aggregated on its own (aggregate_jobs) counted it as new; merged after the
         # part before it, it is not new when that part's last call on the thread is the same call
         self.first_call: dict = {}
+        self.memory: list = []  # pyprof.prof.memory.MemoryRun of this process's memory lines, in file order
+        self.host: list = []  # pyprof.prof.host.HostRun of this process's host lines, in file order
 
 
     def merge(self, other: "WorkerData") -> None:
@@ -136,6 +138,8 @@ class WorkerData:
             if nbytes > self.opt_list_bytes.get(key, 0):
                 self.opt_list_bytes[key] = nbytes
         self.opt_ranges |= other.opt_ranges
+        self.memory += other.memory
+        self.host += other.host
         self.layout_names |= other.layout_names
         self.gpus |= other.gpus
         for key, lim in other.limits.items():
@@ -265,7 +269,8 @@ def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:
             s = open_input(p, "rb")
             streams.append(s)
             name = "<stdin>" if p == "-" else os.path.basename(p)
-            sources.append((name, _Numbered(read_records(s, "<stdin>" if p == "-" else p))))
+            side: list = []
+            sources.append((name, _Numbered(read_records(s, "<stdin>" if p == "-" else p, side), side)))
         return aggregate(sources, peaks)
     finally:
         for s in streams:
@@ -274,10 +279,26 @@ def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:
 
 
 class _Numbered:
-    """Marks an iterable of (line number, record) pairs, so that errors name the input's line."""
+    """Marks an iterable of (line number, record) pairs, so that errors name the input's line; ``side`` is the
+    list the reader fills with what the input's side lines hold (reader.read_records), once the pairs are read."""
 
-    def __init__(self, pairs) -> None:
+    def __init__(self, pairs, side: list | None = None) -> None:
         self.pairs = pairs
+        self.side = side
+
+
+def numbered_file(path: str, display: str) -> _Numbered:
+    """One input of ``aggregate``: the records of the file at ``path`` (opened when first read), and its side
+    lines."""
+    from pyprof.prof.reader import read_records
+
+    side: list = []
+
+    def pairs():
+        with open(path, "rb") as f:
+            yield from read_records(f, display, side)
+
+    return _Numbered(pairs(), side)
 
 
 def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed: dict, observe) -> None:
@@ -294,6 +315,17 @@ def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed:
         _add_record(w, d, m, r, peaks)
         if observe is not None:
             observe(w, d, m, r)
+    for run in (records.side or []) if isinstance(records, _Numbered) else []:
+        attach_side(keyed, (si, run.pid), run, lambda: WorkerData(f"{name}:{run.pid}"))
+
+
+def attach_side(workers: dict, key, run, new) -> None:
+    """Give what a side line holds to the worker of its process, ``workers[key]`` (made by ``new()`` when the
+    process has no GPU activity: a CPU-only run's allocations), in its list named by the line's kind."""
+    w = workers.get(key)
+    if w is None:
+        w = workers[key] = new()
+    getattr(w, run.KIND).append(run)
 
 
 def _new_call(w: WorkerData, d: dict, okey: str, is_kernel: bool, optimizer: bool = False) -> int:

@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 from pyprof import forked
 from pyprof.common import InputError, no_cyclic_gc
 from pyprof.record import END_PREFIX, HEADER_PREFIX
-from pyprof.prof.aggregate import Aggregate, WorkerData, _add_record
+from pyprof.prof.aggregate import Aggregate, WorkerData, _add_record, attach_side
 from pyprof.prof.contract import Header
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.modeller import Modeller
@@ -150,7 +150,8 @@ def _chunk(fd: int, task: tuple, path: str, header: Header, peaks: Peaks, make_o
     lines += [(own_first + k, x) for k, x in enumerate(own)]
     lines += [(own_first + len(own) + k, x) for k, x in enumerate(ahead)]
     linenos: list = []  # the line number of each record, by its index: which are the chunk's own
-    records = read_lines_of(lines, path, header, linenos)
+    side: list = []  # (line number, what it holds) of the side lines read
+    records = read_lines_of(lines, path, header, linenos, side)
     cov = Coverage()
     workers: dict = {}
     observer = make_observer() if make_observer is not None else None
@@ -166,6 +167,9 @@ def _chunk(fd: int, task: tuple, path: str, header: Header, peaks: Peaks, make_o
         _add_record(w, d, m, r, peaks)
         if observer is not None:
             observer(w, d, m, r)
+    for lineno, run in side:
+        if lo <= lineno < hi:
+            attach_side(workers, run.pid, run, lambda: WorkerData(str(run.pid)))
     return workers, cov, observer
 
 

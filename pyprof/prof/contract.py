@@ -14,7 +14,7 @@ from typing import IO, Annotated, Any, Optional, TypedDict, Union
 
 from pyprof.common import InputError
 
-from pyprof.record import END_KEY, END_PREFIX, FIELDS, HEADER_KEY, HEADER_PREFIX, RECORD_SCHEMA
+from pyprof.record import END_KEY, END_PREFIX, FIELDS, HEADER_KEY, HEADER_PREFIX, RECORD_SCHEMA, SIDE_PREFIX
 
 try:
     import msgspec
@@ -180,6 +180,11 @@ class Header:
         return props
 
 
+def is_side(line: bytes) -> bool:
+    """True for a side line (schema 4 on: written exactly as record.memory_line makes one)."""
+    return line.startswith(SIDE_PREFIX)
+
+
 def is_end(line: bytes) -> bool:
     """True for parse's end line (written exactly as record.end_line makes it)."""
     return line.startswith(END_PREFIX)
@@ -268,4 +273,4 @@ class Ending:
                                         "finish (it failed or was stopped part way); parse the profile again")
 
 
-__all__ = ["TYPES", "FAST_TYPES", "FullRecord", "typed_loads", "MAX_DEPTH", "END_KEY", "check", "deeper_than", "is_end", "Ending", "check_file_ending"]
+__all__ = ["TYPES", "FAST_TYPES", "FullRecord", "typed_loads", "MAX_DEPTH", "END_KEY", "check", "deeper_than", "is_end", "is_side", "Ending", "check_file_ending"]

@@ -28,7 +28,7 @@ from typing import IO, Iterator, NamedTuple
 
 from pyprof import forked
 from pyprof.common import InputError, no_cyclic_gc
-from pyprof.record import HEADER_PREFIX
+from pyprof.record import HEADER_PREFIX, SIDE_PREFIX
 from pyprof.prof.contract import Ending
 from pyprof.prof.columns import ROOFLINE_COLUMNS, compile_row
 from pyprof.prof.modeller import Modeller
@@ -42,6 +42,7 @@ CHUNK_BYTES = 4 << 20
 _EMPTY_AFTER = re.compile(rb"\n(?=\r?\n)")  # a newline followed by an empty line (literal prefix: a fast scan)
 _EMPTY_LINES = frozenset({b"", b"\r"})
 _HEADER_AFTER = b"\n" + HEADER_PREFIX  # a header line that is not the chunk's first
+_SIDE_AFTER = b"\n" + SIDE_PREFIX
 LOOKBACK = 2 * WINDOW
 FIRST_LOOKBACK = 64
 AHEAD_STEP = 16  # lines read at a time after the chunk
@@ -181,9 +182,9 @@ def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str,
 
 
 def _indexed(lines: list) -> int:
-    """How many of ``lines`` take a record index, as RowStream.feed counts them: every line but an empty one and
-    parse's header line."""
-    return sum(1 for x in lines if x not in _EMPTY_LINES and not x.startswith(HEADER_PREFIX))
+    """How many of ``lines`` take a record index, as RowStream.feed counts them: every line but an empty one,
+    parse's header line and a side line."""
+    return sum(1 for x in lines if x not in _EMPTY_LINES and not x.startswith((HEADER_PREFIX, SIDE_PREFIX)))
 
 
 class ChunkEnding(NamedTuple):
@@ -211,19 +212,20 @@ def _other_thread(line: bytes, wanted: set) -> bool:
 
 
 def empty_lines(chunk, start: int = 0, end: int | None = None) -> int:
-    """Lines of ``chunk[start:end]`` that get no idx: empty lines and parse's header lines (a line of only
+    """Lines of ``chunk[start:end]`` that get no idx: empty lines, parse's header lines and side lines (a line of only
     spaces gets one, see RowStream.feed). ``start``/``end`` let the main process count inside its reused read
     buffer. ``chunk`` starts at the start of a line."""
     end = len(chunk) if end is None else end
     at_start = chunk[start:start + 1] == b"\n" or chunk[start:start + 2] == b"\r\n"
     # finditer counts overlapping matches ("\n\n\n" holds two empty lines); str.count would not.
     return sum(1 for _ in _EMPTY_AFTER.finditer(chunk, start, end)) + (1 if at_start else 0) + \
-        header_lines(chunk, start, end)
+        unindexed_lines(chunk, start, end)
 
 
-def header_lines(chunk, start: int, end: int) -> int:
-    """Parse's header lines in ``chunk[start:end]``, which starts at the start of a line."""
-    return chunk.count(_HEADER_AFTER, start, end) + (chunk[start:start + len(HEADER_PREFIX)] == HEADER_PREFIX)
+def unindexed_lines(chunk, start: int, end: int) -> int:
+    """Parse's header lines and side lines in ``chunk[start:end]``, which starts at the start of a line."""
+    return chunk.count(_HEADER_AFTER, start, end) + (chunk[start:start + len(HEADER_PREFIX)] == HEADER_PREFIX) + \
+        chunk.count(_SIDE_AFTER, start, end) + (chunk[start:start + len(SIDE_PREFIX)] == SIDE_PREFIX)
 
 
 def _chunks(stream: IO[bytes], path: str) -> Iterator[tuple]:
@@ -330,7 +332,7 @@ def _file_chunks(fd: int, pos: int, size: int, path: str) -> Iterator[tuple]:
                 empty = empty_lines(buf, 0, cut)
             else:
                 both = np.logical_and(nl[:-1], nl[1:], out=pair[:cut - 1])
-                empty = int(np.count_nonzero(both)) + (1 if buf[0] == 10 else 0) + header_lines(buf, 0, cut)
+                empty = int(np.count_nonzero(both)) + (1 if buf[0] == 10 else 0) + unindexed_lines(buf, 0, cut)
         lb = starts[0] if len(starts) == LOOKBACK + 1 else begin
         yield "file", fd, lb, pos, pos + cut, path, lineno, idx, lb == begin
         starts.extend(pos + e + 1 for e in ends)

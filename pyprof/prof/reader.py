@@ -14,9 +14,10 @@ from typing import IO, Any, Callable, Iterable, Iterator, Optional, TypedDict, U
 
 from pyprof.common import InputError
 
-from pyprof.record import END_KEY, defaults_of
+from pyprof.record import END_KEY, SIDE_KEY, defaults_of
 from pyprof.prof.contract import (FAST_TYPES, MAX_DEPTH, Ending, Header, check, deeper_than, is_end, is_header,
-                                  typed_loads)
+                                  is_side, typed_loads)
+from pyprof.prof.side import read_side
 
 try:
     from orjson import JSONDecodeError as _OrjsonError
@@ -93,29 +94,31 @@ def raw_value(v, level: int = 2):
     return value
 
 
-def read_records(stream: IO[bytes], path: str) -> Iterator[tuple[int, dict]]:
+def read_records(stream: IO[bytes], path: str, side: list | None = None) -> Iterator[tuple[int, dict]]:
     """Yield (line number, record dict) for every record line, after checking it (contract.check), with every
     key of the record: those a schema-3 line leaves out at their default put back, and ``gpu_props`` from parse's
-    header line. Raises InputError on a malformed line, and at the end for a stream cut short (contract.Ending).
+    header line. ``side``: a list that gets what each side line holds (pyprof.prof.side; else they are skipped
+    unread).
+    Raises InputError on a malformed line, and at the end for a stream cut short (contract.Ending).
     """
     ending = Ending(path)
-    yield from _records_of(enumerate(stream, 1), path, Header(), ending)
+    yield from _records_of(enumerate(stream, 1), path, Header(), ending, side)
     ending.done()
 
 
 def read_lines_of(lines: Iterable[tuple[int, bytes]], path: str, header: Header,
-                  linenos: list) -> Iterator[tuple[int, dict]]:
+                  linenos: list, side: list | None = None) -> Iterator[tuple[int, dict]]:
     """``read_records`` of a part of a file: (line number, line) pairs, the file's header already read into
     ``header``; whether the file ends as parse ends it is not judged here. Appends each record's line number
-    to ``linenos`` as it is yielded."""
+    to ``linenos`` as it is yielded, and (line number, what it holds) of each side line to ``side``."""
     # its own Ending: the records' schema is still checked as read_records checks it; its done() is not called
-    for lineno, d in _records_of(lines, path, header, Ending(path)):
+    for lineno, d in _records_of(lines, path, header, Ending(path), side, numbered=True):
         linenos.append(lineno)
         yield lineno, d
 
 
-def _records_of(lines: Iterable[tuple[int, bytes]], path: str, header: Header,
-                ending: Ending) -> Iterator[tuple[int, dict]]:
+def _records_of(lines: Iterable[tuple[int, bytes]], path: str, header: Header, ending: Ending,
+                side: list | None = None, numbered: bool = False) -> Iterator[tuple[int, dict]]:
     for lineno, line in lines:
         if is_end(line):
             ending.end()
@@ -123,6 +126,12 @@ def _records_of(lines: Iterable[tuple[int, bytes]], path: str, header: Header,
         if is_header(line):
             header.read(line, path, lineno)
             ending.header()
+            continue
+        if is_side(line):
+            if side is not None:
+                run = read_side(_side_loads(line, path, lineno), path, lineno)
+                if run is not None:
+                    side.append((lineno, run) if numbered else run)
             continue
         d = typed_loads(line, path, lineno)  # decoded and checked at once: nearly every line
         if d is None:  # not a typed record: decoded whole, and the problem named
@@ -134,16 +143,29 @@ def _records_of(lines: Iterable[tuple[int, bytes]], path: str, header: Header,
                 d = legacy_loads(line, path, lineno)
             if type(d) is not dict:
                 raise InputError(path, f"line {lineno}: expected one record object per line, got {type(d).__name__}")
-            if END_KEY not in d:
+            if END_KEY not in d and SIDE_KEY not in d:
                 check(d, path, lineno)
         if END_KEY in d:  # an end line written other than as parse writes it
             ending.end()
+            continue
+        if SIDE_KEY in d:  # a side line written other than as parse writes it
+            if side is not None:
+                run = read_side(d, path, lineno)
+                if run is not None:
+                    side.append((lineno, run) if numbered else run)
             continue
         ending.record(d, lineno)
         if "gpu_props" not in d:
             d["gpu_props"] = header.props(d)
         defaults_of(d)
         yield lineno, d
+
+
+def _side_loads(line: bytes, path: str, lineno: int):
+    try:
+        return loads(line)
+    except DECODE_ERRORS:
+        raise InputError(path, f"line {lineno}: a damaged side line (not JSON)") from None
 
 
 def legacy_loads(line: bytes, path: str, lineno: int) -> dict:

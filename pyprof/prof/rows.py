@@ -8,7 +8,7 @@ from typing import IO, Container, Iterable, Sequence
 
 from pyprof.common import InputError
 
-from pyprof.record import END_PREFIX, HEADER_PREFIX, OMITTABLE
+from pyprof.record import END_PREFIX, HEADER_PREFIX, OMITTABLE, SIDE_PREFIX
 from pyprof.prof.columns import record_keys
 from pyprof.prof.contract import Ending, Header, check
 from pyprof.prof.coverage import Coverage
@@ -134,6 +134,8 @@ class RowStream:
             if line[:17] == HEADER_PREFIX:  # parse's header line: no row and no index (the records' idx are
                 Header().read(line, path, lineno)  # their order among the records, as before schema 3 wrote a
                 ending.header()  # header); a newer schema is refused here
+                continue
+            if line[:15] == SIDE_PREFIX:  # a side line (memory events): no row and no index
                 continue
             try:
                 d = decode(line)

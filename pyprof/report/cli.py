@@ -16,7 +16,7 @@ from typing import IO, Callable, Iterator
 
 import pyprof
 from pyprof.common import InputError, OutputError, UsageError, output_stream, run_command
-from pyprof.record import END_KEY, FIELD_NAMES, HEADER_KEY
+from pyprof.record import END_KEY, FIELD_NAMES, HEADER_KEY, SIDE_KEY
 from pyprof.parse.detect import GZIP_MAGIC, SQLITE_MAGIC, XZ_MAGIC
 from pyprof.prof.formats import one_line_errors
 
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 #: records in another key order starts with another field) or parse's end line, alone in the records of a
 #: profile without GPU activity. A PyTorch profiler trace's keys (schemaVersion, traceEvents,
 #: deviceProperties ...) are none of them.
-RECORD_FIRST_KEYS = frozenset(FIELD_NAMES) | {END_KEY, HEADER_KEY}
+RECORD_FIRST_KEYS = frozenset(FIELD_NAMES) | {END_KEY, HEADER_KEY, SIDE_KEY}
 _FIRST_KEY = re.compile(rb'\{\s*"([A-Za-z_][A-Za-z0-9_]{0,63})"\s*:')
 #: Leading blank space looked through for the first line; a file that is all blank so far is records (none).
 _BLANK_BYTES = 1 << 20
@@ -115,21 +115,13 @@ def is_records(path: str) -> bool:
     return m is not None and m.group(1).decode() in RECORD_FIRST_KEYS
 
 
-def _records(path: str, display: str) -> Iterator[dict]:
-    from pyprof.prof.reader import read_records
-
-    with open(path, "rb") as f:
-        for _lineno, d in read_records(f, display):
-            yield d
-
-
 def _tables(sources: list[tuple[str, str]], jobs: int = 0, meanwhile=None):
     """The views' Tables (all workers, then each worker when there are several), the table of every GPU
     activity, and the headline, from one pass over the records: spread over ``jobs`` worker processes for one
     large records file (pyprof.prof.aggregate_jobs), else in this process. ``meanwhile()`` runs while the
     workers do (else before the pass)."""
     from pyprof.prof import views
-    from pyprof.prof.aggregate import aggregate
+    from pyprof.prof.aggregate import aggregate, numbered_file
     from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
     from pyprof.report.activities import ActivityTable
     from pyprof.report.headline import headline
@@ -146,7 +138,7 @@ def _tables(sources: list[tuple[str, str]], jobs: int = 0, meanwhile=None):
         meanwhile()
     if agg is None:
         acts = ActivityTable()
-        agg = aggregate([(name, _records(path, name)) for name, path in sources], observe=acts)
+        agg = aggregate([(name, numbered_file(path, name)) for name, path in sources], observe=acts)
     tables = views.build(agg)
     head = headline(agg, tables, acts.flops_ns)
     if len(agg.workers) > 1:

@@ -39,8 +39,7 @@ def load(path: str, views: bool = False):
     UsageError without pandas."""
     pd = _pandas()
     from pyprof.prof import views as view_registry
-    from pyprof.prof.aggregate import aggregate
-    from pyprof.prof.reader import read_records
+    from pyprof.prof.aggregate import aggregate, numbered_file
     from pyprof.report.activities import ActivityTable
     from pyprof.report.cli import is_records
 
@@ -55,8 +54,7 @@ def load(path: str, views: bool = False):
             with open(records, "w", encoding="utf-8") as out:
                 parse_file(path, out)
         acts = ActivityTable()
-        with open(records, "rb") as f:
-            agg = aggregate([(os.path.basename(path), (d for _, d in read_records(f, path)))], observe=acts)
+        agg = aggregate([(os.path.basename(path), numbered_file(records, path))], observe=acts)
     frame = _activities(pd, acts.to_dict())
     if not views:
         return frame

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from parse_output import records_of
 
 from parse_synth import CORPUS
 
@@ -29,8 +30,9 @@ def test_parse_writes_json_lines_and_a_summary(corpus):
     lines = p.stdout.decode().splitlines()
     # parse's header line, 4 records (the export's 3 kernels and a memcpy), then parse's end line, which says how
     # many came before it; the schema is said by the header and the end line, not by each record
-    assert len(lines) == 6 and json.loads(lines[0])["schema"] == 3 and "schema" not in json.loads(lines[1])
-    assert json.loads(lines[-1]) == {"pyprof_end": True, "schema": 3, "records": 4}
+    assert len(records_of(lines)) == 4 and json.loads(lines[0])["schema"] == 4 and "schema" not in json.loads(lines[1])
+    assert lines[1:5] == records_of(lines)  # the records first; side lines (host time) after them
+    assert json.loads(lines[-1]) == {"pyprof_end": True, "schema": 4, "records": 4}
     err = p.stderr.decode().strip().splitlines()
     assert len(err) == 1 and "3 kernels" in err[0] and "attributed to an op" in err[0]
     assert "\r" not in p.stderr.decode()  # no progress bar when stderr is not a terminal
@@ -74,13 +76,13 @@ def test_usage_errors_exit_2():
 
 def test_no_kernels_is_not_an_error(corpus):
     p = run(str(corpus / "nsys" / "nsys2024.6_no_cuda.sqlite"))
-    assert p.returncode == 0 and p.stdout.splitlines()[1:] == [b'{"pyprof_end":true,"schema":3,"records":0}']  # complete, empty
+    assert p.returncode == 0 and p.stdout.splitlines()[1:] == [b'{"pyprof_end":true,"schema":4,"records":0}']  # complete, empty
     assert "no GPU kernels" in p.stderr.decode()
 
 
 def test_stdin(corpus):
     p = run("-", stdin=SMALL.read_bytes())
-    assert p.returncode == 0 and len(p.stdout.decode().splitlines()) == 6  # header, 4 records, the end line
+    assert p.returncode == 0 and len(records_of(p.stdout.decode().splitlines())) == 4  # the export's 4 activities
     assert "<stdin>" in p.stderr.decode()
 
 
@@ -89,13 +91,15 @@ def test_several_files_in_parallel_same_as_serial(corpus):
     parallel = run("-j", "2", str(SMALL), str(NVPROF))
     assert serial.returncode == parallel.returncode == 0
     # each input's header line, records (4 and 4) and its own end line
-    assert serial.stdout == parallel.stdout and len(serial.stdout.decode().splitlines()) == 8 + 2 + 2
+    lines = serial.stdout.decode().splitlines()
+    assert serial.stdout == parallel.stdout and len(records_of(lines)) == 8
+    assert sum(x.startswith('{"pyprof_header":') for x in lines) == sum(x.startswith('{"pyprof_end":') for x in lines) == 2
 
 
 def test_output_file_is_written_whole_or_not_at_all(corpus, tmp_path):
     out = tmp_path / "net.dict"
     assert run("-o", str(out), str(SMALL)).returncode == 0
-    assert len(out.read_text().splitlines()) == 6  # header, 4 records, the end line
+    assert len(records_of(out.read_text().splitlines())) == 4  # the export's 4 activities
     bad = tmp_path / "bad.dict"
     assert run("-o", str(bad), str(corpus / "not-a-profile" / "lfs_pointer.sqlite")).returncode == 1
     assert not bad.exists() and not list(tmp_path.glob(".pyprof-parse-*"))
@@ -163,7 +167,7 @@ def test_output_to_a_fifo_stays_a_fifo(tmp_path):
     reader.join(timeout=60)
     assert run.returncode == 0, run.stderr
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
-    assert got and got[0].count(b"\n") == 126  # the header line, 124 records, the end line
+    assert got and len(records_of(got[0].splitlines())) == 124  # the export's 124 kernels
 
 
 def test_worker_refers_to_attributions_it_sent_by_number(monkeypatch):

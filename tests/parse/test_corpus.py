@@ -87,7 +87,11 @@ def test_lines_are_records_with_defaults_left_out(corpus, path):
     out = io.StringIO()
     parse_file(str(path), out)
     header, *lines, end = out.getvalue().splitlines()
-    assert json.loads(header)["pyprof_header"] is True and json.loads(header)["schema"] == 3
+    assert json.loads(header)["pyprof_header"] is True and json.loads(header)["schema"] == 4
+    # side lines (host time, memory) follow the records: they are no records
+    n = next((i for i, x in enumerate(lines) if x.startswith('{"pyprof_side":')), len(lines))
+    lines, side = lines[:n], lines[n:]
+    assert all(x.startswith('{"pyprof_side":') for x in side)
     order = [f.name for f in fields(Record)]
     for line, full in zip(lines, read_lines([header, *lines])):
         d = json.loads(line)
@@ -100,8 +104,8 @@ def test_lines_are_records_with_defaults_left_out(corpus, path):
             assert full["smem_bytes"] == full["static_smem_bytes"] + full["dynamic_smem_bytes"]
         assert all(full[k] in (None, [], False) for k in set(full) - set(d) - {"gpu_props", "end_ns", "smem_bytes"})
         assert not {"kShortName", "kDuration", "layer", "seqMarker", "subSeqId", "dir", "op", "grid"} - set(d)
-        assert json.loads(Record.from_dict(d).to_json()) == {**full, "gpu_props": None, "schema": 3}
-    assert json.loads(end) == {"pyprof_end": True, "schema": 3, "records": len(lines)}
+        assert json.loads(Record.from_dict(d).to_json()) == {**full, "gpu_props": None, "schema": 4}
+    assert json.loads(end) == {"pyprof_end": True, "schema": 4, "records": len(lines)}
 
 
 def test_spot_check_first_kernel(corpus):

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from parse_output import records_of
 
 from pyprof.parse import parse_file
 from pyprof.record import END_KEY, HEADER_KEY, read_lines
@@ -25,7 +26,7 @@ def _lines(path: Path, raw_markers: bool = False) -> list[str]:
 
 def test_emit_nvtx_records_are_lean_and_lose_nothing_prof_reads():
     lean, raw = _lines(RESNET), _lines(RESNET, raw_markers=True)
-    records = lean[1:-1]
+    records = records_of(lean)
     # Issue 14's target for an emit_nvtx export: at most 1,200 bytes a record (schema 2 wrote 2,161 here).
     assert sum(len(x) + 1 for x in records) / len(records) <= 1200
     assert json.loads(lean[0])[HEADER_KEY] is True and json.loads(lean[-1])[END_KEY] is True

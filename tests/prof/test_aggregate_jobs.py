@@ -12,9 +12,8 @@ import pytest
 from pyprof.common import InputError
 from pyprof.parse import parse_file
 from pyprof.prof import aggregate_jobs
-from pyprof.prof.aggregate import aggregate
+from pyprof.prof.aggregate import aggregate, numbered_file
 from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs
-from pyprof.prof.reader import read_records
 from pyprof.prof.views import build
 from pyprof.report.activities import ActivityTable
 from pyprof.report.cli import run
@@ -39,8 +38,8 @@ def records_file(tmp_path_factory):
 
 def _one_pass(path):
     acts = ActivityTable()
-    with open(path, "rb") as f:
-        agg = aggregate([("x", (d for _, d in read_records(f, str(path))))], observe=acts)
+    # as report and prof read a file: its records and its side lines (host time, memory)
+    agg = aggregate([("x", numbered_file(str(path), str(path)))], observe=acts)
     return agg, acts
 
 

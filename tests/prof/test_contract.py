@@ -1,7 +1,7 @@
 """The records contract between parse and its readers (docs/record.md): parse closes each input's records with an
 end line that counts them, and prof and report refuse records of schema 2 that lack it (a parse that failed or
 was killed part way), fields of the wrong type, deep nesting and records of a newer schema, each in one line
-that names the file and the line, with nothing on stdout. On records parse made from a committed capture (schema 3:
+that names the file and the line, with nothing on stdout. On records parse made from a committed capture (schema 4:
 a header line, the records, the end line)."""
 from __future__ import annotations
 
@@ -29,6 +29,11 @@ def _cli(*argv: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", *argv], input=stdin, capture_output=True, cwd=ROOT)
 
 
+def _n_records(lines: list[bytes]) -> int:
+    """Record lines among parse's lines: all but its header, side (host time, memory) and end lines."""
+    return sum(1 for x in lines if not x.startswith((b'{"pyprof_header":', b'{"pyprof_side":', b'{"pyprof_end":')))
+
+
 @pytest.fixture(scope="module")
 def lenet(tmp_path_factory) -> tuple[Path, list[bytes]]:
     """The capture's records file as parse writes it, and its lines."""
@@ -45,7 +50,7 @@ def test_parse_ends_its_records_with_a_line_that_counts_them(lenet, tmp_path):
     path, lines = lenet
     end = json.loads(lines[-1])
     assert json.loads(lines[0])["pyprof_header"] is True
-    assert end == {"pyprof_end": True, "schema": 3, "records": len(lines) - 2}  # all lines but header and end
+    assert end == {"pyprof_end": True, "schema": 4, "records": _n_records(lines)}  # all lines but header, side, end
     # The count is the export's GPU activities, by sqlite3: kernels, copies and sets.
     export = tmp_path / "lenet.sqlite"
     export.write_bytes(lzma.decompress(CAPTURE.read_bytes()))
@@ -79,7 +84,7 @@ def test_records_cut_short_are_refused_before_any_row(lenet, tmp_path, jobs):
     path, lines = lenet
     ok = _cli("pyprof.prof", "-q", "-j", jobs, str(path))
     # the table's header and a row per record: parse's header and end lines get no row
-    assert ok.returncode == 0 and len(ok.stdout.splitlines()) == len(lines) - 1
+    assert ok.returncode == 0 and len(ok.stdout.splitlines()) == _n_records(lines) + 1
     for keep, last in ((len(lines) - 1, None), (40, lines[40][:25])):  # the end line lost; a record cut mid-line
         cut = _cut(tmp_path, lines, keep, last)
         p = _cli("pyprof.prof", "-q", "-j", jobs, str(cut))
@@ -117,7 +122,7 @@ def test_parallel_pipe_and_file_find_the_missing_end_line_across_chunks(lenet, m
         run_stream(io.BytesIO(joined), "joined", buf, cols, "csv", jobs=jobs)
         outs.append(buf.getvalue())
     assert outs[0] == outs[1] == outs[2]
-    assert outs[0].count("\n") == 1 + 3 * (len(lines) - 2)  # the header and end lines get no row
+    assert outs[0].count("\n") == 1 + 3 * _n_records(lines)  # the header, side and end lines get no row
     cut = joined[: joined.rindex(b'{"pyprof_end"')]
     for jobs in (1, 2, 3):
         with pytest.raises(InputError, match=CUT):
@@ -131,7 +136,7 @@ def test_records_of_schema_1_need_no_end_line(tmp_path, lenet):
     # every key on every line, each record saying schema 1; no header and no end line
     old.write_text("".join(json.dumps({**d, "schema": 1}) + "\n" for d in read_lines(lines)))
     p = _cli("pyprof.prof", "-q", str(old))
-    assert p.returncode == 0 and len(p.stdout.splitlines()) == len(lines) - 1  # the table's header + a row a record
+    assert p.returncode == 0 and len(p.stdout.splitlines()) == _n_records(lines) + 1  # the table's header + a row a record
 
 
 def test_an_end_line_alone_is_no_records(tmp_path):
@@ -187,11 +192,11 @@ def test_deep_and_newer_records_are_refused(lenet, tmp_path):
             assert f"{path}: line 5:" in p.stderr.decode() and says in p.stderr.decode()
     # Records a newer pyprof wrote (schema 4 in the header and the end line): refused at their first line.
     path = tmp_path / "newer.dict"
-    path.write_bytes(b"\n".join(x.replace(b'"schema":3', b'"schema":4') for x in lines) + b"\n")
+    path.write_bytes(b"\n".join(x.replace(b'"schema":4', b'"schema":5') for x in lines) + b"\n")
     for view in ([], ["--view", "overview"], ["--group-by", "op"]):
         p = _cli("pyprof.prof", "-q", *view, str(path))
         assert p.returncode == 1 and p.stdout == b"", p.stderr
-        assert f"{path}: line 1: records of schema 4, newer than this pyprof reads (3)" in p.stderr.decode()
+        assert f"{path}: line 1: records of schema 5, newer than this pyprof reads (4)" in p.stderr.decode()
 
 
 def test_a_legacy_line_naming_one_op_as_a_string(tmp_path):

@@ -57,7 +57,9 @@ def test_rows_equal_those_of_the_full_decode_on_real_captures(rel, tmp_path):
     assert lean is not None  # msgspec is a dependency
     first = lean(lines[0])
     assert "ranges" not in first and "marker" not in first  # it really skips fields
-    assert sum(type(lean(x).get("args")) is reader.Raw for x in lines if x) > 100
+    # (side lines never reach a decoder of records: the readers skip them first)
+    assert sum(type(lean(x).get("args")) is reader.Raw for x in lines if x and not x.startswith(b'{"pyprof_side":')) \
+        > 100
     full_rows, full_cov = _rows(lines, None)
     lean_rows, lean_cov = _rows(lines, lean)
     assert len(full_rows) > 100

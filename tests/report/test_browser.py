@@ -9,6 +9,7 @@ import pathlib
 import shutil
 
 import pytest
+from parse_output import records_of
 
 from pyprof.parse import parse_file
 from pyprof.report.cli import run
@@ -174,7 +175,7 @@ def test_worker_selector(browser, tmp_path):
 def records(report):
     """The records behind the report (the hostile name included), as the page's numbers must match them."""
     lines = (report.parent / "resnet.dict").read_text().splitlines()
-    return [json.loads(x) for x in lines[1:] if '"pyprof_end"' not in x]
+    return [json.loads(x) for x in records_of(lines)]
 
 
 def _overflow(browser) -> list:

@@ -45,8 +45,8 @@ def empty_records(request, corpus, tmp_path):
     # ({"pyprof_end":true, ..., "records":0}), the sign that parse finished
     assert p.returncode == 0 and "no GPU kernels" in p.stderr.decode()
     header, end = p.stdout.splitlines()
-    assert json.loads(header)["pyprof_header"] is True and json.loads(header)["schema"] == 3
-    assert json.loads(end) == {"pyprof_end": True, "schema": 3, "records": 0}
+    assert json.loads(header)["pyprof_header"] is True and json.loads(header)["schema"] == 4
+    assert json.loads(end) == {"pyprof_end": True, "schema": 4, "records": 0}
     out = tmp_path / "empty.dict"
     out.write_bytes(p.stdout)
     return export, out

@@ -47,6 +47,7 @@
     if (/_pct$/.test(key)) return 1;        // percentages to 0.1
     if (/_ms$/.test(key)) return 3;         // milliseconds to the microsecond
     if (/_us$/.test(key)) return 1;         // microseconds to 0.1
+    if (/_mib$/.test(key)) return 1;        // MiB to 0.1
     if (key === "tflops") return 1;         // TFLOP/s to 0.1
     return null;
   }
@@ -407,7 +408,34 @@
       g.appendChild(path); a = b;
     });
   }
-  const CHARTS = {stacked: stackedChart, bar: barChart, pie: pieChart};
+  function seriesChart(t, box) {
+    // Totals over time (memory): one small chart per series, a step line per total; hover tells time and value.
+    const W = widthOf(box), H = 160, L = 64, B = 22, unit = t.chart.unit || "";
+    for (const s of t.chart.series) {
+      const names = Object.keys(s.lines);
+      if (!s.t_ms.length || !names.length) continue;
+      box.appendChild(legend(names.map(n => s.label + ": " + n + " (" + unit + ")")));
+      const tmax = Math.max(s.t_ms[s.t_ms.length - 1], 1e-9);
+      const vmax = Math.max(...names.map(n => Math.max(...s.lines[n])), 1e-9);
+      const X = (v) => L + v / tmax * (W - L - 10), Y = (v) => 6 + (1 - v / vmax) * (H - B - 6);
+      const g = svg("svg", {width: W, height: H, class: "chart", "data-chart": "series"});
+      g.appendChild(svg("line", {x1: L, y1: H - B, x2: W - 10, y2: H - B, stroke: "#999"}));
+      g.appendChild(svg("text", {x: L - 4, y: 14, "text-anchor": "end"}, vmax.toFixed(0)));
+      g.appendChild(svg("text", {x: L - 4, y: H - B, "text-anchor": "end"}, "0"));
+      g.appendChild(svg("text", {x: W - 10, y: H - 6, "text-anchor": "end"}, tmax.toFixed(1) + " ms"));
+      names.forEach((n, c) => {
+        const v = s.lines[n];
+        let d = "M " + X(s.t_ms[0]).toFixed(1) + " " + Y(v[0]).toFixed(1);
+        for (let k = 1; k < v.length; k++) d += " H " + X(s.t_ms[k]).toFixed(1) + " V " + Y(v[k]).toFixed(1);
+        const path = svg("path", {d: d, fill: "none", stroke: COLORS[c % COLORS.length], "stroke-width": 1.5});
+        const top = v.indexOf(Math.max(...v));
+        path.appendChild(svg("title", {}, n + ": peak " + v[top].toFixed(1) + " " + unit + " at " + s.t_ms[top].toFixed(3) + " ms"));
+        g.appendChild(path);
+      });
+      box.appendChild(g);
+    }
+  }
+  const CHARTS = {stacked: stackedChart, bar: barChart, pie: pieChart, series: seriesChart};
   function chart(t, sec) {
     const box = el("div", {class: "chartbox"});
     sec.appendChild(box);

@@ -1,0 +1,46 @@
+"""Host lines: where each process's CPU time went, as the union of its threads' intervals per category
+(record.HOST_CATEGORIES: steps, data loading, CUDA API calls, PyTorch ops), written after the records in runs
+(record.host_line). The host view splits each step's CPU time by them (pyprof.prof.views.host).
+
+Readers give raw intervals (Source.host_intervals); overlaps and nesting (an op inside an op, the autograd
+thread's ops beside the main thread's) are merged here, so a line holds disjoint intervals in time order.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from pyprof.record import HOST_RUN, host_line
+from pyprof.parse.activities import Source
+
+
+def host_lines(source: Source) -> Iterator[str]:
+    """The host lines of ``source``: per (process, category), its intervals merged (steps kept apart, with their
+    names), in runs of HOST_RUN."""
+    for (pid, category), (starts, ends, names) in source.host_intervals().items():
+        lo, hi = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+        if category == "step":  # each step as it is, named (steps run back to back: a union would join them)
+            order = np.argsort(lo, kind="stable")
+            lo, hi, named = lo[order], hi[order], [names[i] for i in order.tolist()]
+        else:
+            lo, hi = union(lo, hi)
+            named = None
+        for k in range(0, len(lo), HOST_RUN):
+            yield host_line(pid, category, lo[k:k + HOST_RUN].tolist(), hi[k:k + HOST_RUN].tolist(),
+                            None if named is None else named[k:k + HOST_RUN])
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint intervals covering [starts[i], ends[i]) for all i, in time order (touching ones joined)."""
+    keep = ends >= starts
+    starts, ends = starts[keep], ends[keep]
+    if not len(starts):
+        return starts, ends
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    # an interval starts a new group when it begins after everything before it has ended
+    new = np.r_[True, s[1:] > reach[:-1]]
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
