@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "the warm-up, to the script's end)")
     p.add_argument("--warmup", type=int, default=2, metavar="N",
                    help="training steps to run before the capture (default 2)")
+    p.add_argument("--step-marker", metavar="NAME",
+                   help="count steps by the script's own ranges named NAME (torch.profiler.record_function(NAME), "
+                        "torch.cuda.nvtx.range(NAME) or range_push/range_pop) instead of optimizer.step(): for "
+                        "inference loops, or a step that calls the optimizer more than once"),
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command: python train.py ARGS")
     return p
 
@@ -73,6 +77,12 @@ def _run(args) -> int:
                                         ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env.update(PYPROF_RUN_BACKEND=backend, PYPROF_RUN_STEPS=str(args.steps), PYPROF_RUN_WARMUP=str(args.warmup),
                PYPROF_RUN_TRACE=str(out / "trace.json"))
+    if args.step_marker is not None:
+        if not args.step_marker.strip():
+            raise UsageError("--step-marker: give the name of the script's step ranges")
+        env["PYPROF_RUN_STEP_MARKER"] = args.step_marker
+    else:
+        env.pop("PYPROF_RUN_STEP_MARKER", None)
     if backend == "nsys":
         capture = out / "capture"
         for suffix in (".nsys-rep", ".qdstrm", ".sqlite"):

@@ -46,3 +46,18 @@ def test_training_step_identical_on_gpu(dtype):
         wrapped = run()
     for a, b in zip(bare, wrapped, strict=True):
         assert torch.equal(a, b)
+
+
+def test_a_nccl_process_under_init_exits_cleanly():
+    # PyTorch's NVTX profiler mode left on when a process that ran an NCCL group exits crashed it (SIGSEGV after
+    # "pure virtual method called", seen on 2 H200s, and with one process: exit status 139); init() turns the mode
+    # off at exit. One process, a one-rank NCCL group: examples/ddp.py without torchrun.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run([sys.executable, "ddp.py", "--steps", "1", "--warmup", "1"], cwd=root / "examples",
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "capture=pyprof, ranks=1" in p.stdout

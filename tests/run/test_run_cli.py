@@ -98,3 +98,41 @@ def test_a_script_killed_by_a_signal_exits_as_a_shell_says_it(tmp_path):
                         sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert p.returncode == 128 + signal.SIGTERM  # 143
     assert "nothing was captured" in p.stderr
+
+
+INFERENCE = """
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10)).eval()
+x = torch.randn(32, 64)
+with torch.no_grad():
+    for i in range(7):
+        with torch.profiler.record_function("infer"):
+            model(x)
+"""
+
+
+def test_steps_by_the_scripts_own_ranges(tmp_path):
+    # an inference loop: no optimizer; its seven "infer" ranges are the steps: 2 skipped, 3 recorded
+    script = tmp_path / "infer.py"
+    script.write_text(INFERENCE)
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "-o", "out", "--backend", "torch", "--warmup", "2",
+                        "--steps", "3", "--step-marker", "infer", "--", sys.executable, str(script)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    trace = tmp_path / "out" / "trace.json"
+    assert len(_steps_in(trace)) == 3
+    events = json.loads(trace.read_text())["traceEvents"]
+    steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    infers = [e for e in events if e.get("name") == "infer"]
+    # each recorded step holds one of the script's ranges, which the step range encloses
+    assert len(infers) == 3
+    for s in steps:
+        assert sum(s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] for e in infers) == 1
+
+
+def test_a_script_without_steps_is_told_how_to_mark_them(tmp_path):
+    script = tmp_path / "infer.py"
+    script.write_text(INFERENCE)
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "-o", "out", "--backend", "torch", "--", sys.executable,
+                        str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert "no step was counted (no optimizer.step() ran)" in p.stderr and "--step-marker NAME" in p.stderr

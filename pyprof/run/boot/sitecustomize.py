@@ -26,12 +26,14 @@ class _Steps:
     NVTX range ``ProfilerStep#k`` (the steps prof's overview finds), the capture started and stopped around
     them."""
 
-    def __init__(self, backend: str, warmup: int, steps: int, trace: str) -> None:
+    def __init__(self, backend: str, warmup: int, steps: int, trace: str, marker: str | None = None) -> None:
         self.backend, self.warmup, self.steps, self.trace = backend, warmup, steps, trace
+        self.marker = marker  # the script's own step ranges' name, counted instead of optimizer steps
         self.done = 0  # optimizer steps so far
         self.open = False
         self.finished = False
         self.prof = None
+        self._nvtx = None  # (range_push, range_pop) as torch had them, when the script's own are counted
 
     def start(self) -> None:
         import torch
@@ -54,7 +56,9 @@ class _Steps:
                                                with_stack=True, with_modules=True, profile_memory=True,
                                                on_trace_ready=self._export)
             self.prof.start()
-        if self.backend == "nsys" and hasattr(torch.optim.Optimizer, "profile_hook_step"):
+        if self.marker is not None:
+            self._count_marked_ranges(torch)
+        elif self.backend == "nsys" and hasattr(torch.optim.Optimizer, "profile_hook_step"):
             # The step ranges are NVTX push/pop ranges, so they must open and close outside every other range.
             # An optimizer's step hooks run inside PyTorch's own "Optimizer.step#..." range (an NVTX range under
             # pyprof.init()'s emit_nvtx): popping there would close that one. So each optimizer class's step is
@@ -80,6 +84,40 @@ class _Steps:
             register_optimizer_step_post_hook(self._after_step)
         atexit.register(self.finish)
 
+    def _count_marked_ranges(self, torch) -> None:
+        """A step ends where one of the script's ranges named ``marker`` closes: record_function's exit, or the pop
+        of an NVTX range pushed with that name (torch.cuda.nvtx.range is push and pop). Counted after the range
+        has closed, so that the ProfilerStep ranges enclose the script's own."""
+        rf = torch.autograd.profiler.record_function
+        original_exit = rf.__exit__
+        marker = self.marker
+
+        def exit_(rf_self, *exc):
+            try:
+                return original_exit(rf_self, *exc)
+            finally:
+                if getattr(rf_self, "name", None) == marker:
+                    self._after_step(None, None, None)
+
+        rf.__exit__ = exit_
+        nvtx = torch.cuda.nvtx
+        push, pop = nvtx.range_push, nvtx.range_pop
+        names: list = []  # the script's open NVTX ranges (pushed through torch.cuda.nvtx), innermost last
+
+        def range_push(msg, *a, **k):
+            names.append(msg)
+            return push(msg, *a, **k)
+
+        def range_pop(*a, **k):
+            try:
+                return pop(*a, **k)
+            finally:
+                if names and names.pop() == marker:
+                    self._after_step(None, None, None)
+
+        nvtx.range_push, nvtx.range_pop = range_push, range_pop
+        self._nvtx = (push, pop)  # this module's own step ranges bypass the counting
+
     def _begin(self, torch) -> None:
         if torch.cuda.is_available():
             torch.cuda.synchronize()
@@ -87,9 +125,10 @@ class _Steps:
         self._range(torch)
 
     def _range(self, torch) -> None:
+        push, pop = self._nvtx or (torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop)
         if self.open:
-            torch.cuda.nvtx.range_pop()
-        torch.cuda.nvtx.range_push(f"ProfilerStep#{self.done - self.warmup}")
+            pop()
+        push(f"ProfilerStep#{self.done - self.warmup}")
         self.open = True
 
     def _after_step(self, _optimizer, _args, _kwargs) -> None:
@@ -120,6 +159,11 @@ class _Steps:
         self.finished = True
         import torch
 
+        if self.done == 0:
+            what = f"no range named {self.marker!r} closed" if self.marker else "no optimizer.step() ran"
+            sys.stderr.write(f"pyprof run: no step was counted ({what}); for a loop without an optimizer, name its "
+                             "step ranges with --step-marker NAME\n")
+
         if self.prof is not None:
             self.prof.stop()
             if not os.path.exists(self.trace):  # stopped before its window closed: what was recorded
@@ -129,7 +173,7 @@ class _Steps:
                     pass  # nothing was recorded (the script ended during warm-up)
             return
         if self.open:
-            torch.cuda.nvtx.range_pop()
+            (self._nvtx[1] if self._nvtx else torch.cuda.nvtx.range_pop)()
             self.open = False
         if torch.cuda.is_available():
             torch.cuda.synchronize()
@@ -142,7 +186,7 @@ def _boot() -> None:
         return
     os.environ["PYPROF_RUN_ACTIVE"] = str(os.getpid())  # the script's children leave the capture to it
     _Steps(backend, int(os.environ.get("PYPROF_RUN_WARMUP", "0")), int(os.environ.get("PYPROF_RUN_STEPS", "0")),
-           os.environ.get("PYPROF_RUN_TRACE", "trace.json")).start()
+           os.environ.get("PYPROF_RUN_TRACE", "trace.json"), os.environ.get("PYPROF_RUN_STEP_MARKER")).start()
 
 
 _boot()
