@@ -68,8 +68,9 @@ def rank_path(path: str) -> str:
     return f"{path}.rank{rank}"
 
 
-def run(step, args: argparse.Namespace, name: str) -> None:
-    """Warm up, then run ``args.steps`` measured steps of ``step()`` under the chosen capture."""
+def run(step, args: argparse.Namespace, name: str, flops_step=None) -> None:
+    """Warm up, then run ``args.steps`` measured steps of ``step()`` under the chosen capture. ``flops_step``: what
+    --flops counts, when not ``step`` itself (a graph replay dispatches no op: its eager step is counted)."""
     if args.capture == "pyprof":
         import pyprof
         pyprof.init()
@@ -113,7 +114,7 @@ def run(step, args: argparse.Namespace, name: str) -> None:
     if args.flops:
         # After the measured steps: torch.compile does not compile a frame first called under a dispatch mode
         # such as FlopCounterMode, and that frame would then run eagerly in the capture too.
-        _count_flops(step, args.flops if rank == 0 else None, name)
+        _count_flops(flops_step or step, args.flops if rank == 0 else None, name)
 
 
 def _torch_profiler(full: bool = False):

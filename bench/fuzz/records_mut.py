@@ -107,6 +107,39 @@ def wrong_type(rng, seeds, folder) -> Built:
     return _built(rng, src, folder, f"{key} = {json.dumps(value)} in {len(idx)} records", ls)
 
 
+@mutation("rec.side", stage="prof")
+def side(rng, seeds, folder) -> Built:
+    """A damaged side line (memory events, host time: schema 4): a wrong type in one of its keys, columns of
+    different lengths, an unknown kind, or the line cut: one error naming the line, or read as before."""
+    src, ls = lines(rng, seeds)
+    sides = list(_SIDES.get(src, []))
+    if not sides:  # a seed without side lines: give it one (a host line of one process)
+        sides = [b'{"pyprof_side":"host","pid":1,"category":"runtime","start_ns":[0,10],"end_ns":[5,20]}']
+    i = rng.randrange(len(sides))
+    d = json.loads(sides[i])
+    key = rng.choice([k for k in d if k != "pyprof_side"] + ["pyprof_side", "cut", "short column"])
+    if key == "cut":
+        new = sides[i][: rng.randrange(1, len(sides[i]))]
+        detail = "cut"
+    else:
+        if key == "short column":
+            lists = [k for k, v in d.items() if isinstance(v, list) and v]
+            key = rng.choice(lists) if lists else "pyprof_side"
+            d[key] = d[key][:-1] if key != "pyprof_side" else 7
+            detail = f"{key} one short"
+        else:
+            value = rng.choice(WRONG + ("power", [None], [-1], [2 ** 70]))
+            d[key] = value
+            detail = f"{key} = {json.dumps(value)[:40]}"
+        new = json.dumps(d).encode()
+    sides[i] = new
+    end = [_ENDS[src]] if src in _ENDS else []
+    head = [_HEADERS[src]] if src in _HEADERS else []
+    path = folder / src.name
+    path.write_bytes(b"\n".join(head + ls + sides + end) + b"\n")
+    return Built(f"{src.name}: side line {i + 1}: {detail}", records_commands(rng, str(path), None, False))
+
+
 #: Values a Python-dict line can hold that JSON cannot, and ones of the wrong type (issue 13: 'mod': 5, a set).
 LEGACY_ODD = ("5", "{1, 2}", "b'bytes'", "(1, 2)", "1j", "None", "10**100", "1e999", "-1e999", "set()",
               "frozenset()", "{'a': {1}}", "[" * 50_000 + "]" * 50_000, "'x' * 3", "Ellipsis", "...", "{5: 6}",

@@ -32,6 +32,10 @@ class Activity(NamedTuple):
     copy_kind: str | None = None
     smem_bytes: int | None = None  # per block, static + dynamic (when a reader knows only the total)
     est_occupancy_pct: float | None = None  # the profiler's own estimate (PyTorch profiler traces)
+    # A kernel replayed from a CUDA graph: the key of the Launch that stands for the capture of its graph node (the
+    # node's creation inside the ranges active at capture time), whose attribution it takes; its launch_key stays
+    # the graph launch. None for any other activity.
+    attribution_key: object = None
 
 
 class Launch(NamedTuple):

@@ -174,6 +174,11 @@ def _summary(path: str, st: Stats) -> str:
         line += f"; {st.recompute_kernels} kernels of forward ops recomputed during backward"
     if st.no_launch:
         line += f"; {st.no_launch} activities without a launch call in the export (empty op)"
+    if st.graph_kernels:
+        line += (f"; {st.graph_kernels} kernels replayed from CUDA graphs, {st.graph_kernels_tied} of them tied to "
+                 "the ranges of their graph node's capture")
+        if st.graph_kernels_tied < st.graph_kernels:
+            line += " (a graph captured before the profiled range: its capture's ranges are not in the export)"
     if st.memory_events:
         line += f"; {st.memory_events} memory events (pyprof prof --view memory)"
     for reason, count in sorted(st.oddities.items()):

@@ -54,6 +54,8 @@ class Stats:
     bprop_with_fwd: int = 0
     recompute_kernels: int = 0  # kernels of forward ops recomputed during backward (activation checkpointing)
     no_launch: int = 0  # activities whose launch call is not in the export (time-windowed captures)
+    graph_kernels: int = 0  # kernels replayed from a CUDA graph (nsys --cuda-graph-trace=node)
+    graph_kernels_tied: int = 0  # of those, kernels given the ranges around their graph node's capture
     memory_events: int = 0  # allocations and frees, in memory lines after the records (record.SIDE_KEY)
     oddities: dict = field(default_factory=dict)  # what of the input was left out or read differently -> count
 

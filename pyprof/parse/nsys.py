@@ -18,6 +18,11 @@ MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 NVTX = "NVTX_EVENTS"
 MEMORY = "CUDA_GPU_MEMORY_USAGE_EVENTS"  # --cuda-memory-usage=true
+# --cuda-graph-trace=node: each graph node's creation (during stream capture: on the capturing thread, inside the
+# ranges then open) and, at instantiation, the node it copies (originalGraphNodeId).
+GRAPH_NODES = "CUDA_GRAPH_NODE_EVENTS"
+#: What a pseudo-launch of a graph node's creation is called (LAUNCH_INFO's api; never on a record).
+GRAPH_NODE_API = "[graph node created]"
 _MEMORY_COLUMNS = ("start", "globalPid", "deviceId", "bytes", "memKind", "memoryOperationType", "correlationId")
 #: ENUM_CUDA_MEM_KIND ids of memory in the host's RAM (pageable, pinned): their events are the device "host".
 _HOST_KINDS = (0, 1)
@@ -209,7 +214,41 @@ class NsysSource(Source):
     def launch_times(self) -> Iterator[tuple]:
         """(thread, start_ns, end_ns) of every launch, in the order of :meth:`launches`: all the sweep needs."""
         sql = self._launch_sql("globalTid, start, end")
-        return iter(()) if sql is None else self.rows.stream(sql)
+        calls = iter(()) if sql is None else self.rows.stream(sql)
+        nodes = self._node_rows()
+        if nodes is None:
+            return calls
+        return heapq.merge(calls, ((t, s, s) for t, s, _n in nodes), key=_second)
+
+    def _node_rows(self) -> Iterator[tuple] | None:
+        """(globalTid, start, graphNodeId) of each graph node's first creation, in start order; None without the
+        table. Their attributions are those of graph kernels (Activity.attribution_key)."""
+        have = self.cols.get(GRAPH_NODES)
+        if not have or not {"start", "globalTid", "graphNodeId"} <= have:
+            return None
+        return self.rows.stream(
+            f"SELECT globalTid, MIN(start) AS s, graphNodeId FROM {GRAPH_NODES} WHERE "
+            f"{integers('globalTid', 'start', 'graphNodeId')} GROUP BY globalTid, graphNodeId ORDER BY s, graphNodeId")
+
+    def _originals(self) -> dict[tuple, int]:
+        """(globalPid, graph node) -> the node it was copied from, followed to the first: an instantiated graph's
+        node to the node its capture created."""
+        have = self.cols.get(GRAPH_NODES)
+        if not have or "originalGraphNodeId" not in have:
+            return {}
+        direct = {}
+        for gtid, node, orig in self.rows.all(
+                f"SELECT globalTid, graphNodeId, originalGraphNodeId FROM {GRAPH_NODES} WHERE "
+                f"{integers('globalTid', 'graphNodeId', 'originalGraphNodeId')}"):
+            direct[(gtid & _PID_MASK, node)] = orig
+        out = {}
+        for (gpid, node), orig in direct.items():
+            seen = {node}
+            while (gpid, orig) in direct and orig not in seen:  # a copy of a copy
+                seen.add(orig)
+                orig = direct[(gpid, orig)]
+            out[(gpid, node)] = orig
+        return out
 
     def launches(self) -> Iterator[Launch]:
         """Runtime and driver API calls that started a kernel, memcpy or memset, in start order."""
@@ -220,12 +259,23 @@ class NsysSource(Source):
             return
         strings = self.strings
         names: dict = {}
-        for start, end, gtid, corr, nid in self.rows.stream(sql):
-            api = names.get(nid)
-            if api is None:
-                api = names[nid] = _api_name(strings.get(nid, ""))
-            pid = gtid & _PID_MASK
-            yield Launch(gtid, start, end, api, (pid, corr), os_pid(gtid), gtid & _TID_MASK)
+
+        def calls() -> Iterator[Launch]:
+            for start, end, gtid, corr, nid in self.rows.stream(sql):
+                api = names.get(nid)
+                if api is None:
+                    api = names[nid] = _api_name(strings.get(nid, ""))
+                pid = gtid & _PID_MASK
+                yield Launch(gtid, start, end, api, (pid, corr), os_pid(gtid), gtid & _TID_MASK)
+
+        nodes = self._node_rows()
+        if nodes is None:
+            yield from calls()
+            return
+        # the same order as launch_times: heapq.merge keeps the calls first on a tie
+        created = (Launch(gtid, start, start, GRAPH_NODE_API, ("node", gtid & _PID_MASK, node), os_pid(gtid),
+                          gtid & _TID_MASK) for gtid, start, node in nodes)
+        yield from heapq.merge(calls(), created, key=_launch_start)
 
     def activities(self) -> Iterator[Activity]:
         """Kernels, memcpys and memsets merged in start order."""
@@ -242,18 +292,28 @@ class NsysSource(Source):
 
     def _kernels(self) -> Iterator[Activity]:
         c = lambda col: self._col(KERNEL, col)  # noqa: E731
+        node = c("graphNodeId") if self._node_rows_exist() else "NULL"
         sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, {c('correlationId')}, {c('globalPid')}, "
                f"{c('demangledName')}, {c('shortName')}, {c('gridX')}, {c('gridY')}, {c('gridZ')}, "
                f"{c('blockX')}, {c('blockY')}, {c('blockZ')}, {c('registersPerThread')}, "
-               f"{c('staticSharedMemory')}, {c('dynamicSharedMemory')} FROM {KERNEL} WHERE {_VALID_ACTIVITY} "
-               f"{self._order_by(KERNEL, _VALID_ACTIVITY)}")
+               f"{c('staticSharedMemory')}, {c('dynamicSharedMemory')}, {node} FROM {KERNEL} WHERE "
+               f"{_VALID_ACTIVITY} {self._order_by(KERNEL, _VALID_ACTIVITY)}")
         strings = self.strings
+        originals = self._originals() if node != "NULL" else {}
         for (start, end, dev, stream, corr, gpid, long_id, short_id, gx, gy, gz, bx, by, bz, regs, ssm,
-             dsm) in self.rows.stream(sql):
+             dsm, gnode) in self.rows.stream(sql):
             long_name = strings.get(long_id, "")
+            captured = None
+            if gnode is not None:  # replayed from a graph: the op is the one around its node's capture
+                captured = ("node", gpid, originals.get((gpid, gnode), gnode))
             yield Activity("kernel", start, end, dev, stream, os_pid(gpid), corr, (gpid, corr),
                            long_name, strings.get(short_id, long_name), (gx, gy, gz), (bx, by, bz), regs, ssm,
-                           dsm)
+                           dsm, attribution_key=captured)
+
+    def _node_rows_exist(self) -> bool:
+        have = self.cols.get(GRAPH_NODES)
+        return bool(have) and {"start", "globalTid", "graphNodeId"} <= have and \
+            "graphNodeId" in self.cols.get(KERNEL, ())
 
     def _copies(self, table: str) -> Iterator[Activity]:
         c = lambda col: self._col(table, col)  # noqa: E731
@@ -338,6 +398,14 @@ class NsysSource(Source):
 
 def _start(a: Activity) -> int:
     return a.start_ns
+
+
+def _launch_start(x: Launch) -> int:
+    return x.start_ns
+
+
+def _second(row: tuple) -> int:
+    return row[1]
 
 
 def _api_name(name: str) -> str:

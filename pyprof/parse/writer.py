@@ -16,7 +16,7 @@ import os
 from typing import Iterator
 
 from pyprof.common import BoundedDict, no_cyclic_gc
-from pyprof.record import LINE_RUNS, SIDE_PREFIX, Part, Record, header_line
+from pyprof.record import ATTRIBUTION, LINE_RUNS, SIDE_PREFIX, Part, Record, header_line
 from pyprof.parse import encode
 from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
 from pyprof.parse.activities import Source, attribution_window
@@ -129,6 +129,19 @@ def header(source: Source) -> tuple[str, dict]:
     return header_line(gpus), names
 
 
+_RANGES, _HOST = ATTRIBUTION.index("ranges"), ATTRIBUTION.index("host_ns")
+
+
+def replayed(node: list, launch: list | None) -> list:
+    """The attribution of a kernel replayed from a CUDA graph: its node's (the ranges around the node's capture:
+    op, arguments, call site, layer), under the ranges around the graph launch (the step it ran in), and no host
+    time (a replay spends none per op)."""
+    out = list(node)
+    out[_RANGES] = list(launch[_RANGES] if launch else []) + list(node[_RANGES])
+    out[_HOST] = None
+    return tuple(out)  # as the sweep hands fields on
+
+
 def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_markers: bool) -> Iterator[str]:
     head_line, gpu_names = header(source)
     yield head_line
@@ -145,6 +158,10 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
     received = attribution_window()  # attribution number -> fields, as the sweep worker's ``sent``
     encoded = attribution_window()  # attribution number -> its parts' JSON: launches sharing one encode it once
     pending: dict = {}  # launch key -> info, swept but not yet used
+    # graph node key (Activity.attribution_key) -> the sweep's info of its creation; kept: a graph replays many times
+    nodes: dict = {}
+    # (graph node key, graph launch's attribution number) -> (head, tail, call, flags, whether ranges enclosed it)
+    node_parts: dict = {}
     recent = BoundedDict(2 * RECENT)  # used already: a graph launch starts many kernels
     counts = BoundedDict(2 * RECENT)  # op call -> kernels so far
     line = LINE
@@ -162,13 +179,18 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
                     nxt = nxt[:6] + ((att, received[att]),) + nxt[7:]
                 else:
                     received.add(att[0], att[1])
-            pending[nxt[0]] = nxt
+            k = nxt[0]
+            if type(k) is tuple and k and k[0] == "node":
+                nodes[k] = nxt
+            else:
+                pending[k] = nxt
             nxt = next(infos, None)
         key = act.launch_key
         info = pending.pop(key, None)
         if info is not None:
             # First activity of this launch: encode its part of the record once (a graph launch has many).
             _, api, api_start, api_end, pid, tid, fields, call, flags = info
+            att = fields  # (number, fields) or None: what a graph's replayed kernels join to their node's
             if fields is None:
                 head, tail = empty_head, empty_tail
             else:
@@ -185,18 +207,34 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
                 call_json = f"{api_json}{api_start}{api_end_key}{api_end}"
             else:
                 call_json = encode.part(_LAUNCH, (api, api_start, api_end))
-            info = (pid, tid, call_json, head, tail, call, flags)
+            info = (pid, tid, call_json, head, tail, call, flags, att)
             recent.add(key, info)
         else:
             info = recent.get(key)
         stats.records += 1
         if info is None:
             stats.no_launch += 1
-            pid, tid, call_json, head, tail, call, flags = act.pid, None, no_call, empty_head, empty_tail, None, 0
+            pid, tid, call_json, head, tail, call, flags, att = (act.pid, None, no_call, empty_head, empty_tail, None,
+                                                                 0, None)
         else:
-            pid, tid, call_json, head, tail, call, flags = info
+            pid, tid, call_json, head, tail, call, flags, att = info
             if pid is None:
                 pid = act.pid
+        node = act.attribution_key
+        if node is not None:
+            stats.graph_kernels += 1
+            pkey = (node, None if att is None else att[0])
+            parts = node_parts.get(pkey)
+            if parts is None and node in nodes:
+                fields = nodes[node][6]
+                h, t = (empty_head, empty_tail) if fields is None else \
+                    encode.attribution(replayed(fields[1], None if att is None else att[1]), raw_markers)
+                parts = node_parts[pkey] = (h, t, nodes[node][7], nodes[node][8], fields is not None)
+            if parts is not None:
+                head, tail, node_call, flags, tied = parts
+                stats.graph_kernels_tied += tied
+                # each replay is a call of its own: subSeqId counts from 0 in every graph launch
+                call = None if node_call is None else (node_call, key)
         sub = None
         if act.kind == "kernel":
             stats.kernels += 1
