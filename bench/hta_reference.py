@@ -4,6 +4,7 @@ share is checked against (tests/report/test_steps_hta.py writes these numbers do
 Run it with the HTA environment, never pyprof's (it imports nothing of pyprof):
 
     /work/hta-venv/bin/python bench/hta_reference.py TRACE.json.gz [TRACE.json.gz ...]
+    /work/hta-venv/bin/python bench/hta_reference.py --job RANK0.json.gz RANK1.json.gz   # the ranks view's figures
 
 For each trace, one line per figure: HTA's temporal breakdown ``idle_time_pctg`` with
 ``include_last_profiler_step=False`` (HTA's default: kernels launched in the last ProfilerStep, and kernels
@@ -45,14 +46,38 @@ def idle_pct(path: str, include_last: bool, ns_rounding: bool) -> float:
     return float(df["idle_time_pctg"].iloc[0])
 
 
+def comm_figures(paths: list[str]) -> list[tuple[int, float, float]]:
+    """(rank, communication ms, comm-comp overlap %) per rank of one job's traces (``--job``): the ranks view's
+    reference (tests/report/test_views_ranks.py). Communication: get_gpu_kernel_breakdown's COMMUNICATION
+    kernels (``^nccl.*Kernel``), their durations summed per rank; overlap: get_comm_comp_overlap. With
+    include_last_profiler_step=True, the span pyprof keeps."""
+    from hta.trace_analysis import TraceAnalysis
+
+    with tempfile.TemporaryDirectory(prefix="hta-job-") as folder:
+        for i, path in enumerate(paths):
+            os.symlink(os.path.abspath(path), os.path.join(folder, f"rank-{i}.json.gz"))
+        ta = TraceAnalysis(trace_dir=folder, include_last_profiler_step=True)
+        _types, kernels = ta.get_gpu_kernel_breakdown(visualize=False)
+        overlap = ta.get_comm_comp_overlap(visualize=False)
+    comm = kernels[kernels["kernel_type"] == "COMMUNICATION"].groupby("rank")["sum (us)"].sum()
+    pct = dict(zip(overlap["rank"], overlap["comp_comm_overlap_pctg"]))
+    return [(int(r), float(comm.get(r, 0.0)) / 1000.0, float(pct[r])) for r in sorted(pct)]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("traces", nargs="+", metavar="TRACE")
+    p.add_argument("--job", action="store_true",
+                   help="the traces are the ranks of one job: print HTA's communication time and overlap per rank")
     args = p.parse_args(argv)
     from importlib.metadata import version
 
     logging.disable(logging.WARNING)  # HTA logs each trace's parse; the figures are the output
     print(f"HTA version: {version('HolisticTraceAnalysis')}")
+    if args.job:
+        for rank, comm_ms, overlap_pct in comm_figures(args.traces):
+            print(f"rank {rank}: communication {comm_ms:.3f} ms, comp-comm overlap {overlap_pct:.2f} %", flush=True)
+        return 0
     for path in args.traces:
         for ns_rounding in (True, False):
             for include_last in (False, True):

@@ -294,10 +294,19 @@ def end_line(records: int) -> str:
     return f'{{"{END_KEY}":true,"schema":{RECORD_SCHEMA},"records":{records}}}'
 
 
-def header_line(gpus: dict) -> str:
+#: What the header's ``dist`` says of the input's place in a distributed job (the PyTorch profiler's
+#: ``distributedInfo``): key -> the JSON kinds it may hold. A reader ignores other keys; any of these may be null.
+DIST_KEYS = {"rank": "int", "world_size": "int", "backend": "str"}
+
+
+def header_line(gpus: dict, dist: dict | None = None) -> str:
     """Parse's header line (no newline): the schema, and per device id ``{"gpu": name, "gpu_props": {...}}``;
-    ``"*"`` for the GPU of records whose device the export does not describe."""
-    return json.dumps({HEADER_KEY: True, "schema": RECORD_SCHEMA, "gpus": gpus}, separators=(",", ":"))
+    ``"*"`` for the GPU of records whose device the export does not describe. ``dist`` (DIST_KEYS), where the
+    input is one rank of a distributed job, is written as the header's ``dist`` key; without it there is none."""
+    body = {HEADER_KEY: True, "schema": RECORD_SCHEMA, "gpus": gpus}
+    if dist is not None:
+        body["dist"] = dist
+    return json.dumps(body, separators=(",", ":"))
 
 
 def read_lines(lines: Iterable[str | bytes]) -> Iterator[dict]:

@@ -158,6 +158,11 @@ class Source:
         it cannot (a trace read into memory): then the sweep runs in this process."""
         return None
 
+    def dist(self) -> dict | None:
+        """The input's place in a distributed job (record.DIST_KEYS: rank, world size, backend), where the input
+        says it; None where it does not (an nsys export holds whole processes, whose ranks it does not name)."""
+        return None
+
     def memory_events(self) -> Iterator[MemoryEvent]:
         """The allocations and frees the input records, in any order (the memory lines sort them)."""
         return iter(())

@@ -23,6 +23,7 @@ from typing import IO, Iterator
 from pyprof.common import InputError, expansion_cap, too_expanded
 from pyprof.parse import markers as mk
 from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
+from pyprof.record import DIST_KEYS
 
 _KERNEL_CATS = {"kernel"}
 _COPY_CATS = {"gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
@@ -169,6 +170,7 @@ class KinetoSource(Source):
         self._memory: list = []  # MemoryEvent of each "[memory]" instant event (profile_memory=True)
         self.oddities: dict = {}  # events left out (the summary reports them)
         self._cap = expansion_cap(path) if gzipped else None
+        self._dist: dict | None = None  # distributedInfo: rank, world size, backend (record.DIST_KEYS)
 
     def _open(self) -> IO[bytes]:
         """The trace's bytes, after a UTF-8 byte-order mark if it starts with one (some editors add one)."""
@@ -206,6 +208,9 @@ class KinetoSource(Source):
                     raise InputError(self.path, "JSON array without trace events: not a PyTorch profiler trace")
                 if not seen and not self._has_key(ijson, "traceEvents"):
                     raise InputError(self.path, "JSON without 'traceEvents': not a PyTorch profiler trace")
+            if prefix != "item":
+                with self._open() as f:
+                    self._dist = _distributed_info(ijson, _Guarded(f, self.path, self._cap))
             with self._open() as f:
                 devices = ijson.items(_Guarded(f, self.path, self._cap), "deviceProperties.item",
                                      buf_size=READ_BYTES) if prefix != "item" else ()
@@ -390,6 +395,11 @@ class KinetoSource(Source):
                 e.append(launch.end_ns)
         return out
 
+    def dist(self) -> dict | None:
+        """Rank, world size and backend from the trace's ``distributedInfo`` (torch.distributed initialised when
+        the profiler started), else None."""
+        return self._dist
+
     def memory_events(self) -> Iterator[MemoryEvent]:
         """The ``[memory]`` events, in time order (each is its own call: the time it was recorded)."""
         return iter(self._memory)
@@ -420,6 +430,29 @@ class KinetoSource(Source):
     def close(self) -> None:
         """Drop the events read."""
         self._ranges = self._launches = self._acts = self._memory = []
+
+
+def _distributed_info(ijson, f) -> dict | None:
+    """The trace's ``distributedInfo`` as record.DIST_KEYS (a value of another type: null), or None without one.
+    Kineto writes it among the few keys before ``traceEvents``: the events are not read for it (a key written
+    after them is not looked for)."""
+    builder = None
+    for prefix, event, value in ijson.parse(f, buf_size=READ_BYTES):
+        if builder is not None:
+            if prefix == "distributedInfo" and event == "end_map":
+                info = builder.value
+                break
+            builder.event(event, value)
+        elif prefix == "" and event == "map_key":
+            if value == "traceEvents":
+                return None
+        elif prefix == "distributedInfo" and event == "start_map":
+            builder = ijson.ObjectBuilder()
+            builder.event(event, value)
+    else:
+        return None
+    kinds = {"int": int, "str": str}
+    return {key: info.get(key) if type(info.get(key)) is kinds[kind] else None for key, kind in DIST_KEYS.items()}
 
 
 def _ident(v):

@@ -126,7 +126,7 @@ def header(source: Source) -> tuple[str, dict]:
         only = next(iter(known.values()))
         gpus["*"] = {"gpu": only.name, "gpu_props": only.props}
     names = {dev: g.name for dev, g in known.items()}
-    return header_line(gpus), names
+    return header_line(gpus, source.dist()), names
 
 
 _RANGES, _HOST = ATTRIBUTION.index("ranges"), ATTRIBUTION.index("host_ns")

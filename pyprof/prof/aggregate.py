@@ -40,12 +40,19 @@ _LAYOUT = re.compile(r"(?i)nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw")
 SYNC_OPS = frozenset({"item", "_local_scalar_dense"})
 
 
+def is_comm(short_name: str | None) -> bool:
+    """True for a communication kernel: NCCL's (``ncclDevKernel_AllReduce_...``, ``ncclKernel_SendRecv_...``) and
+    RCCL's, which keeps NCCL's names. The one rule of every view (HTA's is ``^nccl.*Kernel``: the same kernels)."""
+    return short_name is not None and short_name[:4].lower() == "nccl"
+
+
 
 class WorkerData:
     """Everything aggregated for one worker (a process of one input)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
+        self.pid = None  # the process id its records carry (None: the activities without a process)
         # The groups (pyprof.prof.groups.Group), by op, op and input shapes, kernel (kernels only, by full
         # name: kernels that share a short name are different code), call site, and layer path (the self time
         # of the exact path; the layers view adds up the tree).
@@ -104,6 +111,12 @@ class WorkerData:
         self.first_call: dict = {}
         self.memory: list = []  # pyprof.prof.memory.MemoryRun of this process's memory lines, in file order
         self.host: list = []  # pyprof.prof.host.HostRun of this process's host lines, in file order
+        self.devices: set = set()  # CUDA device ids its activities ran on
+        # Communication kernels (is_comm): their indices in the timeline arrays and their short names, in input
+        # order (the ranks view matches the n-th collective of a name across ranks)
+        self.comm_at: list[int] = []
+        self.comm_names: list[str] = []
+        self.dist: dict | None = None  # its input's rank, world size, backend (parse's header), where known
 
 
     def merge(self, other: "WorkerData") -> None:
@@ -142,6 +155,9 @@ class WorkerData:
         self.host += other.host
         self.layout_names |= other.layout_names
         self.gpus |= other.gpus
+        self.devices |= other.devices
+        if self.dist is None:
+            self.dist = other.dist
         for key, lim in other.limits.items():
             self.limits.setdefault(key, lim)
         for k, v in other.totals.items():
@@ -149,6 +165,8 @@ class WorkerData:
         self.untimed += other.untimed
         offset = len(self.start_ns)
         self.sync_at += [i + offset for i in other.sync_at]
+        self.comm_at += [i + offset for i in other.comm_at]
+        self.comm_names += other.comm_names
         thread_map = np.zeros(len(other.threads), np.int32)
         for tid, i in other.threads.items():
             j = self.threads.get(tid)
@@ -244,6 +262,7 @@ def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None
     for (si, pid) in keyed:
         pids_per_input.setdefault(si, []).append(pid)
     for (si, pid), w in keyed.items():
+        w.pid = pid
         label = "unknown" if pid is None else str(pid)  # original PyProf dict lines carry no process id
         if len(sources) == 1:
             w.name = label
@@ -260,6 +279,7 @@ def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:
     import sys
 
     from pyprof.common import open_input
+    from pyprof.prof.contract import Header
     from pyprof.prof.reader import read_records
 
     streams = []
@@ -270,7 +290,9 @@ def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:
             streams.append(s)
             name = "<stdin>" if p == "-" else os.path.basename(p)
             side: list = []
-            sources.append((name, _Numbered(read_records(s, "<stdin>" if p == "-" else p, side), side)))
+            header = Header()
+            sources.append((name, _Numbered(read_records(s, "<stdin>" if p == "-" else p, side, header), side,
+                                            header)))
         return aggregate(sources, peaks)
     finally:
         for s in streams:
@@ -280,25 +302,29 @@ def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:
 
 class _Numbered:
     """Marks an iterable of (line number, record) pairs, so that errors name the input's line; ``side`` is the
-    list the reader fills with what the input's side lines hold (reader.read_records), once the pairs are read."""
+    list the reader fills with what the input's side lines hold (reader.read_records), and ``header`` the
+    contract.Header it reads parse's header line into, once the pairs are read."""
 
-    def __init__(self, pairs, side: list | None = None) -> None:
+    def __init__(self, pairs, side: list | None = None, header=None) -> None:
         self.pairs = pairs
         self.side = side
+        self.header = header
 
 
 def numbered_file(path: str, display: str) -> _Numbered:
     """One input of ``aggregate``: the records of the file at ``path`` (opened when first read), and its side
     lines."""
+    from pyprof.prof.contract import Header
     from pyprof.prof.reader import read_records
 
     side: list = []
+    header = Header()
 
     def pairs():
         with open(path, "rb") as f:
-            yield from read_records(f, display, side)
+            yield from read_records(f, display, side, header)
 
-    return _Numbered(pairs(), side)
+    return _Numbered(pairs(), side, header)
 
 
 def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed: dict, observe) -> None:
@@ -317,6 +343,19 @@ def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed:
             observe(w, d, m, r)
     for run in (records.side or []) if isinstance(records, _Numbered) else []:
         attach_side(keyed, (si, run.pid), run, lambda: WorkerData(f"{name}:{run.pid}"))
+    header = records.header if isinstance(records, _Numbered) else None
+    if header is not None:
+        set_dist(keyed, si, header.dist)
+
+
+def set_dist(workers: dict, key: object, dist: dict | None) -> None:
+    """Give the input's rank (parse's header ``dist``) to its process, the workers of ``key`` (``(key, pid)``
+    keys, or pid keys with key None): a rank is one process, so an input of several processes (an nsys export
+    of a whole job) names none of them by it."""
+    mine = [(k, w) for k, w in workers.items() if key is None or k[0] == key]
+    procs = [w for k, w in mine if (k if key is None else k[1]) is not None]
+    if dist is not None and len(procs) == 1:
+        procs[0].dist = dist
 
 
 def attach_side(workers: dict, key, run, new) -> None:
@@ -415,8 +454,11 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
         if tiny:
             t["tiny_kernels"] += 1
             t["tiny_ns"] += dur
-        if name[:4].lower() == "nccl":
+        if is_comm(name):
             t["comm_ns"] += dur
+            if d.get("start_ns") is not None:
+                w.comm_at.append(len(w.start_ns))
+                w.comm_names.append(name)
         frac = sm_fraction(d.get("grid"), lim)
         if frac is not None:
             sm_ns = frac * dur
@@ -482,6 +524,8 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
         t["memset_ns"] += dur
     if d.get("gpu"):
         w.gpus.add(d["gpu"])
+    if d.get("device") is not None:
+        w.devices.add(d["device"])
     start = d.get("start_ns")
     if start is None:  # original PyProf dict lines have durations only: no place on the timeline
         w.untimed += 1

@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 from pyprof import forked
 from pyprof.common import InputError, no_cyclic_gc
 from pyprof.record import END_PREFIX, HEADER_PREFIX
-from pyprof.prof.aggregate import Aggregate, WorkerData, _add_record, attach_side
+from pyprof.prof.aggregate import Aggregate, WorkerData, _add_record, attach_side, set_dist
 from pyprof.prof.contract import Header
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.modeller import Modeller
@@ -239,7 +239,9 @@ def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = N
             w.send(None)
     finally:
         forked.stop(workers)
+    set_dist(merged, None, header.dist)
     for pid, w in merged.items():
+        w.pid = pid
         w.name = "unknown" if pid is None else str(pid)
         agg.workers[w.name] = w
     return agg, observer

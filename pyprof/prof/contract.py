@@ -14,7 +14,7 @@ from typing import IO, Annotated, Any, Optional, TypedDict, Union
 
 from pyprof.common import InputError
 
-from pyprof.record import END_KEY, END_PREFIX, FIELDS, HEADER_KEY, HEADER_PREFIX, RECORD_SCHEMA, SIDE_PREFIX
+from pyprof.record import DIST_KEYS, END_KEY, END_PREFIX, FIELDS, HEADER_KEY, HEADER_PREFIX, RECORD_SCHEMA, SIDE_PREFIX
 
 try:
     import msgspec
@@ -146,10 +146,11 @@ class Header:
     """What parse's header line says about the records after it: their schema and each device's GPU properties,
     which schema 3 writes there once instead of on every record."""
 
-    __slots__ = ("gpus",)
+    __slots__ = ("gpus", "dist")
 
     def __init__(self) -> None:
         self.gpus: dict = {}
+        self.dist: dict | None = None  # the input's rank, world size, backend (record.DIST_KEYS), where it says
 
     def read(self, line: bytes, path: str, lineno: int) -> None:
         """Take a header line. Raises InputError for one that is not a header of a schema this pyprof reads."""
@@ -170,6 +171,7 @@ class Header:
                 raise InputError(path, f"line {lineno}: the header's GPU {dev!r} is not an object with gpu_props")
             gpus[dev] = g.get("gpu_props")
         self.gpus = gpus
+        self.dist = _dist(h.get("dist"), path, lineno)
 
     def props(self, d: dict) -> dict | None:
         """The GPU properties of record ``d``'s device: its own (records before schema 3), else the header's."""
@@ -178,6 +180,19 @@ class Header:
             dev = d.get("device")
             props = self.gpus.get(str(dev), self.gpus.get("*"))
         return props
+
+
+def _dist(d: object, path: str, lineno: int) -> dict | None:
+    """The header's ``dist`` with its known keys (record.DIST_KEYS), each of its kind or null. Raises InputError
+    for one that is not an object of those."""
+    if d is None:
+        return None
+    kinds = {"int": int, "str": str}
+    if type(d) is not dict or any(d.get(k) is not None and type(d[k]) is not kinds[kind]
+                                  for k, kind in DIST_KEYS.items()):
+        raise InputError(path, f"line {lineno}: the header's dist is not an object of "
+                               f"{', '.join(f'{k} ({kind})' for k, kind in DIST_KEYS.items())}")
+    return {k: d.get(k) for k in DIST_KEYS}
 
 
 def is_side(line: bytes) -> bool:

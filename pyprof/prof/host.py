@@ -57,6 +57,15 @@ class Intervals:
         order = np.argsort(self.lo, kind="stable")
         self.lo, self.hi = self.lo[order], self.hi[order]
 
+    @classmethod
+    def of(cls, starts: np.ndarray, ends: np.ndarray) -> "Intervals":
+        """The union of the intervals [starts[i], ends[i]) (any order, overlapping or not) as disjoint ones."""
+        from pyprof.parse.host import union  # parse's, the one union of intervals (imported only when needed)
+
+        out = cls([])
+        out.lo, out.hi = union(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+        return out
+
     def within(self, t0: int, t1: int) -> "Intervals":
         """These intervals cut to [t0, t1)."""
         out = Intervals([])

@@ -94,15 +94,17 @@ def raw_value(v, level: int = 2):
     return value
 
 
-def read_records(stream: IO[bytes], path: str, side: list | None = None) -> Iterator[tuple[int, dict]]:
+def read_records(stream: IO[bytes], path: str, side: list | None = None,
+                 header: Header | None = None) -> Iterator[tuple[int, dict]]:
     """Yield (line number, record dict) for every record line, after checking it (contract.check), with every
     key of the record: those a schema-3 line leaves out at their default put back, and ``gpu_props`` from parse's
     header line. ``side``: a list that gets what each side line holds (pyprof.prof.side; else they are skipped
-    unread).
+    unread). ``header``: a contract.Header that reads parse's header line, for a caller that wants what else it
+    says (the input's rank: ``header.dist``).
     Raises InputError on a malformed line, and at the end for a stream cut short (contract.Ending).
     """
     ending = Ending(path)
-    yield from _records_of(enumerate(stream, 1), path, Header(), ending, side)
+    yield from _records_of(enumerate(stream, 1), path, Header() if header is None else header, ending, side)
     ending.done()
 
 
