@@ -10,6 +10,7 @@ STAGES = {
     "parse": ("pyprof.parse.cli", "profiler export (nsys/NvProf SQLite, PyTorch trace) -> JSON Lines records"),
     "prof": ("pyprof.prof.cli", "records -> per-kernel FLOPs, bytes, Tensor Cores, roofline; tables and summaries"),
     "report": ("pyprof.report.cli", "records or an export -> one self-contained HTML report; --trace: Perfetto JSON"),
+    "diff": ("pyprof.diff.cli", "two runs (records or exports) -> the change per step, per op, line or kernel"),
     "run": ("pyprof.run.cli", "run a training script under a capture (no edit needed) -> records and report.html"),
 }
 

@@ -1,5 +1,5 @@
 """The package's shape (docs/architecture.md): imports follow the data flow capture (pyprof.nvtx) -> parse -> prof
--> report, no import cycle, and a later stage uses only an earlier stage's public names. Read from the source
+-> report -> diff, no import cycle, and a later stage uses only an earlier stage's public names. Read from the source
 with ast (every import, at module level or inside a function), so a violation fails here before a review."""
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The stages in data-flow order; a module may import its own stage, an earlier one and the shared modules.
-FLOW = ("nvtx", "parse", "prof", "report")
+#: The stages in data-flow order; a module may import its own stage, an earlier one and the shared modules. diff
+#: compares two runs' prof aggregates and renders them with report's page: it comes after both.
+FLOW = ("nvtx", "parse", "prof", "report", "diff")
 #: Modules every stage may import: what the stages share (the record's layout, errors, helpers, the fork helper).
 SHARED = {"pyprof.common", "pyprof.record", "pyprof.forked"}
 #: The entry points above the stages: the umbrella command and ``pyprof.init``'s package, which import all.

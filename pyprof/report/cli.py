@@ -115,6 +115,34 @@ def is_records(path: str) -> bool:
     return m is not None and m.group(1).decode() in RECORD_FIRST_KEYS
 
 
+def records_sources(inputs: list[str], stack: ExitStack) -> list[tuple[str, str]]:
+    """(name to show, records file) per input: records as they are, an export parsed into a temporary file
+    that ``stack`` removes when it closes, stdin (``-``) spooled first so that it can be sniffed and read twice.
+    Raises InputError for a folder, an unreadable file or an export parse refuses."""
+    tmpdir = None
+    sources = []
+    for i, path in enumerate(inputs):
+        display = "<stdin>" if path == "-" else path
+        if path != "-" and os.path.isdir(path):
+            raise InputError(path, "is a directory")
+        if path == "-":
+            from pyprof.parse.detect import spool_stdin
+
+            path = spool_stdin()
+            stack.callback(os.unlink, path)
+        if not is_records(path):
+            from pyprof.parse import parse_file
+
+            if tmpdir is None:
+                tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="pyprof-report-"))
+            parsed = os.path.join(tmpdir, f"{i}.dict")
+            with open(parsed, "w", encoding="utf-8") as out:
+                parse_file(path, out)
+            path = parsed
+        sources.append((display, path))
+    return sources
+
+
 def _tables(sources: list[tuple[str, str]], jobs: int = 0, meanwhile=None):
     """The views' Tables (all workers, then each worker when there are several), the table of every GPU
     activity, and the headline, from one pass over the records: spread over ``jobs`` worker processes for one
@@ -162,30 +190,12 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
     with ExitStack() as stack:
         # The outputs are opened before any work: a typo in -o should not cost a minute of parsing.
         page = stack.enter_context(output_stream(output))
-        _shareable(page, output)
+        shareable(page, output)
         trace_out = None
         if trace_path is not None:
             trace_out = stack.enter_context(output_stream(trace_path))
-            _shareable(trace_out, trace_path)
-        tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="pyprof-report-"))
-        sources = []
-        for i, path in enumerate(inputs):
-            display = "<stdin>" if path == "-" else path
-            if path != "-" and os.path.isdir(path):
-                raise InputError(path, "is a directory")
-            if path == "-":  # spooled, so that it can be sniffed and read twice like a file
-                from pyprof.parse.detect import spool_stdin
-
-                path = spool_stdin()
-                stack.callback(os.unlink, path)
-            if not is_records(path):
-                from pyprof.parse import parse_file
-
-                parsed = os.path.join(tmpdir, f"{i}.dict")
-                with open(parsed, "w", encoding="utf-8") as out:
-                    parse_file(path, out)
-                path = parsed
-            sources.append((display, path))
+            shareable(trace_out, trace_path)
+        sources = records_sources(inputs, stack)
 
         # Each input (rank) gets its share of the timeline, so that the ranks can be compared side by side.
         share = timeline_events // len(sources)
@@ -237,9 +247,10 @@ def _write(path: str, out: IO[str], body: Callable[[], object]) -> None:
         raise OutputError("<stdout>" if path == "-" else path, f"cannot write ({e.strerror or e})") from None
 
 
-def _shareable(out: IO[str], path: str) -> None:
-    # output_stream writes a regular file to a temporary from mkstemp, which is private to its writer (0600);
-    # the page gets the mode of any new file (0666 less the umask). Never a device written in place, nor stdout.
+def shareable(out: IO[str], path: str) -> None:
+    """Give the file being written to ``out`` (by output_stream) the mode of any new file, 0666 less the umask:
+    output_stream writes a regular file to a temporary from mkstemp, which is private to its writer (0600). A
+    device written in place, and stdout, are left as they are."""
     if path == "-" or not stat.S_ISREG(os.fstat(out.fileno()).st_mode):
         return
     umask = os.umask(0)

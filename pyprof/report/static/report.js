@@ -59,6 +59,8 @@
   function fmtv(v, key) {
     if (v === null || v === undefined) return "na";
     if (typeof v !== "number") return String(v);
+    // A change (pyprof diff's delta_ columns) carries its sign either way.
+    if (v > 0 && /^delta_/.test(key || "")) return "+" + fmtv(v, key.slice(5));  // "_ms": the unit decides the decimals
     if (key === "flops" || key === "bytes") return siText(v);  // exact value in the cell's title
     const d = decimals(key);
     if (d !== null) return v.toLocaleString("en-US", {minimumFractionDigits: d, maximumFractionDigits: d});
@@ -458,7 +460,7 @@
     fitters.length = 0;
     onFilter(showDrill);
     onFilter(() => activities.refilter());
-    nav.appendChild(el("a", {href: "#headline"}, "Headline"));
+    if (DATA.headline) nav.appendChild(el("a", {href: "#headline"}, "Headline"));
     if (DATA.timeline) nav.appendChild(el("a", {href: "#trace"}, "Timeline"));
     for (const name of names) {
       const mine = DATA.tables.filter(t => t.name === name);

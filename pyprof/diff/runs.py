@@ -1,0 +1,100 @@
+"""One side of a diff: the records of a run (one file per rank, or several ranks in one file) aggregated once by
+prof's views' pass, with the number of steps its times are divided by and its mean step's breakdown.
+
+Runs are compared per step, since two captures rarely hold the same number of steps. A worker's steps are the
+overview's (pyprof.prof.steps: ``ProfilerStep#N``, else user step ranges); a capture with neither (a PyTorch
+profiler trace exported without a schedule) is one window, and then counts as many steps as it ran optimizer
+steps (PyTorch's ``Optimizer.step#...`` range, or a ``_foreach_``/``_fused_`` op: pyprof.prof.groups.is_optimizer),
+one step of training being one optimizer step. With several workers (ranks) the divisor is the sum of their
+steps: a time per step is the mean rank's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyprof.prof.aggregate import Aggregate, WorkerData, aggregate, numbered_file
+from pyprof.prof.groups import is_optimizer
+from pyprof.prof.roofline import Peaks
+from pyprof.prof.steps import no_process, steps
+
+WHOLE = "whole capture"
+OPTIMIZER = "optimizer steps"
+
+
+@dataclass
+class StepTimes:
+    """A run's steps summed over its workers, in ns, overlap charged once as the overview charges it
+    (kernel > memcpy > memset), so span = kernel + memcpy + memset + idle for each step and for the sums."""
+
+    span_ns: int = 0
+    kernel_ns: int = 0
+    memcpy_ns: int = 0
+    memset_ns: int = 0
+    idle_ns: int = 0
+
+
+@dataclass
+class Run:
+    """One side of the diff. ``steps`` divides every time and count shown for it (at least 1)."""
+
+    label: str  # "base" or "new"
+    inputs: list[str]
+    agg: Aggregate
+    steps: int
+    step_sources: list[str]  # how each worker's steps were found, without repeats
+    times: StepTimes = field(default_factory=StepTimes)
+    gpu_ns: int = 0  # every activity's duration summed (kernels, copies, memsets; overlap counted twice)
+    timed: bool = True  # False when no activity has start/end times: no steps, ``times`` all 0
+
+    @property
+    def workers(self) -> list[WorkerData]:
+        return list(self.agg.workers.values())
+
+
+class _OptimizerSteps:
+    """``aggregate``'s observer counting each worker's optimizer steps: runs of consecutive optimizer activities
+    in the records' order (an optimizer step launches its kernels one after another, with no forward or backward
+    work between them). Keyed by the worker object, whose name is set only once aggregate returns."""
+
+    def __init__(self) -> None:
+        self.count: dict[int, int] = {}
+        self._inside: dict[int, bool] = {}
+
+    def __call__(self, w: WorkerData, d: dict, _m, _r) -> None:
+        opt = d.get("dir") != "bprop" and is_optimizer(d)
+        key = id(w)
+        if opt and not self._inside.get(key):
+            self.count[key] = self.count.get(key, 0) + 1
+        self._inside[key] = opt
+
+
+def load(label: str, sources: list[tuple[str, str]], peaks: Peaks | None = None) -> Run:
+    """The Run of ``sources``, (name, records file) pairs, one per input. Raises InputError (naming the file and
+    line) for a malformed record."""
+    opt = _OptimizerSteps()
+    agg = aggregate([(name, numbered_file(path, name)) for name, path in sources], peaks, observe=opt)
+    run = Run(label, [name for name, _ in sources], agg, 0, [])
+    timed = [w for w in agg.workers.values() if not no_process(w)] or list(agg.workers.values())
+    for w in agg.workers.values():
+        run.gpu_ns += w.totals["gpu_ns"]
+    for w in timed:
+        sts, source = steps(w)
+        if not sts:
+            continue
+        n = len(sts)
+        if source == WHOLE and opt.count.get(id(w), 0) > 1:
+            n, source = opt.count[id(w)], OPTIMIZER
+        if source not in run.step_sources:
+            run.step_sources.append(source)
+        run.steps += n
+        t = run.times
+        for st in sts:
+            t.span_ns += st.span_ns
+            t.kernel_ns += st.kernel_ns
+            t.memcpy_ns += st.memcpy_ns
+            t.memset_ns += st.memset_ns
+            t.idle_ns += st.idle_ns
+    if run.steps == 0:  # no timed activity (legacy dict lines, or none at all): totals as they are
+        run.steps, run.timed = 1, False
+        run.step_sources.append("no steps (no timed GPU activity)")
+    return run
