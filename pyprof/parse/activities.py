@@ -48,6 +48,9 @@ class Launch(NamedTuple):
     key: object  # equals Activity.launch_key of the work it started
     pid: int | None
     tid: int | None
+    # The calling line from the call's own Python backtrace (nsys --python-backtrace=cuda), where the reader has
+    # one (Source.launch_sites): the sweep gives it to a launch whose ranges name no line.
+    site: str | None = None
 
 
 class MemoryEvent(NamedTuple):
@@ -114,7 +117,7 @@ class Source:
     start in any order).
 
     What only some readers can do is declared here too, with the default that says a reader cannot:
-    ``ranges_decoded``, ``temp_path``, ``reopen_args`` and ``launch_times``."""
+    ``ranges_decoded``, ``launch_sites``, ``temp_path``, ``reopen_args`` and ``launch_times``."""
 
     path: str  # the input's name in messages (the path as given, '<stdin>')
     format: str
@@ -122,6 +125,8 @@ class Source:
 
     #: Range rows carry a sixth field, their Marker or None (RANGE_ROW: a reader whose ranges come decoded).
     ranges_decoded: bool = False
+    #: Launches carry their calling line from their own backtrace (Launch.site); launch_times then yields Launches.
+    launch_sites: bool = False
     #: The temporary file the reader reads (a decompressed export, stdin spooled to disk): close_source deletes it.
     temp_path: str | None = None
 

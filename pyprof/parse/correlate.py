@@ -12,6 +12,7 @@ so the same time-ordered sweep has seen them already.
 """
 from __future__ import annotations
 
+import copy
 import itertools
 import operator
 from collections import deque
@@ -125,6 +126,8 @@ class Correlator:
         self._backward_thread: dict = {}
         self._decoded = source.ranges_decoded  # rows carry a Marker (activities.RANGE_ROW)
         self._process_of = source.process_of
+        # (attribution, a launch's own site) -> the attribution with that callsite (Source.launch_sites)
+        self._sited = BoundedDict(2 * FWD_MEMORY_OPS) if source.launch_sites else None
 
     # -- the sweep -------------------------------------------------------------------------------
     def _push(self, row: tuple) -> None:
@@ -446,6 +449,7 @@ class Correlator:
             attribute = self._launch_attribution
             empty = (None, None, 0)
             held: deque = deque()  # (launch start, attribution) behind one that waits for an output shape
+            sited = self._sited
             for launch in launches:
                 start = launch[1]
                 # Hand on what waited long enough before ranges from after its wait are read.
@@ -457,6 +461,8 @@ class Correlator:
                     push(r)
                     r = next(ranges, None)
                 a = attribute(launch[0], start, launch[2])
+                if sited is not None and a.callsite is None and launch.site is not None and not a.waiting:
+                    a = self._with_site(a, launch.site)
                 if not held and not a.waiting:
                     if self._wanted:
                         self._wanted.clear()  # what still waits is handed on already: too late for it
@@ -473,6 +479,19 @@ class Correlator:
             for _, h in held:
                 h.waiting = False
                 yield empty if h is _EMPTY else (h.info or _info(h))
+
+
+    def _with_site(self, a: Attribution, site: str) -> Attribution:
+        """``a`` with the calling line of a launch's own Python backtrace as its callsite (where no range named
+        one): one copy per (attribution, line), shared by the launches that have both."""
+        key = (a, site)
+        b = self._sited.get(key)
+        if b is None:
+            b = copy.copy(a)
+            b.callsite = site
+            b.info = None
+            self._sited.add(key, b)
+        return b
 
 
 def _chain_index(x: tuple) -> int:

@@ -481,6 +481,12 @@ def _legacy_annotation(name: str, args: dict) -> bool:
     return "#" in name or not ("Input Dims" in args or "Input dims" in args or "Sequence number" in args)
 
 
+def internal_file(path: str) -> bool:
+    """True for a frame's file that is torch's own code or no file (``<string>``): a call site is the innermost frame
+    outside these."""
+    return _INTERNAL.match(path) is not None
+
+
 def _site(frame: str) -> str | None:
     """``file:line`` of a Python frame event's name when it is user code, else None (torch's frames, builtins,
     module frames)."""

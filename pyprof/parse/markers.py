@@ -1,8 +1,10 @@
 """Decoding of range texts: what a push/pop range says about the op, layer or call site that opened it.
 
-Four dialects are understood (docs/parse.md):
+Five dialects are understood (docs/parse.md):
 
 * pyprof's own JSON payload, version 1 (docs/markers.md): op ranges and module ranges;
+* a range's name with the JSON payload Nsight Systems exported for it (the nsys reader joins the two, see
+  :func:`payload_text`): the shapes and dtypes of ``--pytorch=functions-trace-shapes``;
 * ``layer:NAME`` ranges, from ``pyprof.layer`` or written by hand;
 * PyTorch ``emit_nvtx`` texts, ``name, seq = N, op_id = M, sizes = [[..]], input_op_ids = [..]``, every
   suffix optional and read by field name (the original PyProf crashed on a suffix it did not expect);
@@ -196,6 +198,8 @@ def _decode_dict(text: str) -> Marker | None:
             return None
     if not isinstance(data, dict) or _deeper_than(data, MAX_MARKER_DEPTH):
         return None
+    if PAYLOAD_KEY in data:
+        return _with_payload(data)
     if "pyprof" in data:
         if "module" in data:
             m = Marker(MODULE, str(data["module"]), op=str(data.get("type", "")))
@@ -228,6 +232,52 @@ def _decode_dict(text: str) -> Marker | None:
         m.data = _jsonable(data)
         return m
     return None
+
+
+#: The key under which the nsys reader puts a range's exported JSON payload beside its name (payload_text).
+PAYLOAD_KEY = "nsysPayload"
+#: A payload's names for its arguments' shapes and dtypes. NVIDIA documents where nsys exports a range's decoded
+#: payload (NVTX_EVENTS.jsonText, or jsonTextId into StringIds) but not the field names functions-trace-shapes
+#: writes: these are the names PyTorch gives the same data (emit_nvtx's ``sizes``, the profiler's ``Input Dims``
+#: and ``Input type``) and their plain spellings. The first one present is read.
+PAYLOAD_SHAPES = ("sizes", "shapes", "input_shapes", "Input Dims")
+PAYLOAD_DTYPES = ("dtypes", "input_dtypes", "Input type")
+
+
+def payload_text(name: str | None, payload: str) -> str | None:
+    """The text of a range whose export holds a JSON payload: the name and the payload in one JSON object when the
+    name is an op's or an autograd range's and the payload names argument shapes (decode reads it as the name's
+    marker with those arguments), else the name (a user's range stays one, whatever its payload)."""
+    if not name or name[0] == "{" or len(payload) > MAX_MARKER_CHARS or '"' not in payload:
+        return name
+    m = decode(name)
+    if m is None or m.kind not in (OP, SEQ):
+        return name
+    try:
+        data = json.loads(payload)
+    except (ValueError, RecursionError):
+        return name
+    if not isinstance(data, dict) or not any(k in data for k in PAYLOAD_SHAPES):
+        return name
+    return f'{{"{PAYLOAD_KEY}":{payload},"name":{json.dumps(name)}}}'
+
+
+def _with_payload(data: dict) -> Marker | None:
+    """The marker of the payload's range name (an op or an autograd range; anything else is what its name says)
+    with the payload's shapes and dtypes as its arguments."""
+    name, payload = data.get("name"), data.get(PAYLOAD_KEY)
+    m = decode(name) if isinstance(name, str) and name[:1] != "{" else None
+    if m is None or m.kind not in (OP, SEQ) or not isinstance(payload, dict):
+        return m
+    shapes = next((payload[k] for k in PAYLOAD_SHAPES if k in payload), None)
+    dtypes = next((payload[k] for k in PAYLOAD_DTYPES if k in payload), None)
+    if isinstance(shapes, list):
+        m.args = None  # built from the shapes by get_args
+        m.raw_sizes = shapes
+        # torch writes dtypes as "torch.float32"; records name them as torch's dtype attributes do ("float32")
+        m.dtypes = [d[6:] if isinstance(d, str) and d.startswith("torch.") else d for d in dtypes] \
+            if isinstance(dtypes, list) else None
+    return m
 
 
 def _deeper_than(value: Any, limit: int) -> bool:

@@ -9,6 +9,8 @@ import heapq
 from typing import Iterator
 
 from pyprof.common import InputError
+from pyprof.parse import markers as mk
+from pyprof.parse import nsys_python as py
 from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
 from pyprof.parse.sqlrows import SQLITE_ERRORS, Rows, connect, integer, integers
 
@@ -80,6 +82,11 @@ class NsysSource(Source):
         self._strings: dict[int, str] | None = None
         self._stored: dict = {}  # (table, condition, alias) -> _order_by's clause
         self.version = self._meta("EXPORT_PRODUCT_VERSION")
+        # --python-backtrace=cuda: launches carry their calling line (Source.launch_sites), when any has a call stack
+        self.launch_sites = "callchainId" in self.cols.get(RUNTIME, ()) and \
+            set(py.CALLCHAIN_COLUMNS) <= self.cols.get(py.CALLCHAINS, set()) and \
+            self.db.execute(f"SELECT 1 FROM {py.CALLCHAINS} LIMIT 1").fetchone() is not None
+        self._sites: dict[int, str] | None = None
 
     def _columns(self, table: str) -> set[str]:
         return {row[1] for row in self.rows.all(f"PRAGMA table_info('{table}')")}
@@ -152,9 +159,31 @@ class NsysSource(Source):
                    if {"int64Value", "uint64Value"} <= has else integer("e.int64Value") if "int64Value" in has
                    else "NULL")
         where = f"e.eventType = {NVTX_PUSH_POP} AND {_VALID_RANGE}"
-        return self.rows.stream(
-            f"SELECT e.globalTid, e.start, e.end, {text}, {payload} "
-            f"FROM {NVTX} e {join} WHERE {where} {self._order_by(NVTX, where, 'e.')}")
+        json_payload = self._json_payload(where)
+        if json_payload is None:
+            return self.rows.stream(
+                f"SELECT e.globalTid, e.start, e.end, {text}, {payload} "
+                f"FROM {NVTX} e {join} WHERE {where} {self._order_by(NVTX, where, 'e.')}")
+        # --pytorch=functions-trace-shapes: the shapes come as the range's payload, exported as JSON
+        column, json_join = json_payload
+        return py.with_payload_texts(self.rows.stream(
+            f"SELECT e.globalTid, e.start, e.end, {text}, {payload}, {column} "
+            f"FROM {NVTX} e {join} {json_join} WHERE {where} {self._order_by(NVTX, where, 'e.')}"), mk.payload_text)
+
+    def _json_payload(self, where: str) -> tuple[str, str] | None:
+        """(the column of a range's JSON payload, its join) when some push/pop range has one, else None: exports
+        without payloads are read as before, and as fast."""
+        has = self.cols[NVTX]
+        sources = [c for c in ("jsonText", "jsonTextId") if c in has]
+        if not sources or self.db.execute(
+                f"SELECT 1 FROM {NVTX} e WHERE {where} AND ({' OR '.join(f'e.{c} IS NOT NULL' for c in sources)}) "
+                "LIMIT 1").fetchone() is None:
+            return None
+        text = "CASE WHEN typeof(e.jsonText) = 'text' THEN e.jsonText END" if "jsonText" in has else "NULL"
+        if "jsonTextId" not in has:
+            return text, ""
+        return (f"COALESCE({text}, CASE WHEN typeof(j.value) = 'text' THEN j.value END)",
+                "LEFT JOIN StringIds j ON j.id = e.jsonTextId")
 
     @staticmethod
     def process_of(thread: int) -> int:
@@ -212,7 +241,10 @@ class NsysSource(Source):
                 f"{self._order_by(RUNTIME, _VALID_LAUNCH)}")
 
     def launch_times(self) -> Iterator[tuple]:
-        """(thread, start_ns, end_ns) of every launch, in the order of :meth:`launches`: all the sweep needs."""
+        """(thread, start_ns, end_ns) of every launch, in the order of :meth:`launches`: all the sweep needs (the
+        Launches themselves when they carry a site)."""
+        if self.launch_sites:
+            return self.launches()
         sql = self._launch_sql("globalTid, start, end")
         calls = iter(()) if sql is None else self.rows.stream(sql)
         nodes = self._node_rows()
@@ -254,19 +286,21 @@ class NsysSource(Source):
         """Runtime and driver API calls that started a kernel, memcpy or memset, in start order."""
         if RUNTIME not in self.cols:
             return
-        sql = self._launch_sql(f"start, end, globalTid, correlationId, {self._col(RUNTIME, 'nameId')}")
+        chain = self._col(RUNTIME, "callchainId") if self.launch_sites else "NULL"
+        sql = self._launch_sql(f"start, end, globalTid, correlationId, {self._col(RUNTIME, 'nameId')}, {chain}")
         if sql is None:
             return
         strings = self.strings
+        sites = self.callchain_sites() if self.launch_sites else {}
         names: dict = {}
 
         def calls() -> Iterator[Launch]:
-            for start, end, gtid, corr, nid in self.rows.stream(sql):
+            for start, end, gtid, corr, nid, chain_id in self.rows.stream(sql):
                 api = names.get(nid)
                 if api is None:
                     api = names[nid] = _api_name(strings.get(nid, ""))
                 pid = gtid & _PID_MASK
-                yield Launch(gtid, start, end, api, (pid, corr), os_pid(gtid), gtid & _TID_MASK)
+                yield Launch(gtid, start, end, api, (pid, corr), os_pid(gtid), gtid & _TID_MASK, sites.get(chain_id))
 
         nodes = self._node_rows()
         if nodes is None:
@@ -276,6 +310,14 @@ class NsysSource(Source):
         created = (Launch(gtid, start, start, GRAPH_NODE_API, ("node", gtid & _PID_MASK, node), os_pid(gtid),
                           gtid & _TID_MASK) for gtid, start, node in nodes)
         yield from heapq.merge(calls(), created, key=_launch_start)
+
+    def callchain_sites(self) -> dict[int, str]:
+        """Callchain id -> its innermost user Python frame ``file.py:line`` (nsys_python.callchain_sites), read once."""
+        if self._sites is None:
+            self._sites = py.callchain_sites(self.rows.stream(
+                f"SELECT {integer('id')}, stackDepth, {integer('symbol')}, {integer('module')} FROM {py.CALLCHAINS} "
+                "WHERE typeof(id) = 'integer' ORDER BY id, stackDepth"), self.strings)
+        return self._sites
 
     def activities(self) -> Iterator[Activity]:
         """Kernels, memcpys and memsets merged in start order."""

@@ -134,7 +134,7 @@ def launch_infos_from_worker(source, oddities: dict) -> Iterator[tuple]:
             else:
                 raise WorkerError(f"{NAME} sent a message of unknown kind {tag!r}")
             # batch first: zip stops at its end without taking a launch from the next batch's share
-            for (att, call, flags), (_thread, start, end, api, key, pid, tid) in zip(batch, launches):
+            for (att, call, flags), (_thread, start, end, api, key, pid, tid, *_) in zip(batch, launches):
                 n += 1
                 yield key, api, start, end, pid, tid, att, call, flags
     finally:
