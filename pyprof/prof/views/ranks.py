@@ -75,7 +75,7 @@ def ranks(agg: Aggregate, worker: str | None = None) -> list[Table]:
             ("idle_pct", "Idle %"), ("last_at", "Last at"), ("caused_ms", "Delay caused (ms)"),
             ("max_delay_ms", "Max delay (ms)")]
     t = Table.of("ranks", "Ranks: compute, communication and stragglers", cols,
-                 chart={"type": "bar", "label": "rank", "values": ["compute_ms", "exposed_ms", "idle_ms"]})
+                 chart={"type": "stacked", "label": "rank", "values": ["compute_ms", "exposed_ms", "idle_ms"]})
     overlapping = []
     for w in shown:
         sts, _source = steps(w)
