@@ -14,7 +14,10 @@ setup(
     # torch is needed only by the capture stage (pyprof.init); parse and prof run without it, so it is an extra.
     install_requires=["nvtx>=0.2.10", "numpy", "tabulate>=0.9", "tqdm>=4.60", "ijson>=3.2", "orjson>=3.9",
                       "msgspec>=0.18"],
+    # cluster: the ranks view of many rank files on Dask (docs/cluster.md); test has it so CI runs that path.
     extras_require={"capture": ["torch>=2.1"], "notebook": ["pandas>=1.5"],
-                    "test": ["pytest>=7", "expecttest", "selenium>=4.10", "pandas>=1.5"]},
+                    "cluster": ["dask[distributed]>=2024.1", "pyarrow>=14"],
+                    "test": ["pytest>=7", "expecttest", "selenium>=4.10", "pandas>=1.5", "dask[distributed]>=2024.1",
+                             "pyarrow>=14"]},
     entry_points={"console_scripts": ["pyprof=pyprof.cli:main"]},
 )

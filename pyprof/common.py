@@ -31,6 +31,9 @@ class InputError(PyprofError):
         self.path = path
         self.problem = problem
 
+    def __reduce__(self):  # pickled as raised (a worker process's, a Dask task's): the message is built again
+        return InputError, (self.path, self.problem)
+
 
 class UsageError(PyprofError):
     """The command line or an API call asked for something impossible (exit code 2)."""
@@ -43,6 +46,9 @@ class OutputError(PyprofError):
         super().__init__(f"{path}: {problem}")
         self.path = path
         self.problem = problem
+
+    def __reduce__(self):  # pickled as raised (a worker process's, a Dask task's): the message is built again
+        return OutputError, (self.path, self.problem)
 
 
 def open_input(path: str, mode: str = "r") -> IO:

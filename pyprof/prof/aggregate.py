@@ -206,12 +206,18 @@ class Aggregate:
 
     def select(self, worker: str | None) -> list[WorkerData]:
         """The workers a view covers: all (None) or the one named. Raises UsageError for an unknown name."""
-        if worker is None:
-            return list(self.workers.values())
-        w = self.workers.get(str(worker))
-        if w is None:
-            raise UsageError(f"--worker {worker!r}: no such worker (there are: {', '.join(self.workers) or 'none'})")
-        return [w]
+        return pick(self.workers, worker)
+
+
+def pick(workers: dict, worker: str | None) -> list:
+    """The values of ``workers`` (by name) that a view covers: all (None) or the one named. Raises UsageError
+    for an unknown name."""
+    if worker is None:
+        return list(workers.values())
+    w = workers.get(str(worker))
+    if w is None:
+        raise UsageError(f"--worker {worker!r}: no such worker (there are: {', '.join(workers) or 'none'})")
+    return [w]
 
 
 _step_cache = BoundedDict(100_000)  # range name -> (ProfilerStep number, user step number)
@@ -263,13 +269,18 @@ def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None
         pids_per_input.setdefault(si, []).append(pid)
     for (si, pid), w in keyed.items():
         w.pid = pid
-        label = "unknown" if pid is None else str(pid)  # original PyProf dict lines carry no process id
-        if len(sources) == 1:
-            w.name = label
-        else:
-            w.name = sources[si][0] if len(pids_per_input[si]) == 1 else f"{sources[si][0]}:{label}"
+        w.name = worker_name(sources[si][0], pid, len(sources), len(pids_per_input[si]))
         agg.workers[w.name] = w
     return agg
+
+
+def worker_name(input_name: str, pid, inputs: int, processes: int) -> str:
+    """A worker's name: its process id alone (``unknown`` for activities without one) when the pass has one
+    input; with several, the input's name, or ``INPUT:PID`` when the input holds ``processes`` > 1."""
+    label = "unknown" if pid is None else str(pid)  # original PyProf dict lines carry no process id
+    if inputs == 1:
+        return label
+    return input_name if processes == 1 else f"{input_name}:{label}"
 
 
 def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:

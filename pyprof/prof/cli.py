@@ -73,7 +73,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bandwidth", type=float, default=None, metavar="GBPS", help="override memory bandwidth, GB/s")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
                    help="worker processes for per-kernel output (default: one per CPU for files >= 32 MB; 1: none), "
-                        "and for --view over one records file of 256 MB or more")
+                        "for --view over one records file of 256 MB or more, and for --view ranks over several "
+                        "rank files (one file a task; with --engine dask, the local cluster's workers)")
+    p.add_argument("--engine", default=None, metavar="ENGINE",
+                   help="--view ranks: summarise the rank files on Dask, one task a file: 'dask' (a local cluster "
+                        "of -j worker processes) or 'dask://HOST:PORT' (a running scheduler; needs --spill); "
+                        "pip install pyprof[cluster] (docs/cluster.md)")
+    p.add_argument("--spill", default=None, metavar="DIR",
+                   help="--engine: the folder the tasks write their Parquet summaries to, kept (default: a "
+                        "temporary folder, removed after; with dask://, a folder the workers share)")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when any kernel has no modelled FLOPs/bytes (the report says which ops)")
     p.add_argument("-q", "--quiet", action="store_true", help="no coverage report on stderr")
@@ -149,8 +157,13 @@ def _run(args, out) -> int:
         raise UsageError("-w WIDTH must be positive")
     if args.top is not None and args.top <= 0:
         raise UsageError("--top must be positive")
+    if (args.engine is not None or args.spill is not None) and args.view != "ranks":
+        raise UsageError("--engine and --spill summarise rank files for --view ranks")
+    if args.spill is not None and args.engine is None:
+        raise UsageError("--spill is the folder of --engine's tasks: give --engine dask or dask://HOST:PORT")
     for path in args.file:
-        _not_an_export(path)
+        if args.view != "ranks":  # the ranks view parses exports on the way (pyprof.prof.rank_summary)
+            _not_an_export(path)
     fmt, args.width = output_format(args)
     if not args.file and sys.stdin.isatty():
         raise UsageError("no records file, and stdin is a terminal: give a file (pyprof prof net.dict), or pipe "
@@ -190,7 +203,6 @@ def _run(args, out) -> int:
 def _views(args, fmt: str, peaks, out) -> int:
     """--view: aggregate the inputs once and print the named view(s); notes and coverage on stderr."""
     from pyprof.prof.aggregate import aggregate_files
-    from pyprof.prof.terminal import print_tables
     from pyprof.prof.views import build, names
 
     wanted = None if args.view == "all" else [args.view]
@@ -200,6 +212,8 @@ def _views(args, fmt: str, peaks, out) -> int:
         raise UsageError("--top must be positive")
     agg = None
     files = args.file or ["-"]
+    if args.view == "ranks" and _rank_files(files, args.engine):
+        return _ranks(args, files, fmt, peaks, out)
     if len(files) == 1 and files[0] != "-":
         from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
 
@@ -211,35 +225,78 @@ def _views(args, fmt: str, peaks, out) -> int:
                 agg = None
     if agg is None:
         agg = aggregate_files(files, peaks)
-    tables = build(agg, wanted, args.worker)
+    return _print_views(args, build(agg, wanted, args.worker), agg.coverage, fmt, out)
+
+
+def _print_views(args, tables: list, coverage, fmt: str, out) -> int:
+    """Print the views' tables (--top rows each), then the coverage on stderr; 1 under --strict when some
+    kernels were not modelled."""
+    from pyprof.prof.terminal import print_tables
+
     if args.top:
         for t in tables:
             t.rows = t.rows[:args.top]
     print_tables(tables, out, None if args.quiet else sys.stderr, fmt, args.width, header=not args.no_header)
     out.publish()
-    if not args.quiet or (args.strict and agg.coverage.reasons):
-        _report(agg.coverage.text())
-    if args.strict and agg.coverage.reasons:
+    if not args.quiet or (args.strict and coverage.reasons):
+        _report(coverage.text())
+    if args.strict and coverage.reasons:
         print(f"{PROG}: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
         return 1
     return 0
+
+
+def _rank_files(files: list[str], engine: str | None) -> bool:
+    """Whether --view ranks summarises each file on its own (pyprof.prof.rank_files): several files, an engine,
+    or one export (parsed on the way); not stdin."""
+    from pyprof.prof.reader import is_records
+
+    if "-" in files:
+        if engine is not None:
+            raise UsageError("--engine reads rank files by name: not stdin ('-')")
+        return False
+    return len(files) > 1 or engine is not None or (os.path.isfile(files[0]) and not is_records(files[0]))
+
+
+def _ranks(args, files: list[str], fmt: str, peaks, out) -> int:
+    """--view ranks over rank files summarised one file a task: in -j processes here, or on Dask (--engine)."""
+    from pyprof.prof.rank_files import job_tables, summarize_files
+
+    if args.engine is None:
+        summaries = summarize_files(files, peaks, _jobs(args.jobs, files))
+    else:
+        from pyprof.prof.rank_dask import scheduler_address, summarize_files_dask
+
+        address = scheduler_address(args.engine)
+        if address is not None and args.jobs:
+            raise UsageError("-j sets the local cluster's workers: with --engine dask://HOST:PORT the "
+                             "scheduler's workers run the tasks")
+        summaries = summarize_files_dask(files, peaks, address, args.jobs or _cpus(), args.spill)
+    tables, coverage = job_tables(summaries, args.worker)
+    return _print_views(args, tables, coverage, fmt, out)
 
 
 #: Below this input size the workers' start-up costs more than they save (default --jobs only).
 PARALLEL_MIN_BYTES = 32 << 20
 
 
-def _jobs(n: int, path: str) -> int:
-    """Worker count: as given, or by default one per CPU for a regular file of at least PARALLEL_MIN_BYTES."""
+def _jobs(n: int, path: str | list[str]) -> int:
+    """Worker count: as given, or by default one per CPU for regular files of at least PARALLEL_MIN_BYTES
+    together."""
     if n < 0:
         raise UsageError("--jobs must be >= 0")
     if n:
         return n
     try:
-        if path == "-" or os.path.getsize(path) < PARALLEL_MIN_BYTES:
+        paths = [path] if isinstance(path, str) else path
+        if "-" in paths or sum(os.path.getsize(p) for p in paths) < PARALLEL_MIN_BYTES:
             return 1
     except OSError:
         return 1
+    return _cpus()
+
+
+def _cpus() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import warnings
 from typing import IO, Any, Callable, Iterable, Iterator, Optional, TypedDict, Union
 
 from pyprof.common import InputError
 
-from pyprof.record import END_KEY, SIDE_KEY, defaults_of
+from pyprof.record import END_KEY, FIELD_NAMES, HEADER_KEY, SIDE_KEY, defaults_of
 from pyprof.prof.contract import (FAST_TYPES, MAX_DEPTH, Ending, Header, check, deeper_than, is_end, is_header,
                                   is_side, typed_loads)
 from pyprof.prof.side import read_side
@@ -248,3 +249,47 @@ def _legacy_arg(a: dict) -> dict:
     if isinstance(out.get("value"), tuple):
         out["value"] = list(out["value"])
     return out
+
+
+#: The first key of the first line of records: a field of the record (parse writes ``kind`` first; a writer of
+#: records in another key order starts with another field) or parse's end line, alone in the records of a
+#: profile without GPU activity. A PyTorch profiler trace's keys (schemaVersion, traceEvents,
+#: deviceProperties ...) are none of them.
+RECORD_FIRST_KEYS = frozenset(FIELD_NAMES) | {END_KEY, HEADER_KEY, SIDE_KEY}
+_FIRST_KEY = re.compile(rb'\{\s*"([A-Za-z_][A-Za-z0-9_]{0,63})"\s*:')
+#: Leading blank space looked through for the first line; a file that is all blank so far is records (none).
+_BLANK_BYTES = 1 << 20
+
+
+def is_records(path: str) -> bool:
+    """True when ``path`` holds JSON Lines records (parse's, or the original PyProf's dict lines), False for a
+    profiler export. Decided from the first key of the first line, however long that line is (a 20 MB kernel
+    name, a deep value): at most the first MB of blank space and a few hundred bytes are read. An empty file
+    (or blank lines only) is records, none of them: what ``pyprof parse`` writes for a profile without GPU
+    activity. Raises InputError if the file cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            first = f.read(1 << 16)
+            start = first[3:] if first.startswith(b"\xef\xbb\xbf") else first
+            start = start.lstrip()
+            read = len(first)
+            while not start and read < _BLANK_BYTES:
+                block = f.read(1 << 16)
+                if not block:
+                    break
+                read += len(block)
+                start = block.lstrip()
+            if 0 < len(start) < 256:  # the first key may run on into the next block
+                start += f.read(256)
+    except OSError as e:
+        raise InputError(path, f"cannot open: {e.strerror}") from None
+    from pyprof.parse.detect import GZIP_MAGIC, SQLITE_MAGIC, XZ_MAGIC
+
+    if first.startswith((SQLITE_MAGIC, GZIP_MAGIC, XZ_MAGIC)):
+        return False
+    if not start:
+        return True  # empty, or blank lines only: parse's output for a profile without GPU activity
+    if start.startswith(b"{'"):
+        return True  # the original PyProf's Python-dict lines
+    m = _FIRST_KEY.match(start)
+    return m is not None and m.group(1).decode() in RECORD_FIRST_KEYS

@@ -8,7 +8,6 @@ import argparse
 import datetime
 import itertools
 import os
-import re
 import stat
 import tempfile
 from contextlib import ExitStack
@@ -16,9 +15,8 @@ from typing import IO, Callable, Iterator
 
 import pyprof
 from pyprof.common import InputError, OutputError, UsageError, output_stream, run_command
-from pyprof.record import END_KEY, FIELD_NAMES, HEADER_KEY, SIDE_KEY
-from pyprof.parse.detect import GZIP_MAGIC, SQLITE_MAGIC, XZ_MAGIC
 from pyprof.prof.formats import one_line_errors
+from pyprof.prof.reader import is_records  # (also where it was for its callers: report.cli.is_records)
 
 PROG = "pyprof report"
 #: Workers beyond this many get no per-worker tables of their own (the page would grow with each).
@@ -71,48 +69,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     return run_command(PROG, lambda: one_line_errors(body))
-
-
-#: The first key of the first line of records: a field of the record (parse writes ``kind`` first; a writer of
-#: records in another key order starts with another field) or parse's end line, alone in the records of a
-#: profile without GPU activity. A PyTorch profiler trace's keys (schemaVersion, traceEvents,
-#: deviceProperties ...) are none of them.
-RECORD_FIRST_KEYS = frozenset(FIELD_NAMES) | {END_KEY, HEADER_KEY, SIDE_KEY}
-_FIRST_KEY = re.compile(rb'\{\s*"([A-Za-z_][A-Za-z0-9_]{0,63})"\s*:')
-#: Leading blank space looked through for the first line; a file that is all blank so far is records (none).
-_BLANK_BYTES = 1 << 20
-
-
-def is_records(path: str) -> bool:
-    """True when ``path`` holds JSON Lines records (parse's, or the original PyProf's dict lines), False for a
-    profiler export. Decided from the first key of the first line, however long that line is (a 20 MB kernel
-    name, a deep value): at most the first MB of blank space and a few hundred bytes are read. An empty file
-    (or blank lines only) is records, none of them: what ``pyprof parse`` writes for a profile without GPU
-    activity. Raises InputError if the file cannot be read."""
-    try:
-        with open(path, "rb") as f:
-            first = f.read(1 << 16)
-            start = first[3:] if first.startswith(b"\xef\xbb\xbf") else first
-            start = start.lstrip()
-            read = len(first)
-            while not start and read < _BLANK_BYTES:
-                block = f.read(1 << 16)
-                if not block:
-                    break
-                read += len(block)
-                start = block.lstrip()
-            if 0 < len(start) < 256:  # the first key may run on into the next block
-                start += f.read(256)
-    except OSError as e:
-        raise InputError(path, f"cannot open: {e.strerror}") from None
-    if first.startswith((SQLITE_MAGIC, GZIP_MAGIC, XZ_MAGIC)):
-        return False
-    if not start:
-        return True  # empty, or blank lines only: parse's output for a profile without GPU activity
-    if start.startswith(b"{'"):
-        return True  # the original PyProf's Python-dict lines
-    m = _FIRST_KEY.match(start)
-    return m is not None and m.group(1).decode() in RECORD_FIRST_KEYS
 
 
 def records_sources(inputs: list[str], stack: ExitStack) -> list[tuple[str, str]]:

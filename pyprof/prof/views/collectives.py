@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pyprof.prof.aggregate import WorkerData
+from pyprof.prof.rank_summary import RankSummary
 
 
 class Collective(NamedTuple):
@@ -37,16 +37,15 @@ class Matched(NamedTuple):
     unmatched: dict[str, list[int]]
 
 
-def match(workers: list[WorkerData]) -> Matched:
-    """The collectives of ``workers`` (one per rank, each with its communication kernels: WorkerData.comm_at),
-    matched by name and order. A collective whose kernels all start at once has no last rank: it is counted
-    with ``last`` = ``first`` and a delay of 0."""
+def match(workers: list[RankSummary]) -> Matched:
+    """The collectives of ``workers`` (one per rank, each with its communication kernels: RankSummary's
+    comm_names and comm_start_ns), matched by name and order. A collective whose kernels all start at once has
+    no last rank: it is counted with ``last`` = ``first`` and a delay of 0."""
     starts: list[dict[str, np.ndarray]] = []
     for w in workers:
-        start = np.frombuffer(w.start_ns, np.int64) if len(w.start_ns) else np.zeros(0, np.int64)
         by_name: dict[str, list[int]] = {}
-        for i, name in zip(w.comm_at, w.comm_names):
-            by_name.setdefault(name, []).append(int(start[i]))
+        for start, name in zip(w.comm_start_ns.tolist(), w.comm_names):
+            by_name.setdefault(name, []).append(start)
         starts.append({name: np.sort(np.array(s, np.int64)) for name, s in by_name.items()})
     names = sorted({name for s in starts for name in s})
     out: list[tuple[int, Collective]] = []

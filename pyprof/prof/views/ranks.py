@@ -4,39 +4,16 @@ much). The inputs of one ``pyprof prof --view ranks`` or ``pyprof report`` are o
 (per-rank PyTorch profiler traces, or one nsys export holding every rank's process). docs/views.md, ranks."""
 from __future__ import annotations
 
-import numpy as np
-
-from pyprof.prof.aggregate import KERNEL, Aggregate, WorkerData
-from pyprof.prof.host import Intervals
-from pyprof.prof.steps import no_process, steps
+from pyprof.prof.aggregate import Aggregate, pick
+from pyprof.prof.rank_summary import RankSummary, summarize_worker
+from pyprof.prof.steps import no_process
 from pyprof.prof.tables import Table
 from pyprof.prof.views.collectives import match
 from pyprof.prof.views.common import ms, pct
 from pyprof.prof.views.registry import view
 
 
-class Comm:
-    """A worker's communication against its computation, in ns: ``comm_ns`` the time at least one communication
-    kernel ran, ``compute_ns`` the time at least one other kernel ran, ``hidden_ns`` the communication time during
-    which a computation kernel ran too (on its GPU: a rank's process drives one), ``sum_ns`` the communication
-    kernels' durations summed (``comm_ns`` unless they overlap one another)."""
-
-    def __init__(self, w: WorkerData) -> None:
-        n = len(w.start_ns)
-        start = np.frombuffer(w.start_ns, np.int64) if n else np.zeros(0, np.int64)
-        end = np.maximum(np.frombuffer(w.end_ns, np.int64), start) if n else start
-        kernel = np.frombuffer(w.kind, np.int8) == KERNEL if n else np.zeros(0, bool)
-        comm = np.zeros(n, bool)
-        comm[np.asarray(w.comm_at, np.int64)] = True
-        comm_iv = Intervals.of(start[comm], end[comm])
-        compute_iv = Intervals.of(start[kernel & ~comm], end[kernel & ~comm])
-        self.comm_ns = comm_iv.total()
-        self.compute_ns = compute_iv.total()
-        self.hidden_ns = self.comm_ns - comm_iv.minus(compute_iv).total()
-        self.sum_ns = int((end[comm] - start[comm]).sum())
-
-
-def rank_label(w: WorkerData) -> str:
+def rank_label(w: RankSummary) -> str:
     """``rank R`` where the input names its rank (the PyTorch profiler's distributedInfo), else the process and
     its GPU: ``pid 1596 (GPU 0)``; the worker's name where it has no process."""
     rank = (w.dist or {}).get("rank")
@@ -48,7 +25,7 @@ def rank_label(w: WorkerData) -> str:
     return f"pid {w.pid} (GPU {gpus})" if gpus else f"pid {w.pid}"
 
 
-def _order(w: WorkerData) -> tuple:
+def _order(w: RankSummary) -> tuple:
     rank = (w.dist or {}).get("rank")
     return (rank is None, rank if rank is not None else 0, w.name)
 
@@ -58,10 +35,17 @@ def ranks(agg: Aggregate, worker: str | None = None) -> list[Table]:
     """Two tables: one row per rank (step, compute, communication and idle time, the share of communication
     hidden under computation and exposed, how often it arrived last at a collective and the delay it caused),
     and one row per collective matched across the ranks (who arrived last, by how much), longest delay first."""
-    job = sorted((w for w in agg.workers.values() if not no_process(w)), key=_order)
-    shown = agg.select(worker) if worker is not None else job
+    return rank_tables([summarize_worker(w) for w in agg.workers.values()], len(agg.inputs), worker)
+
+
+def rank_tables(summaries: list[RankSummary], inputs: int, worker: str | None = None) -> list[Table]:
+    """The ranks view (see ``ranks``) of a job's workers, summarised (pyprof.prof.rank_summary): in this process
+    from an aggregate, or in other processes and machines one rank file each (job_ranks names them). ``inputs``:
+    how many inputs the job came in. Raises UsageError for a ``worker`` no summary names."""
+    job = sorted((w for w in summaries if not no_process(w)), key=_order)
+    shown = pick({w.name: w for w in summaries}, worker) if worker is not None else job
     labels = {id(w): rank_label(w) for w in job}
-    talking = [w for w in job if w.comm_at]
+    talking = [w for w in job if w.comm_names]
     matched = match(talking) if len(talking) > 1 else None
     caused: dict[int, list[int]] = {}  # id(worker) -> delays of the collectives it arrived last at
     if matched is not None:
@@ -77,20 +61,17 @@ def ranks(agg: Aggregate, worker: str | None = None) -> list[Table]:
     t = Table.of("ranks", "Ranks: compute, communication and stragglers", cols,
                  chart={"type": "stacked", "label": "rank", "values": ["compute_ms", "exposed_ms", "idle_ms"]})
     overlapping = []
-    for w in shown:
-        sts, _source = steps(w)
-        span = sum(s.span_ns for s in sts)
-        idle = sum(s.idle_ns for s in sts)
-        c = Comm(w)
+    in_talking = {id(w) for w in talking}
+    for c in shown:
         if c.sum_ns != c.comm_ns:
-            overlapping.append(f"{labels.get(id(w), w.name)} {ms(c.sum_ns)} ms summed, {ms(c.comm_ns)} ms of time")
-        delays = caused.get(id(w), [])
+            overlapping.append(f"{labels.get(id(c), c.name)} {ms(c.sum_ns)} ms summed, {ms(c.comm_ns)} ms of time")
+        delays = caused.get(id(c), [])
         straggler = [len(delays), ms(sum(delays)), ms(max(delays, default=0))] if matched is not None and \
-            w in talking else [None, None, None]
-        t.rows.append([labels.get(id(w), rank_label(w)), w.name, len(sts), ms(span / len(sts)) if sts else None,
-                       ms(c.compute_ns), ms(c.comm_ns), pct(c.hidden_ns, c.comm_ns),
-                       pct(c.comm_ns - c.hidden_ns, c.comm_ns), ms(c.comm_ns - c.hidden_ns), ms(idle),
-                       pct(idle, span), *straggler])
+            id(c) in in_talking else [None, None, None]
+        t.rows.append([labels.get(id(c), rank_label(c)), c.name, c.steps,
+                       ms(c.span_ns / c.steps) if c.steps else None, ms(c.compute_ns), ms(c.comm_ns),
+                       pct(c.hidden_ns, c.comm_ns), pct(c.comm_ns - c.hidden_ns, c.comm_ns),
+                       ms(c.comm_ns - c.hidden_ns), ms(c.idle_ns), pct(c.idle_ns, c.span_ns), *straggler])
     t.notes.append("Over each rank's profiled span (its steps' windows, overview rules). Comm: the time at least one "
                    "communication kernel (NCCL, RCCL: named nccl*) ran; compute: the time at least one other "
                    "kernel ran. Hidden: the share of the comm time during which a compute kernel ran too on the "
@@ -101,13 +82,13 @@ def ranks(agg: Aggregate, worker: str | None = None) -> list[Table]:
                        + "; ".join(overlapping) + ".")
     tables = [t]
     if matched is not None:
-        tables.append(_stragglers(matched, talking, labels, agg))
+        tables.append(_stragglers(matched, talking, labels, inputs))
     else:
         t.notes.append("No straggler figures: fewer than two ranks ran communication kernels.")
     return tables
 
 
-def _stragglers(matched, talking: list[WorkerData], labels: dict, agg: Aggregate) -> Table:
+def _stragglers(matched, talking: list[RankSummary], labels: dict, inputs: int) -> Table:
     cols = [("collective", "Collective"), ("n", "#"), ("last", "Last to arrive"), ("delay_ms", "Delay (ms)"),
             ("first", "First to arrive")]
     t = Table.of("stragglers", "Stragglers: who each collective waited for", cols,
@@ -122,6 +103,6 @@ def _stragglers(matched, talking: list[WorkerData], labels: dict, agg: Aggregate
         t.notes.append(f"{name}: {', '.join(str(n) for n in counts)} kernels on the ranks (in the order of the "
                        "rank table): only the first of each are matched.")
     t.notes.append("Clocks: per-rank traces (one input per rank) carry their host's clock: on one host they agree; "
-                   "across hosts a delay is only as good as the hosts' clock synchronisation." if len(agg.inputs) > 1
+                   "across hosts a delay is only as good as the hosts' clock synchronisation." if inputs > 1
                    else "Clocks: the ranks of one input (an nsys export of every rank) share one clock.")
     return t

@@ -1,0 +1,153 @@
+"""The ranks view of a job's rank files summarised one file a task (pyprof.prof.rank_files, rank_dask): the
+same tables as one aggregate over all of them in this process, in worker processes and on a Dask local cluster;
+on eight rank files made from the two-rank DDP run's traces (tests/data/dist: 2 ranks on 2 H200s), each copy
+shifted in time so that its stragglers follow by arithmetic from the sources' own kernel starts.
+
+Rank k is source k mod 2 (rank0, rank1) with every event 10 ms x k later (bench/scale_ranks.py). In the sources
+rank 0 arrives last at every all-reduce, by at most 4.3 ms (docs/views.md); with 10 ms a rank, the copies'
+last rank is rank 7 (source 1, +70 ms) and the first rank 0 (source 0, +0), so each collective's delay is
+70 ms + (its start on rank 1 - its start on rank 0), read from the traces' text here, to the nanosecond.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from pyprof.common import InputError, UsageError
+from pyprof.parse import parse_file
+from pyprof.prof.aggregate import aggregate_files
+from pyprof.prof.cli import main
+from pyprof.prof.rank_files import job_tables, summarize_files
+from pyprof.prof.views import build
+
+ROOT = Path(__file__).resolve().parents[2]
+DIST = ROOT / "tests" / "data" / "dist"
+SOURCES = [DIST / f"ddp.pt.trace.rank{r}.json.gz" for r in (0, 1)]
+RANKS, SHIFT_US = 8, 10_000
+sys.path.insert(0, str(ROOT / "bench"))
+from scale_ranks import write_ranks  # noqa: E402
+
+
+def _nccl(path: Path) -> tuple[dict[str, list[int]], int]:
+    """The source's NCCL kernels: starts in ns (exact: the ts text as a decimal) by short name, in start order,
+    and their durations summed in ns."""
+    trace = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
+    starts: dict = defaultdict(list)
+    dur = 0
+    for e in trace["traceEvents"]:
+        if e.get("cat") == "kernel" and e["name"].startswith("nccl"):
+            starts[e["name"].split("(")[0]].append(int(e["ts"] * 1000))
+            dur += int(e["dur"] * 1000)
+    return {k: sorted(v) for k, v in starts.items()}, dur
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory) -> list[Path]:
+    return write_ranks(SOURCES, tmp_path_factory.mktemp("job"), RANKS, SHIFT_US)
+
+
+def _plain(tables) -> list:
+    return [(t.name, t.columns, t.rows, t.notes) for t in tables]
+
+
+@pytest.fixture(scope="module")
+def in_process(job, tmp_path_factory) -> list:
+    """The ranks view of one aggregate over the job's records (each file parsed here, under its own name)."""
+    folder = tmp_path_factory.mktemp("records")
+    records = []
+    for p in job:
+        dst = folder / p.name
+        with open(dst, "w", encoding="utf-8") as out:
+            parse_file(str(p), out)
+        records.append(str(dst))
+    return _plain(build(aggregate_files(records), ["ranks"]))
+
+
+def test_stragglers_are_the_shifts_arithmetic(in_process):
+    (_, cols, rows, _), (_, scols, srows, _) = in_process
+    ranks = {r[0]: dict(zip(cols, r)) for r in rows}
+    assert list(ranks) == [f"rank {k}" for k in range(RANKS)]  # named by the rewritten distributedInfo
+    (s0, dur0), (s1, dur1) = _nccl(SOURCES[0]), _nccl(SOURCES[1])
+    expected = {(name, n + 1): round((7 * SHIFT_US * 1000 + b - a) / 1e6, 4)
+                for name in s0 for n, (a, b) in enumerate(zip(s0[name], s1[name]))}
+    assert len(expected) == 11  # the run's all-reduces
+    got = {(r[0], r[1]): r for r in srows}
+    assert set(got) == set(expected)
+    for key, delay_ms in expected.items():
+        collective, n, last, delay, first = got[key]
+        assert (last, first) == ("rank 7", "rank 0")
+        assert delay == pytest.approx(delay_ms, abs=1e-4)
+    assert ranks["rank 7"]["last_at"] == 11
+    assert ranks["rank 7"]["caused_ms"] == pytest.approx(sum(expected.values()), abs=1e-3)
+    assert all(ranks[f"rank {k}"]["last_at"] == 0 for k in range(7))
+    for k in range(RANKS):  # a copy's communication is its source's: shifting moves no kernel relative to another
+        assert ranks[f"rank {k}"]["comm_ms"] == pytest.approx((dur0, dur1)[k % 2] / 1e6, abs=1e-4)
+
+
+def test_worker_processes_give_the_in_process_tables(job, in_process):
+    paths = [str(p) for p in job]
+    assert _plain(job_tables(summarize_files(paths, jobs=1))[0]) == in_process
+    assert _plain(job_tables(summarize_files(paths, jobs=2))[0]) == in_process
+
+
+def test_cli_dask_local_cluster_gives_the_same_output_as_one_process(job, tmp_path, capsys):
+    pytest.importorskip("distributed", reason="the cluster extra (pip install pyprof[cluster]); CI installs it")
+    paths = [str(p) for p in job]
+    outputs = []
+    for extra in (["-j", "1"], ["-j", "2"], ["--engine", "dask", "-j", "2", "--spill", str(tmp_path / "spill")]):
+        assert main(["--view", "ranks", "--jsonl", *extra, *paths]) == 0
+        outputs.append(capsys.readouterr())
+    assert outputs[0].out and outputs[1] == outputs[0] and outputs[2] == outputs[0]  # stdout and stderr
+    assert sorted(p.name for p in (tmp_path / "spill").iterdir()) == \
+        [f"{k:06d}-rank{k:04d}.pt.trace.json.gz.parquet" for k in range(RANKS)]
+
+
+def test_parquet_summary_reads_back_as_written(job, tmp_path):
+    pytest.importorskip("pyarrow")
+    from pyprof.prof.rank_parquet import read_summary, write_summary
+
+    (summary,) = summarize_files([str(job[3])])
+    write_summary(summary, str(tmp_path / "s.parquet"))
+    back = read_summary(str(tmp_path / "s.parquet"))
+    assert (back.input, back.coverage) == (summary.input, summary.coverage)
+    for a, b in zip(back.ranks, summary.ranks, strict=True):
+        assert a.comm_start_ns.tolist() == b.comm_start_ns.tolist()
+        assert {**vars(a), "comm_start_ns": None} == {**vars(b), "comm_start_ns": None}
+    assert summary.ranks[0].dist["rank"] == 3 and summary.ranks[0].comm_start_ns.dtype.name == "int64"
+
+
+def test_a_bad_rank_file_is_named_from_a_worker_process(job, tmp_path):
+    bad = tmp_path / "notes.txt"
+    bad.write_text("not a profile\n")
+    with pytest.raises(InputError) as e:
+        summarize_files([str(job[0]), str(bad)], jobs=2)
+    assert e.value.path == str(bad)
+
+
+def test_usage_errors(job, capsys, monkeypatch):
+    paths = [str(p) for p in job[:2]]
+    assert main(["--view", "overview", "--engine", "dask", *paths]) == 2
+    assert main(["--view", "ranks", "--engine", "dask://127.0.0.1:1", *paths]) == 2  # no --spill
+    assert main(["--view", "ranks", "--engine", "ray", "--spill", "x", *paths]) == 2
+    monkeypatch.setitem(sys.modules, "distributed", None)  # dask not installed
+    assert main(["--view", "ranks", "--engine", "dask", *paths]) == 2
+    err = capsys.readouterr().err.strip().split("\n")
+    assert len(err) == 4 and "pip install pyprof[cluster]" in err[-1]
+    from pyprof.prof.rank_dask import summarize_files_dask
+
+    with pytest.raises(UsageError):
+        summarize_files_dask(paths)
+
+
+def test_importing_pyprof_imports_no_dask():
+    code = ("import sys, pyprof, pyprof.prof.cli, pyprof.prof.views, pyprof.prof.rank_files, pyprof.prof.rank_dask, "
+            "pyprof.report.cli; print(sorted(m for m in ('dask', 'distributed', 'pyarrow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
