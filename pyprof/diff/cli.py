@@ -17,6 +17,7 @@ from typing import Sequence
 
 import pyprof
 from pyprof.common import InputError, UsageError, output_stream, run_command
+from pyprof.prof.cli import output_format
 from pyprof.prof.formats import one_line_errors, printable
 
 PROG = "pyprof diff"
@@ -86,18 +87,6 @@ def side(arg: str) -> list[str]:
     return parts
 
 
-def _format(args) -> tuple[str, int]:
-    if args.csv:
-        return "csv", 0
-    if args.jsonl:
-        return "jsonl", 0
-    if args.width:
-        return "columns", args.width
-    import shutil
-
-    return ("columns", shutil.get_terminal_size().columns) if sys.stdout.isatty() else ("space", 0)
-
-
 def _run(args) -> int:
     import pyprof.prof  # noqa: F401  (registers the built-in formulas)
     from pyprof.diff.compare import compare
@@ -116,7 +105,7 @@ def _run(args) -> int:
         raise UsageError("stdin ('-') can be read only once")
     if args.output == "-":
         raise UsageError("-o -: stdout takes the tables; give the page a file name")
-    fmt, width = _format(args)
+    fmt, width = output_format(args)
     with ExitStack() as stack:
         # The page is opened before any work (a typo in -o should not cost the parsing) and renamed into place
         # only when complete; stdout gets the tables only once everything has succeeded.

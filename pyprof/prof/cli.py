@@ -129,7 +129,7 @@ def output_format(args) -> tuple[str, int]:
         return "csv", 0
     if args.jsonl:
         return "jsonl", 0
-    if args.space:
+    if getattr(args, "space", False):  # pyprof diff has no --space
         return "space", 0
     if args.width:
         return "columns", args.width
