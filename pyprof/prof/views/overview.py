@@ -79,8 +79,8 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
             "at 100). Est. occupancy % = clipped-duration-weighted mean over kernels of min(blocks an SM can "
             "hold, blocks per SM) x warps per block / max warps per SM, from grid, block, registers, shared "
             "memory and the GPU's limits; na where the export lacks them.",
-            "CUDA runtime, data loading and CPU execution time (the TensorBoard plugin's other categories) need "
-            "CPU events that the records do not carry: not shown.",
+            "CUDA runtime, data loading and CPU execution time (the TensorBoard plugin's other categories) are the "
+            "host's side of a step: the host view splits each step's CPU time into them.",
         ]
     if any(len(steps(w)[0]) > 1 for w in workers):
         table.notes.append("A mean row follows each worker's steps: times and counts are the mean per step, the "
