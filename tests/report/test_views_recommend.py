@@ -247,3 +247,27 @@ def test_real_capture_rows_name_what_they_are_about(records):
 @pytest.mark.parametrize("rule", ["data_loading"])
 def test_rules_without_facts_never_fire(rule, records):
     assert rule not in _rules(records("nsys/pyprof/resnet.sqlite.xz"))
+
+
+def test_data_loading_fires_where_the_gpu_idles_inside_the_dataloader():
+    import numpy as np
+
+    from pyprof.prof.aggregate import aggregate
+    from pyprof.prof.host import HostRun
+    from pyprof.prof.views import build
+    from report_helpers import kernel
+
+    # two steps of one 10 us kernel each, 1 ms apart: the profiled span runs from 0 to 1,010 us; the host was in
+    # the DataLoader from 100 us to 900 us, while the GPU ran nothing: 800 us idle, 79.2% of the span
+    recs = [kernel(0, 10_000, ranges=["ProfilerStep#0"]), kernel(1_000_000, 10_000, ranges=["ProfilerStep#1"])]
+    agg = aggregate([("x", recs)])
+    (w,) = agg.workers.values()
+    w.host.append(HostRun(1, "dataloader", np.array([100_000], np.int64), np.array([900_000], np.int64)))
+    (t,) = build(agg, ["recommendations"])
+    rows = [dict(zip(t.columns, r)) for r in t.rows if r[0] == "data_loading"]
+    assert len(rows) == 1
+    assert rows[0]["saving_ms"] == 0.8 and rows[0]["saving_pct"] == round(100 * 800 / 1010, 2)
+    # without the loader's ranges the rule has nothing to read
+    w.host.clear()
+    (t,) = build(agg, ["recommendations"])
+    assert not [r for r in t.rows if r[0] == "data_loading"]

@@ -38,7 +38,8 @@ LOW_OCCUPANCY = 25.0  # estimated occupancy %
 LOW_OCC_SHARE = 10.0  # % of kernel time in low-occupancy kernels
 MAX_ROWS_PER_RULE = 3
 #: Rules whose time is (or includes) GPU idle time rather than activities' time.
-IDLE_RULES = frozenset({"launch_bound", "idle_gaps", "sync_copies"})
+DATA_LOADING_SHARE = 5.0  # % of the profiled span the GPU idles while the host is in the DataLoader
+IDLE_RULES = frozenset({"launch_bound", "idle_gaps", "sync_copies", "data_loading"})
 
 
 @dataclass
@@ -123,7 +124,7 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
                 "Saving % is of the profiled span (the steps' windows, wall time; GPU time when no step is found), "
                 "Time % of GPU time (na for the idle rules, whose time is idle time). Findings can overlap (a line's kernels are also "
                 "kernels): do not add their savings up.",
-                "Data-loading share and pageable vs pinned host memory are not in the records: no rule reads them."]
+                "Pageable vs pinned host memory is not in the records: no rule reads it."]
     if not found:
         t.notes.append("No rule fired.")
     return t
@@ -369,6 +370,35 @@ def idle(c: _Ctx) -> list[Finding]:
     return out
 
 
+def data_loading(c: _Ctx) -> list[Finding]:
+    """The GPU idle while the host loads the next batch: the DataLoader's ranges (parse's host lines) outside every
+    GPU activity, within the steps."""
+    from pyprof.prof.host import Intervals
+
+    out = []
+    for w in c.ws:
+        loads = Intervals([r for r in w.host if r.category == "dataloader"])
+        sts = steps(w)[0]
+        if not len(loads.lo) or not sts or not len(w.start_ns):
+            continue
+        t0, t1 = min(s.start_ns for s in sts), max(s.end_ns for s in sts)
+        start = np.frombuffer(w.start_ns, np.int64)
+        busy = Intervals.of(start, np.maximum(np.frombuffer(w.end_ns, np.int64), start))
+        inside = loads.within(t0, t1)
+        idle_ns = inside.minus(busy.within(t0, t1)).total()
+        span = t1 - t0
+        if not span or 100.0 * idle_ns / span < DATA_LOADING_SHARE:
+            continue
+        out.append(Finding(
+            "data_loading", w.name if len(c.ws) > 1 else "the DataLoader",
+            f"the host spent {_ms(inside.total())} in the DataLoader within the steps; the GPU ran nothing for "
+            f"{_ms(idle_ns)} of it ({_p(idle_ns, span)} of the profiled span)", float(idle_ns),
+            "Load the next batch while the GPU computes: DataLoader(num_workers>0, pin_memory=True, "
+            "persistent_workers=True) and .to(device, non_blocking=True); move decoding and augmentation off the "
+            "main process", idle_ns))
+    return out
+
+
 def syncs(c: _Ctx) -> list[Finding]:
     """Device-to-host copies that make the host wait (.item(), synchronous cudaMemcpy)."""
     sync = merged(c.ws, "syncs")
@@ -427,8 +457,8 @@ def low_occupancy(c: _Ctx) -> list[Finding]:
         "or another kernel configuration", low_ns)]
 
 
-RULES = (tensor_cores, fp32_matmul, channels_last, hotspots, memory_bound, optimizer, idle, syncs, host_copies,
-         low_occupancy)
+RULES = (tensor_cores, fp32_matmul, channels_last, hotspots, memory_bound, optimizer, idle, data_loading, syncs,
+         host_copies, low_occupancy)
 
 
 def _groups_over(c: _Ctx, attr: str, share_pct: float) -> tuple[dict, int, int] | None:
