@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyprof.record import END_PREFIX, HEADER_PREFIX, read_lines
+from pyprof.record import END_PREFIX, HEADER_PREFIX, SIDE_PREFIX, read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("PYPROF_SHARED", ROOT.parent / "shared"))
@@ -176,6 +176,6 @@ def choose(rng, pool: list, key=lambda p: p):
 
 
 def count_lines(path: Path) -> int:
-    """Records of a records file: its non-blank lines but parse's header and end lines."""
+    """Records of a records file: its non-blank lines but parse's header, side and end lines."""
     with open(path, "rb") as f:
-        return sum(1 for line in f if line.strip() and not line.startswith((END_PREFIX, HEADER_PREFIX)))
+        return sum(1 for line in f if line.strip() and not line.startswith((END_PREFIX, HEADER_PREFIX, SIDE_PREFIX)))
