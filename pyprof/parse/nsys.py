@@ -360,15 +360,18 @@ class NsysSource(Source):
     def _copies(self, table: str) -> Iterator[Activity]:
         c = lambda col: self._col(table, col)  # noqa: E731
         kind = "memcpy" if table == MEMCPY else "memset"
+        node = c("graphNodeId") if self._node_rows_exist() else "NULL"
         sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, {c('correlationId')}, {c('globalPid')}, "
-               f"{c('bytes')}, {c('copyKind')} FROM {table} WHERE {_VALID_ACTIVITY} "
+               f"{c('bytes')}, {c('copyKind')}, {node} FROM {table} WHERE {_VALID_ACTIVITY} "
                f"{self._order_by(table, _VALID_ACTIVITY)}")
         kinds = self._memcpy_kinds() if table == MEMCPY else {}
-        for start, end, dev, stream, corr, gpid, nbytes, ckind in self.rows.stream(sql):
+        originals = self._originals() if node != "NULL" else {}
+        for start, end, dev, stream, corr, gpid, nbytes, ckind, gnode in self.rows.stream(sql):
             ck = kinds.get(ckind, str(ckind)) if table == MEMCPY and ckind is not None else None
             name = f"[CUDA {kind} {ck}]" if ck else f"[CUDA {kind}]"
+            captured = None if gnode is None else ("node", gpid, originals.get((gpid, gnode), gnode))
             yield Activity(kind, start, end, dev, stream, os_pid(gpid), corr, (gpid, corr), name, name,
-                           bytes=nbytes, copy_kind=ck)
+                           bytes=nbytes, copy_kind=ck, attribution_key=captured)
 
     def _memcpy_kinds(self) -> dict[int, str]:
         return dict(MEMCPY_KINDS)

@@ -222,7 +222,8 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
                 pid = act.pid
         node = act.attribution_key
         if node is not None:
-            stats.graph_kernels += 1
+            is_kernel = act.kind == "kernel"
+            stats.graph_kernels += is_kernel
             pkey = (node, None if att is None else att[0])
             parts = node_parts.get(pkey)
             if parts is None and node in nodes:
@@ -232,7 +233,7 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
                 parts = node_parts[pkey] = (h, t, nodes[node][7], nodes[node][8], fields is not None)
             if parts is not None:
                 head, tail, node_call, flags, tied = parts
-                stats.graph_kernels_tied += tied
+                stats.graph_kernels_tied += tied and is_kernel
                 # each replay is a call of its own: subSeqId counts from 0 in every graph launch
                 call = None if node_call is None else (node_call, key)
         sub = None

@@ -78,3 +78,13 @@ def test_a_graph_captured_before_the_range_is_counted_and_said(tmp_path):
     assert stats.graph_kernels == _graph_kernels("cuda_graph_range.sqlite.xz", tmp_path) > 0
     assert stats.graph_kernels_tied == 0
     assert not any(d["op"] for d in recs if d["api"] == "cudaGraphLaunch")
+
+
+def test_replayed_memsets_take_their_node_too():
+    # the graph's memsets (SDPA's and the loss's buffers zeroed inside ops) carry the lines of the ops that
+    # zeroed them at capture, as the kernels do; before, they had only the graph launch's ranges (the step)
+    recs, _ = _parse("cuda_graph_all.sqlite.xz")
+    sets = [d for d in recs if d["kind"] == "memset" and d["api"] == "cudaGraphLaunch"]
+    assert sets and any(d["callsite"] and d["callsite"].endswith(("transformer.py:29", "transformer.py:31"))
+                        for d in sets)
+    assert all(len(d["ranges"]) > 1 for d in sets if d["ranges"] and d["ranges"][0].startswith("ProfilerStep#"))
