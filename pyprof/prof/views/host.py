@@ -22,7 +22,7 @@ def host(agg: Aggregate, worker: str | None = None) -> Table:
             ("dataloader_pct", "Data loading %"), ("runtime_pct", "CUDA API %"), ("op_pct", "Ops %"),
             ("other_pct", "Other %")]
     t = Table.of("host", "Host time per step: data loading, CUDA API, ops, other", cols,
-                 chart={"type": "stacked", "label": ["worker", "step"],
+                 chart={"type": "stacked", "label": "step",  # the page puts the worker before it
                         "values": ["dataloader_ms", "runtime_ms", "op_ms", "other_ms"]})
     any_lines = False
     for w in agg.select(worker):
