@@ -11,14 +11,17 @@ from typing import Iterator
 
 import numpy as np
 
-from pyprof.record import HOST_RUN, host_line
+from pyprof.record import HOST_CATEGORIES, HOST_RUN, host_line
 from pyprof.parse.activities import Source
 
 
 def host_lines(source: Source) -> Iterator[str]:
     """The host lines of ``source``: per (process, category), its intervals merged (steps kept apart, with their
     names), in runs of HOST_RUN."""
-    for (pid, category), (starts, ends, names) in source.host_intervals().items():
+    found = source.host_intervals()
+    # in one order whatever the reader's: by process, then category as record.HOST_CATEGORIES lists them
+    for pid, category in sorted(found, key=lambda k: (k[0] is None, k[0] or 0, HOST_CATEGORIES.index(k[1]))):
+        starts, ends, names = found[(pid, category)]
         lo, hi = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
         if category == "step":  # each step as it is, named (steps run back to back: a union would join them)
             order = np.argsort(lo, kind="stable")

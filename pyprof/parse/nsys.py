@@ -12,6 +12,7 @@ from pyprof.common import InputError
 from pyprof.parse import markers as mk
 from pyprof.parse import nsys_python as py
 from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
+from pyprof.parse import nsys_host
 from pyprof.parse.sqlrows import SQLITE_ERRORS, Rows, connect, integer, integers
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -376,36 +377,16 @@ class NsysSource(Source):
     def _memcpy_kinds(self) -> dict[int, str]:
         return dict(MEMCPY_KINDS)
 
-    def host_intervals(self) -> dict[tuple, tuple[list, list, list]]:
+    def host_intervals(self) -> dict[tuple, tuple]:
         """Steps, DataLoader ranges and op ranges (pyprof's op markers, PyTorch's aten and autograd-node ranges) by
-        their text, chosen in SQL, and every CUDA runtime and driver API call, by process."""
+        their text, and every CUDA runtime and driver API call, by process: read in bulk and merged
+        (pyprof.parse.nsys_host)."""
         out: dict = {}
-
-        def add(rows) -> None:
-            for gtid, start, end, category, name in rows:
-                s, e, n = out.setdefault((os_pid(gtid), category), ([], [], []))
-                s.append(start)
-                e.append(end)
-                if category == "step":
-                    n.append(name)
-
         if NVTX in self.cols:
-            has = self.cols[NVTX]
-            text = ("CASE WHEN typeof(e.text) = 'text' THEN e.text ELSE s.value END" if "textId" in has
-                    else "e.text")
-            join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in has else ""
-            # LIKE is ASCII case-insensitive in SQLite: the prefixes are written so that no other text matches
-            category = ("CASE WHEN t LIKE 'ProfilerStep#%' THEN 'step' "
-                        "WHEN t LIKE 'enumerate(DataLoader)%' THEN 'dataloader' "
-                        "WHEN t LIKE '{\"pyprof\":1,\"mod\":%' OR t LIKE 'aten::%' OR t LIKE '%Backward_, seq = %' "
-                        "OR t LIKE '%Backward__, seq = %' THEN 'op' END")
-            add(self.rows.stream(
-                f"SELECT globalTid, start, end, c, t FROM (SELECT e.globalTid, e.start, e.end, t, {category} AS c "
-                f"FROM (SELECT e.globalTid, e.start, e.end, {text} AS t FROM {NVTX} e {join} "
-                f"WHERE e.eventType = {NVTX_PUSH_POP} AND {_VALID_RANGE}) e) WHERE c IS NOT NULL"))
+            out.update(nsys_host.ranges_by_category(self.rows, NVTX, "textId" in self.cols[NVTX],
+                                                    f"e.eventType = {NVTX_PUSH_POP} AND {_VALID_RANGE}"))
         if RUNTIME in self.cols:
-            add(self.rows.stream(f"SELECT globalTid, start, end, 'runtime', NULL FROM {RUNTIME} WHERE {_VALID_ACTIVITY} "
-                                 f"AND typeof(globalTid) = 'integer'"))
+            out.update(nsys_host.calls(self.rows, RUNTIME, f"{_VALID_ACTIVITY} AND typeof(globalTid) = 'integer'"))
         return out
 
     def memory_events(self) -> Iterator[MemoryEvent]:
