@@ -172,10 +172,10 @@ class Source:
         """The allocations and frees the input records, in any order (the memory lines sort them)."""
         return iter(())
 
-    def host_intervals(self) -> dict[tuple, tuple[list, list, list]]:
-        """(pid, one of record.HOST_CATEGORIES) -> (starts, ends, names) of the intervals the input has of it, in
-        any order, nested or overlapping as they come (the host lines merge them); names only of steps (each
-        range's text), else empty."""
+    def host_intervals(self) -> dict[tuple, tuple]:
+        """(pid, one of record.HOST_CATEGORIES) -> (starts, ends, names): sequences of the intervals the input has
+        of it, in any order, nested or overlapping as they come (the host lines merge them); names only of steps
+        (each range's text), else empty."""
         return {}
 
     def launch_times(self) -> Iterator[tuple]:

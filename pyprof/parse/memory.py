@@ -30,19 +30,26 @@ def memory_lines(source: Source, stats: Stats) -> Iterator[str]:
     first = next(events, None)
     if first is None:
         return
-    runs: dict = {}  # (pid, device, level) -> (columns, sites, site number by attribution number)
+    # (pid, device, level) -> (columns, sites, site number by attribution number, site number by the site's JSON):
+    # the calls of one op at one line have different attributions (each its own call) but one site
+    runs: dict = {}
     swept = _attributed(source, _chain(first, events), stats.oddities)
     for ev, att in swept:
         key = (ev.pid, ev.device, ev.level)
         run = runs.get(key)
         if run is None:
-            run = runs[key] = ({c.name: [] for c in MEMORY_COLUMNS}, [], {})
-        cols, sites, numbers = run
+            run = runs[key] = ({c.name: [] for c in MEMORY_COLUMNS}, [], {}, {})
+        cols, sites, numbers, same = run
         number = None if att is None else att[0]
         site = numbers.get(number)
         if site is None:
-            site = numbers[number] = len(sites)
-            sites.append(_NO_SITE if att is None else _site(att[1]))
+            d = _NO_SITE if att is None else _site(att[1])
+            text = json.dumps(d, sort_keys=True)
+            site = same.get(text)
+            if site is None:
+                site = same[text] = len(sites)
+                sites.append(d)
+            numbers[number] = site
         stats.memory_events += 1
         for name, value in zip(("t_ns", "bytes", "allocated", "reserved", "addr", "site"),
                                (ev.t_ns, ev.bytes, ev.allocated, ev.reserved, ev.addr, site)):
@@ -50,7 +57,7 @@ def memory_lines(source: Source, stats: Stats) -> Iterator[str]:
         if len(cols["t_ns"]) >= MEMORY_RUN:
             yield memory_line(ev.pid, ev.device, ev.level, cols, sites)
             del runs[key]
-    for (pid, device, level), (cols, sites, _n) in runs.items():
+    for (pid, device, level), (cols, sites, _n, _s) in runs.items():
         yield memory_line(pid, device, level, cols, sites)
 
 

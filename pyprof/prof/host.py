@@ -8,6 +8,7 @@ from typing import ClassVar
 import numpy as np
 
 from pyprof.common import InputError
+from pyprof.parse.host import union  # parse merges the host lines' intervals with it: one union of intervals
 from pyprof.record import HOST_CATEGORIES
 
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)
@@ -60,8 +61,6 @@ class Intervals:
     @classmethod
     def of(cls, starts: np.ndarray, ends: np.ndarray) -> "Intervals":
         """The union of the intervals [starts[i], ends[i]) (any order, overlapping or not) as disjoint ones."""
-        from pyprof.parse.host import union  # parse's, the one union of intervals (imported only when needed)
-
         out = cls([])
         out.lo, out.hi = union(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
         return out

@@ -11,6 +11,7 @@ import numpy as np
 
 from pyprof.prof.aggregate import Aggregate, WorkerData
 from pyprof.prof.groups import Group
+from pyprof.prof.host import Intervals
 from pyprof.prof.source_lines import source_line
 from pyprof.prof.tables import Table
 from pyprof.prof.steps import steps
@@ -373,8 +374,6 @@ def idle(c: _Ctx) -> list[Finding]:
 def data_loading(c: _Ctx) -> list[Finding]:
     """The GPU idle while the host loads the next batch: the DataLoader's ranges (parse's host lines) outside every
     GPU activity, within the steps."""
-    from pyprof.prof.host import Intervals
-
     out = []
     for w in c.ws:
         loads = Intervals([r for r in w.host if r.category == "dataloader"])
