@@ -1,8 +1,11 @@
 """A torch.compile'd MLP under pyprof.init(): the compiled region runs as Inductor/Triton kernels.
 
-What runs inside a compiled graph has no per-op markers (pyprof's wrappers step aside while Dynamo
-traces, so the graph is the same as without pyprof); its kernels are still reported, under the
-enclosing module and step ranges. Profile it:
+Under pyprof.init() every kernel Inductor generates gets a range naming the aten ops it fuses, their shapes and
+the user's line (pyprof.nvtx.inductor). --mode picks torch.compile's mode: max-autotune generates Triton GEMM
+templates; it and reduce-overhead replay the compiled graphs as CUDA graphs (capture the whole run, with
+--cuda-graph-trace=node, so that the graphs' capture is in the export). --flops counts the same step run eagerly
+(a compiled graph dispatches no op for FlopCounterMode to count); --dynamo FILE writes Dynamo's counters.
+Profile it:
     nsys profile -t cuda,nvtx -s none --cpuctxsw=none --capture-range=cudaProfilerApi -o compiled python examples/compiled.py
 """
 import torch
@@ -12,23 +15,26 @@ from torch import nn
 import harness
 
 
+def options(p):
+    p.add_argument("--mode", choices=["default", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead"], default="default")
+    p.add_argument("--dynamo", metavar="FILE", help="write Dynamo's counters (frames, graphs, breaks) as JSON")
+
+
 def main():
-    args = harness.parse_args(__doc__.splitlines()[0])
+    args = harness.parse_args(__doc__.splitlines()[0], add_options=options)
     model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024)).to(args.device)
-    compiled = torch.compile(model)
+    compiled = torch.compile(model, mode=None if args.mode == "default" else args.mode)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.randn(512, 1024, device=args.device)
 
-    def step():
+    def step(net=compiled):
         opt.zero_grad()
-        loss = F.mse_loss(compiled(x), x)
+        loss = F.mse_loss(net(x), x)
         loss.backward()
         opt.step()
 
-    harness.run(step, args, "compiled")
-    from torch._dynamo.utils import counters
-    print(f"compiled: Dynamo frames {dict(counters['frames'])}, graphs {counters['stats'].get('unique_graphs')}, "
-          f"graph breaks {sum(counters['graph_break'].values())}")
+    harness.run(step, args, "compiled", flops_step=lambda: step(model))
+    harness.dynamo_report(args.dynamo, "compiled")
 
 
 if __name__ == "__main__":

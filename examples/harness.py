@@ -4,6 +4,8 @@ Each example builds a model and a ``step()`` function and hands them to ``run``.
   --capture pyprof      pyprof.init() (the default): run it under nsys, then python -m pyprof.parse
   --capture emit_nvtx   PyTorch's own autograd NVTX ranges only, with record_shapes=True (what pyprof reads without init)
   --capture emit_nvtx_names   emit_nvtx without shapes: its cheapest form, the yardstick for pyprof's overhead
+  --capture compiled    pyprof.init(ops=False, modules=False, backward=False): only torch.compile's kernels are
+                        named (what `pyprof run --backend torch` does; for --torch-trace)
   --capture none        no markers at all (the baseline for overhead)
   --torch-trace FILE    also record the measured steps with torch.profiler and write a Chrome trace
   --torch-trace-full    with --torch-trace: also with_stack, with_modules and profile_memory (source lines,
@@ -39,7 +41,7 @@ def parse_args(description: str, steps: int = 2, warmup: int = 3,
                add_options: Callable[[argparse.ArgumentParser], None] | None = None) -> argparse.Namespace:
     """Return the options every example takes (see the module docstring), plus those ``add_options`` adds."""
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--capture", choices=["pyprof", "emit_nvtx", "emit_nvtx_names", "none"], default="pyprof")
+    p.add_argument("--capture", choices=["pyprof", "compiled", "emit_nvtx", "emit_nvtx_names", "none"], default="pyprof")
     p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--warmup", type=int, default=warmup)
     p.add_argument("--torch-trace", metavar="FILE")
@@ -74,6 +76,9 @@ def run(step, args: argparse.Namespace, name: str, flops_step=None) -> None:
     if args.capture == "pyprof":
         import pyprof
         pyprof.init()
+    elif args.capture == "compiled":
+        import pyprof
+        pyprof.init(ops=False, modules=False, backward=False)
     for _ in range(args.warmup):
         step()
     _sync(args.device)
@@ -136,6 +141,20 @@ def _count_flops(step, path: str | None, name: str) -> None:
     by_op = {str(op): n for op, n in counter.get_flop_counts().get("Global", {}).items()}
     with open(path, "w") as f:
         json.dump({"example": name, "flops_per_step": counter.get_total_flops(), "by_op": by_op}, f, indent=1)
+
+
+def dynamo_report(path: str | None, name: str) -> dict:
+    """Print (and write to ``path`` as JSON) Dynamo's counters: compiled frames, graphs, graph breaks, recompiles.
+    Run with and without pyprof.init(), they show whether pyprof caused a break or a recompile."""
+    from torch._dynamo.utils import counters
+
+    report = {"example": name, "frames": dict(counters["frames"]), "unique_graphs": counters["stats"].get("unique_graphs", 0),
+              "graph_breaks": sum(counters["graph_break"].values()), "recompiles": dict(counters["recompiles"])}
+    print(f"{name}: Dynamo {report}")
+    if path:
+        with open(path, "w") as f:
+            json.dump(report, f, indent=1)
+    return report
 
 
 def _distributed() -> bool:

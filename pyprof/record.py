@@ -98,6 +98,10 @@ def host_line(pid: int | None, category: str, start_ns: list[int], end_ns: list[
 
 #: Version of the NVTX marker payload written by ``pyprof.init()`` (docs/markers.md).
 MARKER_VERSION = 1
+#: The ``mod`` of a compiled kernel's marker (pyprof.nvtx.inductor; docs/markers.md, "Compiled kernel ranges"), and
+#: the ``op`` prefix of one that fuses element-wise ops and reductions rather than running a matrix op.
+COMPILED_MOD = "inductor"
+FUSED_PREFIX = "fused:"
 
 
 class Stage(str, enum.Enum):

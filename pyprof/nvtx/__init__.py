@@ -15,7 +15,7 @@ import warnings
 import torch
 
 from pyprof.common import UsageError
-from pyprof.nvtx import patch
+from pyprof.nvtx import inductor, patch
 from pyprof.nvtx.emit import Emitter, NvtxSink, RecordingSink
 from pyprof.nvtx.modules import ModuleRanges
 
@@ -43,13 +43,16 @@ def is_initialized() -> bool:
     return state.emitter is not None
 
 
-def init(*, modules: bool = True, stack: bool = False, backward: bool = True, sink=None) -> None:
+def init(*, modules: bool = True, stack: bool = False, backward: bool = True, ops: bool = True, sink=None) -> None:
     """Wrap torch so that each call emits an NVTX range carrying op, arguments and call site.
 
     modules: also name every ``nn.Module`` call by its qualified name (``encoder.layers.0``).
     stack: record every user frame in each marker, not only the innermost (costs more per call).
     backward: turn on PyTorch's autograd NVTX ranges (what ``emit_nvtx`` does) when CUDA is available,
         so backward kernels can be linked to their forward op through sequence numbers.
+    ops: wrap torch's callables (every eager op). Without, only what torch.compile generates is named (each
+        kernel's range, pyprof.nvtx.inductor), plus modules and layers as asked: ``pyprof run --backend torch``
+        uses that, since the PyTorch profiler records eager ops itself.
     sink: where ranges go; the default is the NVTX domain ``pyprof``. Tests pass a recorder.
 
     Calling it again while initialized does nothing. Returns None; raises nothing for a working torch.
@@ -57,10 +60,11 @@ def init(*, modules: bool = True, stack: bool = False, backward: bool = True, si
     if state.emitter is not None:
         return
     emitter = Emitter(sink if sink is not None else NvtxSink(), stack=stack)
-    for owner, name, mod in patch.targets():
+    for owner, name, mod in patch.targets() if ops else ():
         fn = getattr(owner, name)
         state.patches.replace(owner, name, patch.make_wrapper(fn, mod, name, state))
     _patch_compilers()
+    inductor.install(state)
     if modules:
         # torch warns that global hooks also fire for torch.compile's wrapper module; pyprof names
         # that call after the module it wraps, so the warning says nothing to the user.
@@ -81,6 +85,7 @@ def init(*, modules: bool = True, stack: bool = False, backward: bool = True, si
 def uninit() -> None:
     """Undo ``init()`` and every ``wrap()``: torch's attributes are exactly what they were before."""
     state.emitter = None
+    inductor.remove()
     _stop_autograd_nvtx()
     if state.modules is not None:
         state.modules.remove()

@@ -23,6 +23,17 @@ _signature = payload.signature
 _FAST_TENSORS = (payload.torch.Tensor, payload.torch.nn.Parameter)
 _TORCH_DIR = os.path.dirname(os.path.dirname(payload.torch.__file__)) + os.sep + "torch" + os.sep
 _PYPROF_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# Folders whose frames are never the user's call site: torch, pyprof, and where torch.compile writes the code
+# it generates (added by pyprof.nvtx.inductor), whose wrappers call torch functions too.
+_internal_dirs = (_TORCH_DIR, _PYPROF_DIR)
+
+
+def add_internal_dir(path: str) -> None:
+    """Treat frames of files under ``path`` as internal (never a call site), from now on."""
+    global _internal_dirs
+    prefix = os.path.join(path, "")
+    if prefix not in _internal_dirs:
+        _internal_dirs = _internal_dirs + (prefix,)
 
 
 class NvtxSink:
@@ -82,7 +93,7 @@ class Emitter:
         """True for frames of torch and pyprof, which are never the user's call site."""
         hit = self._internal.get(filename)
         if hit is None:
-            hit = filename.startswith((_TORCH_DIR, _PYPROF_DIR)) or filename.startswith("<frozen")
+            hit = filename.startswith(_internal_dirs) or filename.startswith("<frozen")
             self._internal[filename] = hit
         return hit
 

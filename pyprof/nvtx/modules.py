@@ -22,6 +22,7 @@ class ModuleRanges:
         self.handles = []
 
     def install(self) -> None:
+        _never_compiled(ModuleRanges._pre, ModuleRanges._post)
         self.handles = [nn_module.register_module_forward_pre_hook(self._pre),
                         # always_call: the range is popped even when forward raises.
                         nn_module.register_module_forward_hook(self._post, always_call=True)]
@@ -69,3 +70,17 @@ class ModuleRanges:
             self.local.depth = depth - 1
             self.state.emitter.pop()
         return None
+
+
+def _never_compiled(*functions) -> None:
+    """Tell Dynamo never to compile these functions' frames, nor what they call. A compiled module runs the global
+    hooks under Dynamo's frame hook, which would compile each hook as a frame of its own (a graph of nothing: the
+    hooks do nothing while Dynamo traces), counted among its frames as pyprof's. Inside a traced region Dynamo still
+    inlines them, as before. Torch versions without the setting compile them as before."""
+    try:
+        from torch._dynamo.eval_frame import set_code_exec_strategy
+        from torch._dynamo.types import FrameAction, FrameExecStrategy
+    except ImportError:
+        return
+    for fn in functions:
+        set_code_exec_strategy(fn.__code__, FrameExecStrategy(FrameAction.SKIP, FrameAction.SKIP))

@@ -24,7 +24,7 @@ from pyprof.parse import encode
 from pyprof.parse import markers as mk
 from pyprof.parse.markers import quick_seq
 from pyprof.parse.activities import Source
-from pyprof.record import ATTRIBUTION
+from pyprof.record import ATTRIBUTION, COMPILED_MOD
 
 #: Forward ranges remembered for backward links: at least this many, the newest (up to twice as many are
 #: kept, and the oldest half dropped at once). A forward pass with more autograd ops than this before its
@@ -372,7 +372,8 @@ class Correlator:
             if engine_work:
                 a.dir = "bprop"
             return a  # plain user ranges: no op (nor direction, off the engine's thread)
-        a.dir = "bprop" if bwd_seq or engine_work or any(x[0].op == "backward" for x in ops) else "fprop"
+        a.dir = "bprop" if bwd_seq or engine_work or any(x[0].op == "backward" or _backward_graph(x[0]) for x in ops) \
+            else "fprop"
         a.mod = [x[0].mod for x in named]
         a.op = [x[0].op for x in named]
         first = named[0][0]
@@ -390,7 +391,9 @@ class Correlator:
         if type(start) is int and type(end) is int and end >= start:
             a.host_ns = end - start
         if counters:
-            a.call = self._call_id(bwd_seq[-1][1] if bwd_seq else named[0][1])
+            # A compiled backward graph runs in one autograd node; each of its kernels is a call of its own (its range).
+            own = bwd_seq and ops and ops[-1][0].mod == COMPILED_MOD
+            a.call = self._call_id(bwd_seq[-1][1] if bwd_seq and not own else named[0][1])
             if bwd_seq:
                 a.fwd = self._forward_link(bwd_seq)
             elif first.kind == mk.SEQ and first.op_id is not None and type(first.raw_sizes) is str \
@@ -492,6 +495,11 @@ class Correlator:
             b.info = None
             self._sited.add(key, b)
         return b
+
+
+def _backward_graph(m) -> bool:
+    """A kernel of a compiled backward graph (pyprof.nvtx.inductor's marker says which graph it came from)."""
+    return m.mod == COMPILED_MOD and type(m.data) is dict and m.data.get("graph") == "backward"
 
 
 def _chain_index(x: tuple) -> int:

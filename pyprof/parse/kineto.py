@@ -344,7 +344,10 @@ class KinetoSource(Source):
         elif cat in _RANGE_CATS:
             pid, tid = _ident(ev.get("pid")), _ident(ev.get("tid"))
             marker = None
-            if cat in _OP_CATS and not (cat == "operator" and _legacy_annotation(name, args)):
+            if name[:1] == "{":
+                # A marker pyprof wrote as a record_function name (a compiled kernel's: pyprof.nvtx.inductor).
+                marker = mk.decode(name)
+            elif cat in _OP_CATS and not (cat == "operator" and _legacy_annotation(name, args)):
                 seq = _int(args.get("Sequence number"))
                 dims = args.get("Input Dims", args.get("Input dims"))  # "Input dims" in PyTorch 1.8 previews
                 types, concrete = args.get("Input type"), args.get("Concrete Inputs")

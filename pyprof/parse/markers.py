@@ -134,7 +134,7 @@ def decode(text: str | None) -> Marker | None:
     if text.startswith("torch.nn."):  # Nsight Systems' --pytorch=functions-trace: Python functions by name
         return _python_function(text)
     if text.startswith("triton_"):  # Inductor's range around each generated kernel of a compiled graph
-        return Marker(SEQ, text, "triton", text)
+        return Marker(SEQ, text, "triton", by_kernel_name(text))
     if _BACKWARD_NAME.search(text):  # Kineto / old emit_nvtx backward node without any suffix
         m = Marker(SEQ, text, "autograd", text)
         m.backward = True
@@ -452,8 +452,21 @@ def _split_name(name: str) -> tuple:
         return name, "autograd", name, True, container
     mod, sep, op = name.rpartition("::")
     if not sep and name.startswith("triton_"):  # Inductor's range around one generated kernel: an op of its graph
-        return name, "triton", name, backward, container
+        return name, "triton", by_kernel_name(name), backward, container
     return (name, mod, op, backward, container) if sep else (name, "", name, backward, container)
+
+
+# triton_{pointwise, reduction, persistent reduction, template, foreach...}_<what it fuses>_<number>
+_INDUCTOR_KERNEL = re.compile(r"^triton_[a-z]{3}_(.+?)(?:_\d+)?$")
+BY_NAME = " (kernel name)"
+
+
+def by_kernel_name(name: str) -> str:
+    """The op of a kernel Inductor generated, in a trace made without pyprof.init(): what its name says it fuses
+    (``triton_poi_fused_add_mul_0`` -> ``fused_add_mul (kernel name)``), labelled as read from the name, which
+    Inductor shortens and which gives no shapes. pyprof.init() names the aten ops themselves (docs/markers.md)."""
+    m = _INDUCTOR_KERNEL.match(name)
+    return (m.group(1) if m else name) + BY_NAME
 
 
 def seq_marker(name: str, seq: int | None, dims: list | None, dtypes: list | None,

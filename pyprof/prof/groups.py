@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple
 from pyprof.common import BoundedDict
 from pyprof.prof.modeller import json_key
 from pyprof.prof.results import first_name
+from pyprof.record import COMPILED_MOD
 
 TINY_NS = 10_000  # a kernel shorter than 10 us is launch-bound territory (docs/actionable.md, 3)
 
@@ -210,13 +211,18 @@ def merge_into(groups: dict, key, g: Group) -> None:
 
 def op_key(d: dict) -> str:
     """The op of an activity: a copy or memset its kind; a backward kernel its forward op's name with
-    " (bprop)" ("linear (bprop)" says more than the aten op inside the autograd node, "mm"); a forward op run
+    " (bprop)" ("linear (bprop)" says more than the aten op inside the autograd node, "mm"), except a compiled
+    backward graph's kernel, named by its own op ("mm (bprop)"); a forward op run
     again during backward (activation checkpointing) "op (recompute)"."""
     if d.get("kind", "kernel") != "kernel":
         return d.get("kind") or "na"
     op = first_name(d.get("op"), "na")
     if d.get("dir") == "bprop":
         fwd = d.get("fwd")
+        if first_name(d.get("mod"), "") == COMPILED_MOD:
+            # A kernel of a compiled backward graph names what it computes itself (its forward link is the whole
+            # compiled region's).
+            fwd = None
         # Backward work without a forward link (AccumulateGrad, a node whose forward op is not in the capture)
         # stays apart from the forward op of the same name.
         return f"{first_name(fwd.get('op'), op) if fwd else op} (bprop)"

@@ -2,6 +2,8 @@
 method spellings reduced to the function's name; docs/formulas.md, "Lookup")."""
 from __future__ import annotations
 
+from pyprof.record import COMPILED_MOD, FUSED_PREFIX
+
 _DUNDER = {"radd": "add", "iadd": "add", "rsub": "rsub", "isub": "sub", "rmul": "mul", "imul": "mul",
            "truediv": "div", "rtruediv": "div", "itruediv": "div", "div": "div", "rdiv": "div", "idiv": "div",
            "floordiv": "floor_divide", "rfloordiv": "floor_divide", "ifloordiv": "floor_divide",
@@ -15,6 +17,10 @@ _DUNDER = {"radd": "add", "iadd": "add", "rsub": "rsub", "isub": "sub", "rmul": 
 def candidates(mod: str, op: str) -> list[str]:
     """Registry keys tried, in order, for a marker's module and op name (in-place, dunder, overload and
     method spellings reduced to the function's name)."""
+    if mod == COMPILED_MOD and op.startswith(FUSED_PREFIX):
+        # A compiled kernel of element-wise ops and reductions (pyprof.nvtx.inductor): one formula for the kernel,
+        # whatever it fuses (its marker lists the buffers it moves).
+        return ["inductor.fused"]
     out = []
     if "::" in op:
         ns, name = op.split("::", 1)

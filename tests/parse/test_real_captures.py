@@ -82,7 +82,7 @@ def test_every_kernel_has_an_op_and_backward_its_forward(exports, xz):
         forward = [r for r in kernels if r["dir"] == "fprop"]
         compiled = [r for r in forward if any(x.startswith("Torch-Compiled Region") for x in r["ranges"])]
         assert forward and all(r["callsite"] for r in forward if r not in compiled)
-        assert all(r["op"][0] == "addmm" or r["op"][0].startswith("triton_") for r in compiled)
+        assert all(r["op"][0] == "addmm" or r["op"][0].endswith(" (kernel name)") for r in compiled)
         assert ("compiled" in str(xz)) == bool(compiled)
 
 

@@ -45,6 +45,10 @@ class _Steps:
             if self.warmup == 0:
                 self._begin(torch)
         else:
+            import pyprof
+
+            # The profiler records eager ops itself; what torch.compile generates is named by pyprof alone.
+            pyprof.init(ops=False, modules=False, backward=False)
             activities = [torch.profiler.ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
