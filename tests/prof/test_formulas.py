@@ -236,6 +236,11 @@ CASES: dict[str, list] = {
 }
 
 CASES.update({
+    # a compiled kernel that fuses a GELU (pyprof.nvtx.inductor): reads 512·4096 elements, writes as many
+    "fused": [("inductor.fused", [{"name": "in", **T([512 * 4096])}, {"name": "out", **T([512 * 4096])},
+                                  {"name": "elementwise", "type": "int", "value": 5 * 512 * 4096}], "fprop",
+               10485760,  # elementwise as counted at capture: 5 nodes x 512·4096
+               16777216)],  # (2097152 read + 2097152 written)·4 B
     "layer_norm_backward": [("aten::native_layer_norm_backward",
                              [T([2, 8, 16], "float16"), T([2, 8, 16], "float16"), S([16]), T([2, 8, 1]), T([2, 8, 1]),
                               T([16], "float16"), T([16], "float16")], "fprop",
