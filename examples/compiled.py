@@ -15,26 +15,19 @@ from torch import nn
 import harness
 
 
-def options(p):
-    p.add_argument("--mode", choices=["default", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead"], default="default")
-    p.add_argument("--dynamo", metavar="FILE", help="write Dynamo's counters (frames, graphs, breaks) as JSON")
-
-
 def main():
-    args = harness.parse_args(__doc__.splitlines()[0], add_options=options)
+    args = harness.parse_args(__doc__.splitlines()[0], add_options=harness.compile_options)
     model = nn.Sequential(nn.Linear(1024, 4096), nn.GELU(), nn.Linear(4096, 1024)).to(args.device)
-    compiled = torch.compile(model, mode=None if args.mode == "default" else args.mode)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.randn(512, 1024, device=args.device)
 
-    def step(net=compiled):
+    def step(net):
         opt.zero_grad()
         loss = F.mse_loss(net(x), x)
         loss.backward()
         opt.step()
 
-    harness.run(step, args, "compiled", flops_step=lambda: step(model))
-    harness.dynamo_report(args.dynamo, "compiled")
+    harness.run_compiled(step, model, args, "compiled")
 
 
 if __name__ == "__main__":

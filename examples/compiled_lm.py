@@ -10,8 +10,7 @@ import harness
 
 
 def options(p):
-    p.add_argument("--mode", choices=["default", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead"], default="default")
-    p.add_argument("--dynamo", metavar="FILE", help="write Dynamo's counters (frames, graphs, breaks) as JSON")
+    harness.compile_options(p)
     p.add_argument("--layers", type=int, default=4)
 
 
@@ -28,18 +27,16 @@ def main():
     args = harness.parse_args(__doc__.splitlines()[0], add_options=options)
     torch.manual_seed(0)
     model = build(args.layers, args.device)
-    compiled = torch.compile(model, mode=None if args.mode == "default" else args.mode)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
     tokens = torch.randint(0, 32000, (4, 512), device=args.device)
 
-    def step(net=compiled):
+    def step(net):
         opt.zero_grad(set_to_none=True)
         loss = net(input_ids=tokens, labels=tokens).loss
         loss.backward()
         opt.step()
 
-    harness.run(step, args, "compiled_lm", flops_step=lambda: step(model))
-    harness.dynamo_report(args.dynamo, "compiled_lm")
+    harness.run_compiled(step, model, args, "compiled_lm")
 
 
 if __name__ == "__main__":

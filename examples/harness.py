@@ -143,6 +143,24 @@ def _count_flops(step, path: str | None, name: str) -> None:
         json.dump({"example": name, "flops_per_step": counter.get_total_flops(), "by_op": by_op}, f, indent=1)
 
 
+COMPILE_MODES = ["default", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead"]
+
+
+def compile_options(p: argparse.ArgumentParser) -> None:
+    """The options of the torch.compile examples: --mode (torch.compile's) and --dynamo FILE."""
+    p.add_argument("--mode", choices=COMPILE_MODES, default="default")
+    p.add_argument("--dynamo", metavar="FILE", help="write Dynamo's counters (frames, graphs, breaks) as JSON")
+
+
+def run_compiled(step, model, args: argparse.Namespace, name: str) -> None:
+    """``run`` for a torch.compile example: ``step(net)`` trains ``net`` one step; the measured steps run the model
+    compiled in ``args.mode``, --flops counts the step run eagerly (a compiled graph dispatches no op for
+    FlopCounterMode to count), and Dynamo's counters are reported at the end."""
+    compiled = torch.compile(model, mode=None if args.mode == "default" else args.mode)
+    run(lambda: step(compiled), args, name, flops_step=lambda: step(model))
+    dynamo_report(args.dynamo, name)
+
+
 def dynamo_report(path: str | None, name: str) -> dict:
     """Print (and write to ``path`` as JSON) Dynamo's counters: compiled frames, graphs, graph breaks, recompiles.
     Run with and without pyprof.init(), they show whether pyprof caused a break or a recompile."""
