@@ -3,11 +3,11 @@
 At compile time Inductor reports, for every kernel it emits (a Triton kernel, a C++ kernel, an extern call
 such as cuBLAS' ``mm``), the FX nodes it was generated from (its provenance tracking hook). pyprof takes that
 hook and builds the kernel's marker once: the aten ops it fuses, their shapes and dtypes, the user's line of
-each (the nodes' ``stack_trace``), and whether the graph is forward or backward. It then writes one statement
-before the kernel's call in the generated wrapper (the marker itself: pyprof.nvtx.inductor_marker), which at run time pushes that marker as a range; the range
-closes at the next kernel's statement or at the wrapper's return. So the marker travels inside the capture, next
-to the launch, like every other pyprof range: no side file to keep with the export, and two graphs that both
-name a kernel ``triton_poi_fused_add_0`` cannot be confused. Format: docs/markers.md, "Compiled kernel ranges".
+each (the nodes' ``stack_trace``), and whether the graph is forward or backward (pyprof.nvtx.inductor_marker).
+It then writes one statement before the kernel's call in the generated wrapper, which at run time pushes that
+marker as a range; the range closes at the next kernel's statement or at the wrapper's return. So the marker
+travels inside the capture, next to the launch, like every other pyprof range: no side file to keep with the
+export, and two graphs that both name a kernel ``triton_poi_fused_add_0`` cannot be confused. Format: docs/markers.md, "Compiled kernel ranges".
 
 While this is installed Inductor's FX-graph and AOTAutograd caches are off: a cache hit loads generated code
 without generating it, and its kernels would have no marker. Compiling takes longer; nothing else changes
@@ -35,6 +35,9 @@ _saved: list = []  # (owner, name, original) to put back
 _WRAPPER = "torch._inductor.codegen.wrapper"  # loaded by Inductor before it looks up its caches or generates code
 _pending: list = [None]  # the import watcher waiting for _WRAPPER, while there is one
 _state = None  # pyprof.nvtx.state while installed
+# What the generated code runs before each kernel call (and at its return, with 0). Self-contained, so that it runs
+# in any wrapper, a subgraph's included, whatever its imports; importing a loaded module is a dictionary lookup.
+_STATEMENT = "import pyprof.nvtx.inductor as _pyprof_kernels; _pyprof_kernels.enter"
 
 
 def enter(handle: int) -> None:
@@ -185,7 +188,7 @@ def _forget(finder) -> None:
 def _take(state) -> bool:
     """Take Inductor's provenance hook and make its caches miss. False where this torch has no such hook (nothing
     is changed then)."""
-    global _state
+    global _state, _KINETO, _profiler_type, _record_function
     try:
         from torch._inductor import config, debug
         from torch._inductor.codegen import wrapper
@@ -198,7 +201,6 @@ def _take(state) -> bool:
     if original is None or write is None or ret is None:
         return False
     _state = state
-    global _KINETO, _profiler_type, _record_function
     import torch
 
     _profiler_type = torch._C._autograd._profiler_type
@@ -227,12 +229,12 @@ def _take(state) -> bool:
 
     def write_handle(self, kernel_name, debug_handle=None):
         if isinstance(debug_handle, _Handle):
-            self.writeline(f"import pyprof.nvtx.inductor as _pyprof_kernels; _pyprof_kernels.enter({debug_handle.ours})")
+            self.writeline(f"{_STATEMENT}({debug_handle.ours})")
             debug_handle = debug_handle.theirs
         return write(self, kernel_name, debug_handle)
 
     def generate_return(self, output_refs):
-        self.wrapper_call.writeline("import pyprof.nvtx.inductor as _pyprof_kernels; _pyprof_kernels.enter(0)")
+        self.wrapper_call.writeline(f"{_STATEMENT}(0)")
         return ret(self, output_refs)
 
     for mod in list(sys.modules.values()):

@@ -16,8 +16,8 @@ from pyprof.record import COMPILED_MOD, FUSED_PREFIX, MARKER_VERSION
 _MAIN_OPS = re.compile(r"^(mm|addmm|bmm|baddbmm|_scaled_mm|_int_mm|convolution|convolution_backward|"
                        r"_scaled_dot_product_\w+|_flash_attention_\w+|_efficient_attention_\w+|_cudnn_attention\w*)$")
 # Nodes that move or make data without arithmetic: no element operations of their own.
-_NO_ARITHMETIC = frozenset("""view _unsafe_view reshape slice select expand permute transpose t unsqueeze squeeze clone alias
-    as_strided getitem full empty zeros ones arange iota scalar_tensor embedding index gather cat constant_pad_nd
+_NO_ARITHMETIC = frozenset("""view _unsafe_view reshape slice select expand permute transpose t unsqueeze squeeze clone
+    alias as_strided getitem full empty zeros ones arange iota scalar_tensor embedding index gather cat constant_pad_nd
     slice_scatter select_scatter""".split())
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
@@ -116,7 +116,8 @@ def _arg(a) -> dict:
 
 def _value(val) -> dict:
     if isinstance(val, torch.Tensor):
-        entry = {"type": "tensor", "shape": [_int(s) for s in val.shape], "dtype": str(val.dtype).removeprefix("torch.")}
+        entry = {"type": "tensor", "shape": [_int(s) for s in val.shape],
+                 "dtype": str(val.dtype).removeprefix("torch.")}
         try:
             entry["contig"] = bool(val.is_contiguous())
         except (RuntimeError, TypeError, ValueError):
