@@ -128,6 +128,11 @@ class Correlator:
         self._process_of = source.process_of
         # (attribution, a launch's own site) -> the attribution with that callsite (Source.launch_sites)
         self._sited = BoundedDict(2 * FWD_MEMORY_OPS) if source.launch_sites else None
+        # id of a range row -> (the row, its decoded autograd marker): a forward op's ranges, decoded when its own
+        # launches were attributed, are not decoded again when a backward node links to it (the row is kept, so its
+        # id is not reused). pyprof's markers are cached by text already (markers.decode); engine ranges are left
+        # out: their marker takes the seq of the node inside (_EngineSeq).
+        self._markers = BoundedDict(2 * FWD_MEMORY_OPS)
 
     # -- the sweep -------------------------------------------------------------------------------
     def _push(self, row: tuple) -> None:
@@ -316,8 +321,12 @@ class Correlator:
                     if s is None:
                         m = mk.decode(text)
                         state[id(row)] = [m, None, None]
+                        if m is not None and m.kind == mk.SEQ and not in_engine:
+                            self._markers.add(id(row), (row, m))
                     elif s[0] is _UNDECODED:
                         m = s[0] = mk.decode(text)
+                        if m is not None and m.kind == mk.SEQ and not in_engine:
+                            self._markers.add(id(row), (row, m))
                     elif type(s[0]) is _EngineSeq:
                         seq = s[0].seq
                         m = s[0] = mk.decode(text)
@@ -326,7 +335,8 @@ class Correlator:
                     else:
                         m = s[0]
                 else:
-                    m = mk.decode(text)
+                    known = self._markers.get(id(row))
+                    m = known[1] if known is not None and known[0] is row else mk.decode(text)
                 if m is None:
                     ranges.append(text)
                     continue
