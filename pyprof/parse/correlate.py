@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple
 
 from pyprof.common import BoundedDict, no_cyclic_gc
-from pyprof.parse import encode
+from pyprof.parse import encode, native
 from pyprof.parse import markers as mk
 from pyprof.parse.markers import quick_seq
 from pyprof.parse.activities import Source
@@ -453,9 +453,8 @@ class Correlator:
         # The sweep creates millions of small acyclic objects; generational GC passes over them cost more
         # than the parse itself, and there are no cycles to collect. Collection resumes at the end.
         with no_cyclic_gc():
-            ranges = iter(self.source.ranges())
-            r = next(ranges, None)
-            push = self._push
+            feed = native.range_feed(self.source, self) or RowFeed(self.source.ranges(), self._push)
+            push_until = feed.push_until
             attribute = self._launch_attribution
             empty = (None, None, 0)
             held: deque = deque()  # (launch start, attribution) behind one that waits for an output shape
@@ -467,9 +466,7 @@ class Correlator:
                     h = held.popleft()[1]
                     h.waiting = False
                     yield empty if h is _EMPTY else (h.info or _info(h))
-                while r is not None and r[1] <= start:
-                    push(r)
-                    r = next(ranges, None)
+                push_until(start)
                 a = attribute(launch[0], start, launch[2])
                 if sited is not None and a.callsite is None and launch.site is not None and not a.waiting:
                     a = self._with_site(a, launch.site)
@@ -483,13 +480,13 @@ class Correlator:
                     h = held.popleft()[1]
                     yield empty if h is _EMPTY else (h.info or _info(h))
             # Ranges after the last launch may still name the shapes that held launches wait for.
-            while r is not None and held and self._wanted and r[1] <= held[-1][0] + OUTPUT_WAIT_NS:
-                push(r)
-                r = next(ranges, None)
+            while held and self._wanted and (nxt := feed.next_start()) is not None \
+                    and nxt <= held[-1][0] + OUTPUT_WAIT_NS:
+                feed.push_one()
+            feed.close()
             for _, h in held:
                 h.waiting = False
                 yield empty if h is _EMPTY else (h.info or _info(h))
-
 
     def _with_site(self, a: Attribution, site: str) -> Attribution:
         """``a`` with the calling line of a launch's own Python backtrace as its callsite (where no range named
@@ -502,6 +499,36 @@ class Correlator:
             b.info = None
             self._sited.add(key, b)
         return b
+
+
+class RowFeed:
+    """A reader's range rows pushed on a Correlator's stacks by its own ``_push``, as the sweep asks: the pure-Python
+    reference of the compiled core's feed (native.RangeFeed), which reads and pushes the same rows in C."""
+
+    def __init__(self, rows: Iterable[tuple], push) -> None:
+        self._rows = iter(rows)
+        self._push = push
+        self._next = next(self._rows, None)
+
+    def push_until(self, start_ns: int) -> None:
+        """Push every range that starts at or before ``start_ns``."""
+        r, rows, push = self._next, self._rows, self._push
+        while r is not None and r[1] <= start_ns:
+            push(r)
+            r = next(rows, None)
+        self._next = r
+
+    def push_one(self) -> None:
+        """Push the next range."""
+        self._push(self._next)
+        self._next = next(self._rows, None)
+
+    def next_start(self) -> int | None:
+        """The start of the next range not pushed yet; None after the last."""
+        return None if self._next is None else self._next[1]
+
+    def close(self) -> None:
+        """Nothing to release: the reader's cursor ends with its rows."""
 
 
 def _chain_index(x: tuple) -> int:

@@ -17,7 +17,7 @@ from typing import Iterator
 
 from pyprof.common import BoundedDict, no_cyclic_gc
 from pyprof.record import ATTRIBUTION, LINE_RUNS, SIDE_PREFIX, Part, Record, header_line
-from pyprof.parse import encode
+from pyprof.parse import encode, native
 from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
 from pyprof.parse.activities import Source, attribution_window
 from pyprof.parse.host import host_lines
@@ -41,6 +41,9 @@ def lines(source: Source, worker: bool | None = None, raw_markers: bool = False)
     ``worker``: sweep in a worker process (None: when a core is free, the source can be reopened there
     and the file is large). ``raw_markers``: keep the raw autograd range texts (``seqMarker``). The Stats fill
     in as the lines are consumed."""
+    if native.takes(source):  # the compiled core: in this process, the whole file (native.py)
+        stats = Stats(oddities=source.oddities)
+        return _merge(source, None, stats, raw_markers), stats
     if worker is None:
         worker = _worth_a_worker(source)
     if worker and source.reopen_args() is not None:  # Kineto traces are read in memory
@@ -80,9 +83,12 @@ def _worth_a_worker(source: Source) -> bool:
         return False
 
 
-def _merge(source: Source, infos: Iterator[tuple], stats: Stats, raw_markers: bool) -> Iterator[str]:
+def _merge(source: Source, infos: Iterator[tuple] | None, stats: Stats, raw_markers: bool) -> Iterator[str]:
     with no_cyclic_gc():  # only acyclic tuples and strings are made here; see Correlator.launch_infos
-        yield from _merge_lines(source, infos, stats, raw_markers)
+        if infos is None:
+            yield from native.record_lines(source, stats, raw_markers)
+        else:
+            yield from _merge_lines(source, infos, stats, raw_markers)
     # After the records: side lines, which the memory and host views read and every other reader skips (record.SIDE_KEY).
     yield from memory_lines(source, stats)
     yield from host_lines(source)
@@ -130,6 +136,10 @@ def header(source: Source) -> tuple[str, dict]:
 
 
 _RANGES, _HOST = ATTRIBUTION.index("ranges"), ATTRIBUTION.index("host_ns")
+#: The launch part: ``API_JSON % encode.string(api)``, the call's start, ``API_END_KEY``, its end; NO_CALL without one.
+API_JSON = "".join(f',"{f.name}":{"%s" if i == 0 else ""}' for i, f in enumerate(_LAUNCH[:2]))
+API_END_KEY = f',"{_LAUNCH[2].name}":'
+NO_CALL = encode.part(_LAUNCH, (None, None, None))
 
 
 def replayed(node: list, launch: list | None) -> list:
@@ -142,12 +152,27 @@ def replayed(node: list, launch: list | None) -> list:
     return tuple(out)  # as the sweep hands fields on
 
 
+def shape_parts(grid: tuple, block: tuple, registers: int | None, static_smem: int | None, dynamic_smem: int | None,
+                smem: int | None, occupancy_pct: float | None, gpu: str | None, nbytes: int | None,
+                copy_kind: str | None) -> tuple[str, str]:
+    """(the config part's JSON, the copy part's JSON) of an activity (both readers' writers make them here)."""
+    if static_smem is not None and dynamic_smem is not None and smem in (None, static_smem + dynamic_smem):
+        smem = None  # the sum of the two, which readers compute (record.DERIVED): left out
+    return (encode.part(_CONFIG, (grid, block, registers, static_smem, dynamic_smem, smem, occupancy_pct, gpu)),
+            encode.part(_COPY, (nbytes, copy_kind)))
+
+
+def no_gpu_name(gpu_names: dict):
+    """The GPU name of a device the export does not describe: the one model all described ones are, else None."""
+    return gpu_names[next(iter(gpu_names))] if len({*gpu_names.values()}) == 1 and None not in gpu_names.values() \
+        else None
+
+
 def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_markers: bool) -> Iterator[str]:
     head_line, gpu_names = header(source)
     yield head_line
-    no_gpu = gpu_names[next(iter(gpu_names))] if len({*gpu_names.values()}) == 1 and None not in gpu_names.values() \
-        else None
-    no_call = encode.part(_LAUNCH, (None, None, None))
+    no_gpu = no_gpu_name(gpu_names)
+    no_call = NO_CALL
     empty_head, empty_tail = encode.attribution(None)
     names: dict = {}  # (kind, short, long) -> JSON: a few hundred distinct kernels, not a million
     # Launch configuration, device, copy size -> JSON of the config and copy parts (bounded: distinct copy
@@ -165,8 +190,8 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
     recent = BoundedDict(2 * RECENT)  # used already: a graph launch starts many kernels
     counts = BoundedDict(2 * RECENT)  # op call -> kernels so far
     line = LINE
-    launch_json = "".join(f',"{f.name}":{"%s" if i == 0 else ""}' for i, f in enumerate(_LAUNCH[:2]))
-    api_end_key = f',"{_LAUNCH[2].name}":'
+    launch_json = API_JSON
+    api_end_key = API_END_KEY
     num = encode.integer
     infos = iter(infos)
     nxt = next(infos, None)
@@ -266,15 +291,9 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
              act.bytes, act.copy_kind, act.smem_bytes, act.est_occupancy_pct)
         shape = shapes.get(k)
         if shape is None:
-            smem = act.smem_bytes
-            if act.static_smem_bytes is not None and act.dynamic_smem_bytes is not None and \
-                    smem in (None, act.static_smem_bytes + act.dynamic_smem_bytes):
-                smem = None  # the sum of the two, which readers compute (record.DERIVED): left out
-            shape = (
-                encode.part(_CONFIG, (act.grid, act.block, act.registers, act.static_smem_bytes,
-                                      act.dynamic_smem_bytes, smem, act.est_occupancy_pct,
-                                      gpu_names.get(act.device, no_gpu))),
-                encode.part(_COPY, (act.bytes, act.copy_kind)))
+            shape = shape_parts(act.grid, act.block, act.registers, act.static_smem_bytes, act.dynamic_smem_bytes,
+                                act.smem_bytes, act.est_occupancy_pct, gpu_names.get(act.device, no_gpu), act.bytes,
+                                act.copy_kind)
             shapes.add(k, shape)
         start = act.start_ns
         yield line % (name_json, act.end_ns - start, start, num(pid), num(tid), where,
