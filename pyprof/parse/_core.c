@@ -630,6 +630,7 @@ typedef struct {
     PyObject *segments[N_SEGMENTS];
     PyObject *parts;               /* native.Parts: the JSON of a distinct name, place, shape, API, attribution */
     PyObject *names, *places, *shapes, *apis, *encoded;  /* caches of the parts' JSON */
+    PyObject *received;    /* attribution number -> fields, the window a sweep worker keeps in step with */
     PyObject *pending, *recent, *counts;  /* as writer._merge_lines' */
     PyObject *no_call, *empty_head, *empty_tail, *api_end_key;
     PyObject *stats;
@@ -691,18 +692,41 @@ static int take_launch(LineWriter *self) {
         PyErr_SetString(PyExc_TypeError, "a launch info is (attribution, call, flags)");
         goto done;
     }
+    PyObject *att = PyTuple_GET_ITEM(info, 0);
+    if (PyLong_Check(att)) {
+        /* from a sweep worker: an attribution it sent before, which the window still holds */
+        PyObject *fields = PyDict_GetItemWithError(self->received, att);
+        if (fields == NULL) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "the sweep worker sent an unknown attribution");
+            goto done;
+        }
+        att = PyTuple_Pack(2, att, fields);
+        if (att == NULL) goto done;
+    } else {
+        if (att != Py_None && (!PyTuple_Check(att) || PyTuple_GET_SIZE(att) != 2)) {
+            PyErr_SetString(PyExc_TypeError, "an attribution is (number, fields)");
+            goto done;
+        }
+        /* kept in arrival order, as the worker sent them (writer._merge_lines' ``received``) */
+        if (att != Py_None &&
+            bounded_add(self->received, PyTuple_GET_ITEM(att, 0), PyTuple_GET_ITEM(att, 1), self->window_max) < 0)
+            goto done;
+        Py_INCREF(att);
+    }
     long long gtid = sqlite3_column_int64(st, L_GTID);
     key = Py_BuildValue("(LN)", gtid & ~(long long)0xFFFFFF, column_object(st, L_CORR));
     name_key = Py_BuildValue("(N)", column_object(st, L_NAME));
-    if (key == NULL || name_key == NULL) goto done;
+    if (key == NULL || name_key == NULL) goto release;
     api = cached_part(self, self->apis, name_key, "api");
-    if (api == NULL) goto done;
+    if (api == NULL) goto release;
     /* the launch part: api and api_start_ns, then api_end_ns (writer._merge_lines' call_json) */
     entry = Py_BuildValue("(NLLOOO)", PyUnicode_FromFormat("%U%lld", api, (long long)sqlite3_column_int64(st, L_START)),
-                          (long long)sqlite3_column_int64(st, L_END), gtid, PyTuple_GET_ITEM(info, 0),
-                          PyTuple_GET_ITEM(info, 1), PyTuple_GET_ITEM(info, 2));
-    if (entry == NULL || PyDict_SetItem(self->pending, key, entry) < 0) goto done;
+                          (long long)sqlite3_column_int64(st, L_END), gtid, att, PyTuple_GET_ITEM(info, 1),
+                          PyTuple_GET_ITEM(info, 2));
+    if (entry == NULL || PyDict_SetItem(self->pending, key, entry) < 0) goto release;
     rc = step(self, &self->launches) < 0 ? -1 : next_info(self);
+release:
+    Py_DECREF(att);
 done:
     Py_XDECREF(entry);
     Py_XDECREF(api);
@@ -956,7 +980,7 @@ static void writer_close_db(LineWriter *self) {
 }
 
 #define WRITER_OBJECTS(X) X(infos) X(next_info) X(parts) X(names) X(places) X(shapes) X(apis) X(encoded) X(pending) X(recent) \
-    X(counts) X(no_call) X(empty_head) X(empty_tail) X(api_end_key) X(stats)
+    X(counts) X(received) X(no_call) X(empty_head) X(empty_tail) X(api_end_key) X(stats)
 
 static int LineWriter_traverse(LineWriter *self, visitproc visit, void *arg) {
 #define VISIT(f) Py_VISIT(self->f);
@@ -1040,8 +1064,8 @@ static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
     self->recent_max = recent_max;
     self->window_max = window_max;
     PyObject **caches[] = {&self->names, &self->places, &self->shapes, &self->apis, &self->encoded, &self->pending,
-                           &self->recent, &self->counts};
-    for (int i = 0; i < 8; i++)
+                           &self->recent, &self->counts, &self->received};
+    for (int i = 0; i < 9; i++)
         if ((*caches[i] = PyDict_New()) == NULL) return -1;
     if (open_readonly(path, &self->db) < 0) return -1;
     int columns[N_TABLES] = {K_COLUMNS, C_COLUMNS, C_COLUMNS};

@@ -131,9 +131,10 @@ class Parts:
         return self._encode.attribution(fields, self._raw_markers)
 
 
-def record_lines(source, stats, raw_markers: bool):
+def record_lines(source, stats, raw_markers: bool, worker: bool):
     """parse's header line, then the records' lines of ``source`` made by the compiled core (writer._merge_lines is
-    the reference): the launch calls swept in this process, the activities read, joined and written in C."""
+    the reference): the launch calls swept in a worker process (``worker``) or in this one, the activities read,
+    joined and written in C."""
     from pyprof.parse import encode, writer
     from pyprof.parse.activities import WINDOW
     from pyprof.parse.correlate import Correlator
@@ -141,7 +142,12 @@ def record_lines(source, stats, raw_markers: bool):
     head_line, gpu_names = writer.header(source)
     yield head_line
     activity_sql, launch_sql = source.native_queries()
-    infos = Correlator(source, stats.oddities).sweep(source.launch_times())
+    if worker:
+        from pyprof.parse.sweep_worker import swept_in_worker
+
+        infos = swept_in_worker(source, stats.oddities)
+    else:
+        infos = Correlator(source, stats.oddities).sweep(source.launch_times())
     segments = tuple(writer.LINE.split("%s"))
     try:
         lines = _core.LineWriter(source.file, activity_sql, launch_sql, infos, segments,

@@ -32,6 +32,7 @@ _HOST_KINDS = (0, 1)
 #: ENUM_CUDA_DEV_MEM_EVENT_OPER: 0 allocation, 1 deallocation.
 _FREE = 1
 NVTX_PUSH_POP = 59
+_UNKNOWN = object()
 
 # What a row needs to be read at all (SQLite does not enforce column types): integer times in order, and the ids
 # that place it. Other rows are left out and counted (check()).
@@ -82,6 +83,7 @@ class NsysSource(Source):
                 raise InputError(self.path, f"table {table} lacks columns {[c for c in needed if c not in have]}")
         self._strings: dict[int, str] | None = None
         self._stored: dict = {}  # (table, condition, alias) -> _order_by's clause
+        self._payload: object = _UNKNOWN  # the ranges' JSON payload column and join (_json_payload), once known
         self.version = self._meta("EXPORT_PRODUCT_VERSION")
         # --python-backtrace=cuda: launches carry their calling line (Source.launch_sites), when any has a call stack
         self.launch_sites = "callchainId" in self.cols.get(RUNTIME, ()) and \
@@ -159,11 +161,13 @@ class NsysSource(Source):
         None without ranges, or when some range has a JSON payload (its text is rebuilt in Python)."""
         if NVTX not in self.cols:
             return None
-        return None if self._json_payload(self._RANGES) is not None else self._range_sql()
+        if self._payload is _UNKNOWN:  # looked for once: a scan of every range when none has a payload
+            self._payload = self._json_payload(self._RANGES)
+        return None if self._payload is not None else self._range_sql()
 
     def _ranges_with_payloads(self) -> Iterator[tuple]:
         # --pytorch=functions-trace-shapes: the shapes come as the range's payload, exported as JSON
-        column, json_join = self._json_payload(self._RANGES)
+        column, json_join = self._payload
         return py.with_payload_texts(self.rows.stream(self._range_sql(f", {column}", json_join)), mk.payload_text)
 
     _RANGES = f"e.eventType = {NVTX_PUSH_POP} AND {_VALID_RANGE}"

@@ -41,11 +41,11 @@ def lines(source: Source, worker: bool | None = None, raw_markers: bool = False)
     ``worker``: sweep in a worker process (None: when a core is free, the source can be reopened there
     and the file is large). ``raw_markers``: keep the raw autograd range texts (``seqMarker``). The Stats fill
     in as the lines are consumed."""
-    if native.takes(source):  # the compiled core: in this process, the whole file (native.py)
-        stats = Stats(oddities=source.oddities)
-        return _merge(source, None, stats, raw_markers), stats
     if worker is None:
         worker = _worth_a_worker(source)
+    if native.takes(source):  # the compiled core reads and writes the whole file (native.py)
+        stats = Stats(oddities=source.oddities)
+        return _merge(source, native.record_lines(source, stats, raw_markers, worker), stats), stats
     if worker and source.reopen_args() is not None:  # Kineto traces are read in memory
         from pyprof.parse.sweep_worker import launch_infos_from_worker
 
@@ -54,7 +54,7 @@ def lines(source: Source, worker: bool | None = None, raw_markers: bool = False)
     else:
         stats = Stats(oddities=source.oddities)
         infos = Correlator(source, stats.oddities).launch_infos()
-    return _merge(source, infos, stats, raw_markers), stats
+    return _merge(source, _merge_lines(source, infos, stats, raw_markers), stats), stats
 
 
 def records(source: Source, worker: bool | None = None) -> tuple[Iterator[Record], Stats]:
@@ -83,12 +83,10 @@ def _worth_a_worker(source: Source) -> bool:
         return False
 
 
-def _merge(source: Source, infos: Iterator[tuple] | None, stats: Stats, raw_markers: bool) -> Iterator[str]:
+def _merge(source: Source, record_lines: Iterator[str], stats: Stats) -> Iterator[str]:
+    """The header and record lines (the Python path's _merge_lines or the compiled core's), then the side lines."""
     with no_cyclic_gc():  # only acyclic tuples and strings are made here; see Correlator.launch_infos
-        if infos is None:
-            yield from native.record_lines(source, stats, raw_markers)
-        else:
-            yield from _merge_lines(source, infos, stats, raw_markers)
+        yield from record_lines
     # After the records: side lines, which the memory and host views read and every other reader skips (record.SIDE_KEY).
     yield from memory_lines(source, stats)
     yield from host_lines(source)

@@ -137,3 +137,25 @@ def test_parse_runs_without_the_core(monkeypatch):
     assert done.stdout.count("\n") > 400  # header, 538 records, end line
     if native._core is not None:
         assert done.stdout == _outcome(EMIT_NVTX, False, monkeypatch)[0]
+
+
+@needs_core
+def test_sweep_worker_same_bytes_both_paths(monkeypatch):
+    """With the sweep in a worker process, the core's writer takes attributions by number as the Python writer does:
+    with a window of 3 and batches of 5 (thousands of reuses and evictions), all four ways give the same lines."""
+    from pyprof.parse import activities, sweep_worker
+    from pyprof.parse.writer import lines
+
+    monkeypatch.setattr(activities, "WINDOW", 3)
+    monkeypatch.setattr(sweep_worker, "BATCH", 5)
+    out = {}
+    for pure in ("0", "1"):
+        monkeypatch.setenv(native.PURE_PYTHON_ENV, pure)
+        for worker in (True, False):
+            src = open_source(str(ROOT / "tests" / "data" / "nsys" / "pyprof" / "transformer.sqlite.xz"))
+            assert native.takes(src) is (pure == "0")
+            recs, stats = lines(src, worker)
+            out[pure, worker] = (list(recs), vars(stats))
+            close_source(src)
+    first = out["0", True]
+    assert len(first[0]) > 500 and all(o == first for o in out.values())
