@@ -5,8 +5,8 @@
 Each run measures, each in its own process so that peak RSS is its own: (a) merely reading the rows parse needs
 with Python's sqlite3 (kernels, memcpys, memsets, their launch calls, push/pop NVTX ranges, StringIds; no sorting,
 no processing), (b) ``pyprof.parse`` writing every record to /dev/null with its compiled core (where it is built
-and takes the export, docs/parse.md) and (c) with its pure-Python path (``PYPROF_PURE_PYTHON=1``; the sweep worker
-as parse decides, or as --worker says). It prints one line per run: the wall seconds of each, the ratios to (a)
+and takes the export, docs/parse.md) and (c) with its pure-Python path (``PYPROF_PURE_PYTHON=1``), each with the
+sweep worker process as parse decides (or as --worker says). It prints one line per run: the wall seconds of each, the ratios to (a)
 and the peak memory; then the CPU split of the last Python run.
 
 ``--floor`` adds (d): the least that the Python path's design can do, split as it splits it. Two processes read
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--child", choices=("raw", "parse", "floor"), help=argparse.SUPPRESS)
     p.add_argument("--runs", type=int, default=3, help="runs, each of the raw scan and both paths (default 3)")
     p.add_argument("--worker", choices=("auto", "on", "off"), default="auto",
-                   help="the Python path's sweep worker process (auto: as pyprof.parse decides)")
+                   help="the sweep worker process, of both paths (auto: as pyprof.parse decides)")
     p.add_argument("--floor", action="store_true",
                    help="also measure the least work of the Python path's design (see the module docstring)")
     a = p.parse_args(argv)
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         print("compiled core:    not built, or it leaves this export to the Python path: Python only")
     for i in range(a.runs):
         raw = _run("raw", a.export)
-        runs = {e: _run("parse", a.export, a.worker if e == "python" else "off", e) for e in engines}
+        runs = {e: _run("parse", a.export, a.worker, e) for e in engines}
         figures = "; ".join(f"{'C core' if e == 'c' else 'Python'} {r['seconds']:.2f} s = "
                             f"{r['seconds'] / raw['seconds']:.2f}x, peak {r['peak_mb']:.0f} MB"
                             for e, r in runs.items())
