@@ -11,6 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <sqlite3.h>
+#include <limits.h>
 #include <string.h>
 
 static PyObject *CoreError;
@@ -144,9 +145,25 @@ typedef struct {
     PyObject *deep_ranges;  /* the oddity's text */
     PyObject *reader_oddities, *not_utf8;  /* the reader's count of queries read leniently, and its reason */
     Py_ssize_t max_depth;
+    PyObject *texts;  /* JSON marker text -> the one string rows share (share_text) */
 } RangeFeed;
 
+#define SHARED_TEXTS 8192
+
 static int count_oddity(PyObject *oddities, PyObject *reason);
+static int bounded_add(PyObject *d, PyObject *key, PyObject *value, Py_ssize_t max_entries);
+
+/* A JSON marker text (pyprof's, a registered string) repeats every step, and the forward-op memory keeps the rows of
+ * tens of thousands of stacks: the rows share one string per distinct text instead of one each. */
+static int share_text(RangeFeed *self, PyObject *row) {
+    PyObject *text = PyTuple_GET_ITEM(row, 3);
+    if (!PyUnicode_Check(text) || PyUnicode_GET_LENGTH(text) == 0 || PyUnicode_READ_CHAR(text, 0) != '{') return 0;
+    PyObject *known = PyDict_GetItemWithError(self->texts, text);
+    if (known == NULL) return PyErr_Occurred() ? -1 : bounded_add(self->texts, text, text, SHARED_TEXTS);
+    PyTuple_SET_ITEM(row, 3, Py_NewRef(known));
+    Py_DECREF(text);
+    return 0;
+}
 
 static int read_row(RangeFeed *self) {
     Py_CLEAR(self->next_row);
@@ -174,8 +191,8 @@ static int read_row(RangeFeed *self) {
         PyTuple_SET_ITEM(row, i, v);
     }
     self->next_row = row;
-    if (self->lossy && !was_lossy) return count_oddity(self->reader_oddities, self->not_utf8);
-    return 0;
+    if (self->lossy && !was_lossy && count_oddity(self->reader_oddities, self->not_utf8) < 0) return -1;
+    return n > 3 ? share_text(self, row) : 0;
 }
 
 static int row_int(PyObject *row, Py_ssize_t i, long long *out) {
@@ -443,6 +460,7 @@ static int RangeFeed_traverse(RangeFeed *self, visitproc visit, void *arg) {
     Py_VISIT(self->deep_ranges);
     Py_VISIT(self->reader_oddities);
     Py_VISIT(self->not_utf8);
+    Py_VISIT(self->texts);
     return 0;
 }
 
@@ -463,6 +481,7 @@ static int RangeFeed_clear(RangeFeed *self) {
     Py_CLEAR(self->deep_ranges);
     Py_CLEAR(self->reader_oddities);
     Py_CLEAR(self->not_utf8);
+    Py_CLEAR(self->texts);
     return 0;
 }
 
@@ -495,7 +514,7 @@ static int RangeFeed_init(RangeFeed *self, PyObject *args, PyObject *kwds) {
     self->fwd_add = PyObject_GetAttrString(self->fwd, "add");
     if (self->fwd_add == NULL) return -1;
     self->max_depth = max_depth;
-    if (open_readonly(path, &self->db) < 0) return -1;
+    if ((self->texts = PyDict_New()) == NULL || open_readonly(path, &self->db) < 0) return -1;
     if (sqlite3_prepare_v2(self->db, sql, -1, &self->stmt, NULL) != SQLITE_OK) {
         PyErr_SetString(CoreError, sqlite3_errmsg(self->db));
         return -1;
@@ -579,6 +598,21 @@ static int buf_ll(Buffer *b, long long v) {
     char text[32];
     int n = snprintf(text, sizeof text, "%lld", v);
     return buf_put(b, text, n);
+}
+
+/* end - start in decimal, exact where it passes 64 bits (Python's integers do not overflow) */
+static int buf_difference(Buffer *b, long long end, long long start) {
+    long long d;
+    if (!__builtin_sub_overflow(end, start, &d)) return buf_ll(b, d);
+    PyObject *e = PyLong_FromLongLong(end), *s = PyLong_FromLongLong(start);
+    PyObject *diff = (e && s) ? PyNumber_Subtract(e, s) : NULL;
+    PyObject *text = diff ? PyObject_Str(diff) : NULL;
+    int rc = text ? buf_str(b, text) : -1;
+    Py_XDECREF(e);
+    Py_XDECREF(s);
+    Py_XDECREF(diff);
+    Py_XDECREF(text);
+    return rc;
 }
 
 /* common.BoundedDict.add on a plain dict: past max_entries, the oldest half goes at once */
@@ -869,7 +903,10 @@ static PyObject *activity_line(LineWriter *self, int t) {
     sqlite3_stmt *st = self->acts[t];
     PyObject *name = NULL, *place = NULL, *shape = NULL, *record = NULL, *sub = NULL, *line = NULL;
     long long start = sqlite3_column_int64(st, A_START), end = sqlite3_column_int64(st, A_END);
-    while (self->launches != NULL && sqlite3_column_int64(self->launches, L_START) <= start + self->clock_skew_ns)
+    /* the horizon start + skew, saturated: past 64 bits every launch start is before it, as in Python */
+    long long horizon;
+    if (__builtin_add_overflow(start, self->clock_skew_ns, &horizon)) horizon = start < 0 ? LLONG_MIN : LLONG_MAX;
+    while (self->launches != NULL && sqlite3_column_int64(self->launches, L_START) <= horizon)
         if (take_launch(self) < 0) return NULL;
     PyObject *key = Py_BuildValue("(NN)", column_object(st, A_GPID), column_object(st, A_CORR));
     if (key == NULL) return NULL;
@@ -908,7 +945,7 @@ static PyObject *activity_line(LineWriter *self, int t) {
     Buffer *b = &self->line;
     b->size = 0;
     PyObject **seg = self->segments;
-    if (buf_str(b, seg[0]) || buf_str(b, name) || buf_str(b, seg[1]) || buf_ll(b, end - start) ||
+    if (buf_str(b, seg[0]) || buf_str(b, name) || buf_str(b, seg[1]) || buf_difference(b, end, start) ||
         buf_str(b, seg[2]) || buf_ll(b, start) || buf_str(b, seg[3]) || put_pid(b, st, record) ||
         buf_str(b, seg[4]))
         goto done;

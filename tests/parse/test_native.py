@@ -159,3 +159,19 @@ def test_sweep_worker_same_bytes_both_paths(monkeypatch):
             close_source(src)
     first = out["0", True]
     assert len(first[0]) > 500 and all(o == first for o in out.values())
+
+
+@needs_core
+def test_times_at_the_ends_of_64_bits_same_bytes_both_paths(nsys_builder, monkeypatch):
+    """A duration past 64 bits and a start whose clock-skew horizon passes them: Python's integers do not overflow,
+    and the core gives the same lines (exact, never wrapped)."""
+    b = nsys_builder()
+    low, high = -(1 << 63) + 5, (1 << 63) - 5
+    b.launch(1, 1, low, low + 10, 1)
+    b.kernel(1, low + 20, high, 1)  # lasts 2**64 - 25 ns
+    b.launch(1, 1, high - 100, high - 90, 2)
+    b.kernel(1, high - 50, high - 40, 2)  # its start + the clock skew passes 2**63
+    path = b.close()
+    c_path = _outcome(path, False, monkeypatch)
+    assert c_path == _outcome(path, True, monkeypatch)
+    assert f'"kDuration":{high - low - 20},' in c_path[0]
