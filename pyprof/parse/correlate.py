@@ -32,6 +32,10 @@ from pyprof.record import ATTRIBUTION
 #: without limit.
 FWD_MEMORY_OPS = 65_536
 
+#: Decoded autograd markers kept for forward links (at least this many, the newest): a training step's forward ops
+#: of a model of thousands of ops; each entry holds a marker of about 0.5 kB.
+DECODED_MARKERS = 16_384
+
 #: Ranges nested deeper than this on one thread are left out, counted (real programs nest a few dozen deep:
 #: modules, ops, the aten ops inside them); without a bound one launch's attribution grows with the input.
 MAX_RANGE_DEPTH = 1024
@@ -131,8 +135,8 @@ class Correlator:
         # id of a range row -> (the row, its decoded autograd marker): a forward op's ranges, decoded when its own
         # launches were attributed, are not decoded again when a backward node links to it (the row is kept, so its
         # id is not reused). pyprof's markers are cached by text already (markers.decode); engine ranges are left
-        # out: their marker takes the seq of the node inside (_EngineSeq).
-        self._markers = BoundedDict(2 * FWD_MEMORY_OPS)
+        # out: their marker takes the seq of the node inside (_EngineSeq). A link older than the cache decodes again.
+        self._markers = BoundedDict(2 * DECODED_MARKERS)
 
     # -- the sweep -------------------------------------------------------------------------------
     def _push(self, row: tuple) -> None:

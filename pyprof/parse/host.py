@@ -18,7 +18,11 @@ from pyprof.parse.activities import Source
 def host_lines(source: Source) -> Iterator[str]:
     """The host lines of ``source``: per (process, category), its intervals merged (steps kept apart, with their
     names), in runs of HOST_RUN."""
-    found = source.host_intervals()
+    return lines_of(source.host_intervals())
+
+
+def lines_of(found: dict[tuple, tuple]) -> Iterator[str]:
+    """The host lines of the intervals a reader found (Source.host_intervals)."""
     # in one order whatever the reader's: by process, then category as record.HOST_CATEGORIES lists them
     for pid, category in sorted(found, key=lambda k: (k[0] is None, k[0] or 0, HOST_CATEGORIES.index(k[1]))):
         starts, ends, names = found[(pid, category)]
