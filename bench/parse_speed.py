@@ -149,8 +149,8 @@ def _run(mode: str, path: str, worker: str = "auto", engine: str = "python") -> 
 def _core_takes(path: str) -> bool:
     """True when this checkout's compiled core is built and parses ``path`` (else both runs would be Python's)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    probe = ("import sys; from pyprof.parse import open_source, close_source, native; s = open_source(sys.argv[1]); "
-             "print(native.takes(s)); close_source(s)")
+    probe = ("import sys; from pyprof.parse import open_source, close_source, native_lines; "
+             "s = open_source(sys.argv[1]); print(native_lines.takes(s)); close_source(s)")
     env = dict(os.environ, PYTHONPATH=here, PYPROF_PURE_PYTHON="0")
     out = subprocess.run([sys.executable, "-c", probe, path], env=env, check=True, capture_output=True, text=True)
     return out.stdout.strip() == "True"

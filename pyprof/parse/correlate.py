@@ -457,7 +457,8 @@ class Correlator:
         # The sweep creates millions of small acyclic objects; generational GC passes over them cost more
         # than the parse itself, and there are no cycles to collect. Collection resumes at the end.
         with no_cyclic_gc():
-            feed = native.range_feed(self.source, self) or RowFeed(self.source.ranges(), self._push)
+            feed = native.range_feed(self.source, self, DEEP_RANGES, MAX_RANGE_DEPTH) or \
+                RowFeed(self.source.ranges(), self._push)
             push_until = feed.push_until
             attribute = self._launch_attribution
             empty = (None, None, 0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pyprof.common import InputError
-from pyprof.parse import native, open_source, close_source, parse_file
+from pyprof.parse import native, native_lines, open_source, close_source, parse_file
 
 from parse_synth import CORPUS
 
@@ -75,9 +75,9 @@ def _takes(path: Path, taken: bool, monkeypatch) -> None:
     monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
     src = open_source(str(path))
     try:
-        assert native.takes(src) is taken
+        assert native_lines.takes(src) is taken
         monkeypatch.setenv(native.PURE_PYTHON_ENV, "1")
-        assert native.takes(src) is False
+        assert native_lines.takes(src) is False
     finally:
         close_source(src)
 
@@ -153,7 +153,7 @@ def test_sweep_worker_same_bytes_both_paths(monkeypatch):
         monkeypatch.setenv(native.PURE_PYTHON_ENV, pure)
         for worker in (True, False):
             src = open_source(str(ROOT / "tests" / "data" / "nsys" / "pyprof" / "transformer.sqlite.xz"))
-            assert native.takes(src) is (pure == "0")
+            assert native_lines.takes(src) is (pure == "0")
             recs, stats = lines(src, worker)
             out[pure, worker] = (list(recs), vars(stats))
             close_source(src)
