@@ -1,4 +1,9 @@
-from setuptools import find_packages, setup
+from setuptools import Extension, find_packages, setup
+
+# parse's compiled core (docs/parse.md): built where a C compiler and SQLite's headers are present; optional, so an
+# install without them succeeds and parse runs its pure-Python path, which gives the same output.
+CORE = Extension("pyprof.parse._core", ["pyprof/parse/_core.c"], libraries=["sqlite3"], optional=True,
+                 extra_compile_args=["-O2"])
 
 setup(
     name="pyprof",
@@ -9,6 +14,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["pyprof", "pyprof.*"]),
+    ext_modules=[CORE],
     # The HTML report inlines these into every page it writes.
     package_data={"pyprof.report": ["static/*.css", "static/*.js"]},
     # torch is needed only by the capture stage (pyprof.init); parse and prof run without it, so it is an extra.

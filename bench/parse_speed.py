@@ -1,18 +1,20 @@
 """Parse speed and memory against a raw scan of the same rows, measured side by side in one run.
 
-    python bench/parse_speed.py EXPORT.sqlite [--repeat 1] [--floor]
+    python bench/parse_speed.py EXPORT.sqlite [--runs 3] [--floor]
 
-Prints one line per figure: the wall and CPU seconds and peak memory of (a) merely reading the rows parse needs with
-Python's sqlite3 (kernels, memcpys, memsets, their launch calls, push/pop NVTX ranges, StringIds; no
-sorting, no processing), (b) ``pyprof.parse`` writing every record to /dev/null, and their ratio. Each is
-run in its own process so that peak RSS is its own.
+Each run measures, each in its own process so that peak RSS is its own: (a) merely reading the rows parse needs
+with Python's sqlite3 (kernels, memcpys, memsets, their launch calls, push/pop NVTX ranges, StringIds; no sorting,
+no processing), (b) ``pyprof.parse`` writing every record to /dev/null with its compiled core (where it is built
+and takes the export, docs/parse.md) and (c) with its pure-Python path (``PYPROF_PURE_PYTHON=1``), each with the
+sweep worker process as parse decides (or as --worker says). It prints one line per run: the wall seconds of each, the ratios to (a)
+and the peak memory; then the CPU split of the last Python run.
 
-``--floor`` adds (c): the least that parse's design can do, split as parse splits it. Two processes read
+``--floor`` adds (d): the least that the Python path's design can do, split as it splits it. Two processes read
 what the sweep worker and the writer read, through the same readers, and touch each row once: the worker
 side puts each range on its thread's list and looks up each launch's thread; the writer side joins each
 activity to its launch call by key as the calls come (as parse's writer does) and writes one short line
 per activity. No attribution, no markers, no record JSON. A Python parse with this design cannot take
-less than (c), so (c) / (a) bounds the ratio it can reach.
+less than (d), so (d) / (a) bounds the ratio it can reach.
 """
 from __future__ import annotations
 
@@ -135,45 +137,60 @@ def _child(mode: str, path: str, worker: bool | None) -> None:
                       "cpu_worker": cpu_worker, "peak_mb": peak_mb, "rows": n}))
 
 
-def _run(mode: str, path: str, worker: str = "auto") -> dict:
+def _run(mode: str, path: str, worker: str = "auto", engine: str = "python") -> dict:
     here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, PYTHONPATH=os.path.dirname(here) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(here) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               PYPROF_PURE_PYTHON="0" if engine == "c" else "1")
     cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--worker", worker, path]
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def _core_takes(path: str) -> bool:
+    """True when this checkout's compiled core is built and parses ``path`` (else both runs would be Python's)."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    probe = ("import sys; from pyprof.parse import open_source, close_source, native_lines; "
+             "s = open_source(sys.argv[1]); print(native_lines.takes(s)); close_source(s)")
+    env = dict(os.environ, PYTHONPATH=here, PYPROF_PURE_PYTHON="0")
+    out = subprocess.run([sys.executable, "-c", probe, path], env=env, check=True, capture_output=True, text=True)
+    return out.stdout.strip() == "True"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("export")
     p.add_argument("--child", choices=("raw", "parse", "floor"), help=argparse.SUPPRESS)
-    p.add_argument("--repeat", type=int, default=1, help="best of N runs of each")
+    p.add_argument("--runs", type=int, default=3, help="runs, each of the raw scan and both paths (default 3)")
     p.add_argument("--worker", choices=("auto", "on", "off"), default="auto",
-                   help="sweep in a worker process (auto: as pyprof.parse decides)")
+                   help="the sweep worker process, of both paths (auto: as pyprof.parse decides)")
     p.add_argument("--floor", action="store_true",
-                   help="also measure the least work of parse's design (see the module docstring)")
+                   help="also measure the least work of the Python path's design (see the module docstring)")
     a = p.parse_args(argv)
     if a.child:
         _child(a.child, a.export, {"auto": None, "on": True, "off": False}[a.worker])
         return 0
-    raw = min((_run("raw", a.export) for _ in range(a.repeat)), key=lambda r: r["seconds"])
-    parse = min((_run("parse", a.export, a.worker) for _ in range(a.repeat)), key=lambda r: r["seconds"])
-    print(f"raw sqlite3 scan: {raw['seconds']:.2f} s wall, {raw['cpu_seconds']:.2f} s CPU, {raw['rows']} rows, "
-          f"peak {raw['peak_mb']:.0f} MB")
-    print(f"pyprof.parse:     {parse['seconds']:.2f} s wall, {parse['cpu_seconds']:.2f} s CPU, {parse['rows']} "
-          f"records, peak {parse['peak_mb']:.0f} MB (parent + worker)")
-    print(f"ratio parse/raw:  {parse['seconds'] / raw['seconds']:.2f}x wall")
+    engines = ("c", "python") if _core_takes(a.export) else ("python",)
+    if len(engines) == 1:
+        print("compiled core:    not built, or it leaves this export to the Python path: Python only")
+    for i in range(a.runs):
+        raw = _run("raw", a.export)
+        runs = {e: _run("parse", a.export, a.worker, e) for e in engines}
+        figures = "; ".join(f"{'C core' if e == 'c' else 'Python'} {r['seconds']:.2f} s = "
+                            f"{r['seconds'] / raw['seconds']:.2f}x, peak {r['peak_mb']:.0f} MB"
+                            for e, r in runs.items())
+        print(f"run {i + 1}: raw sqlite3 scan {raw['seconds']:.2f} s ({raw['rows']} rows, peak {raw['peak_mb']:.0f} MB); "
+              f"{figures} ({runs['python']['rows']} records)")
     if a.floor:
-        floor = min((_run("floor", a.export) for _ in range(a.repeat)), key=lambda r: r["seconds"])
+        floor = _run("floor", a.export)
         print(f"design floor:     {floor['seconds']:.2f} s wall, {floor['cpu_seconds']:.2f} s CPU, {floor['rows']} "
-              f"activities "
-              f"({floor['cpu_self']:.2f} s writer side + {floor['cpu_worker']:.2f} s worker side); "
+              f"activities ({floor['cpu_self']:.2f} s writer side + {floor['cpu_worker']:.2f} s worker side); "
               f"ratio floor/raw {floor['seconds'] / raw['seconds']:.2f}x wall")
+    parse = runs["python"]
     if parse["cpu_worker"] > 0.05:
         # Wall time depends on the other load of a shared machine; the CPU time of each process does not.
         # With two free cores the two processes overlap, so the longer one is the critical path.
         critical = max(parse["cpu_self"], parse["cpu_worker"])
-        print(f"parse CPU split:  {parse['cpu_self']:.2f} s writer + {parse['cpu_worker']:.2f} s sweep worker; "
+        print(f"Python CPU split: {parse['cpu_self']:.2f} s writer + {parse['cpu_worker']:.2f} s sweep worker; "
               f"critical path {critical:.2f} s = {critical / raw['cpu_seconds']:.2f}x raw CPU")
     print(f"load average:     {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs (other work skews wall times)")
     return 0

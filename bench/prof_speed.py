@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
-from pyprof.record import END_KEY, Record, end_line  # noqa: E402
+from pyprof.record import END_KEY, HEADER_KEY, SIDE_KEY, Record, end_line  # noqa: E402
 from pyprof.prof.rows import lean_decoder  # noqa: E402
 from pyprof.prof.per_kernel import run_stream  # noqa: E402
 from pyprof.prof.columns import DEFAULT  # noqa: E402
@@ -93,7 +93,9 @@ def make_input(path: str, rows: int) -> None:
 def replicate(src: str, path: str, rows: int) -> None:
     """Write ``rows`` records by repeating the records of ``src`` (e.g. parse's output for a real capture),
     with shifted start times and fresh sequence ids so that op calls stay distinct."""
-    recs = [d for d in (json.loads(line) for line in open(src) if line.strip()) if END_KEY not in d]
+    # the records only: parse's header, side (memory, host) and end lines are not records
+    recs = [d for d in (json.loads(line) for line in open(src) if line.strip())
+            if not {END_KEY, HEADER_KEY, SIDE_KEY} & d.keys()]
     if not recs:
         raise SystemExit(f"{src}: no records")
     with open(path, "w") as f:

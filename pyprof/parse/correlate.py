@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple
 
 from pyprof.common import BoundedDict, no_cyclic_gc
-from pyprof.parse import encode
+from pyprof.parse import encode, native
 from pyprof.parse import markers as mk
 from pyprof.parse.markers import quick_seq
 from pyprof.parse.activities import Source
@@ -31,6 +31,10 @@ from pyprof.record import ATTRIBUTION, COMPILED_MOD
 #: backward may lose the links of its oldest ops; bounded so forward-only captures (inference) do not grow
 #: without limit.
 FWD_MEMORY_OPS = 65_536
+
+#: Decoded autograd markers kept for forward links (at least this many, the newest): a training step's forward ops
+#: of a model of thousands of ops; each entry holds a marker of about 0.5 kB.
+DECODED_MARKERS = 16_384
 
 #: Ranges nested deeper than this on one thread are left out, counted (real programs nest a few dozen deep:
 #: modules, ops, the aten ops inside them); without a bound one launch's attribution grows with the input.
@@ -128,6 +132,11 @@ class Correlator:
         self._process_of = source.process_of
         # (attribution, a launch's own site) -> the attribution with that callsite (Source.launch_sites)
         self._sited = BoundedDict(2 * FWD_MEMORY_OPS) if source.launch_sites else None
+        # id of a range row -> (the row, its decoded autograd marker): a forward op's ranges, decoded when its own
+        # launches were attributed, are not decoded again when a backward node links to it (the row is kept, so its
+        # id is not reused). pyprof's markers are cached by text already (markers.decode); engine ranges are left
+        # out: their marker takes the seq of the node inside (_EngineSeq). A link older than the cache decodes again.
+        self._markers = BoundedDict(2 * DECODED_MARKERS)
 
     # -- the sweep -------------------------------------------------------------------------------
     def _push(self, row: tuple) -> None:
@@ -316,8 +325,12 @@ class Correlator:
                     if s is None:
                         m = mk.decode(text)
                         state[id(row)] = [m, None, None]
+                        if m is not None and m.kind == mk.SEQ and not in_engine:
+                            self._markers.add(id(row), (row, m))
                     elif s[0] is _UNDECODED:
                         m = s[0] = mk.decode(text)
+                        if m is not None and m.kind == mk.SEQ and not in_engine:
+                            self._markers.add(id(row), (row, m))
                     elif type(s[0]) is _EngineSeq:
                         seq = s[0].seq
                         m = s[0] = mk.decode(text)
@@ -326,7 +339,8 @@ class Correlator:
                     else:
                         m = s[0]
                 else:
-                    m = mk.decode(text)
+                    known = self._markers.get(id(row))
+                    m = known[1] if known is not None and known[0] is row else mk.decode(text)
                 if m is None:
                     ranges.append(text)
                     continue
@@ -446,9 +460,9 @@ class Correlator:
         # The sweep creates millions of small acyclic objects; generational GC passes over them cost more
         # than the parse itself, and there are no cycles to collect. Collection resumes at the end.
         with no_cyclic_gc():
-            ranges = iter(self.source.ranges())
-            r = next(ranges, None)
-            push = self._push
+            feed = native.range_feed(self.source, self, DEEP_RANGES, MAX_RANGE_DEPTH) or \
+                RowFeed(self.source.ranges(), self._push)
+            push_until = feed.push_until
             attribute = self._launch_attribution
             empty = (None, None, 0)
             held: deque = deque()  # (launch start, attribution) behind one that waits for an output shape
@@ -460,9 +474,7 @@ class Correlator:
                     h = held.popleft()[1]
                     h.waiting = False
                     yield empty if h is _EMPTY else (h.info or _info(h))
-                while r is not None and r[1] <= start:
-                    push(r)
-                    r = next(ranges, None)
+                push_until(start)
                 a = attribute(launch[0], start, launch[2])
                 if sited is not None and a.callsite is None and launch.site is not None and not a.waiting:
                     a = self._with_site(a, launch.site)
@@ -476,13 +488,13 @@ class Correlator:
                     h = held.popleft()[1]
                     yield empty if h is _EMPTY else (h.info or _info(h))
             # Ranges after the last launch may still name the shapes that held launches wait for.
-            while r is not None and held and self._wanted and r[1] <= held[-1][0] + OUTPUT_WAIT_NS:
-                push(r)
-                r = next(ranges, None)
+            while held and self._wanted and (nxt := feed.next_start()) is not None \
+                    and nxt <= held[-1][0] + OUTPUT_WAIT_NS:
+                feed.push_one()
+            feed.close()
             for _, h in held:
                 h.waiting = False
                 yield empty if h is _EMPTY else (h.info or _info(h))
-
 
     def _with_site(self, a: Attribution, site: str) -> Attribution:
         """``a`` with the calling line of a launch's own Python backtrace as its callsite (where no range named
@@ -500,6 +512,36 @@ class Correlator:
 def _backward_graph(m) -> bool:
     """A kernel of a compiled backward graph (pyprof.nvtx.inductor's marker says which graph it came from)."""
     return m.mod == COMPILED_MOD and type(m.data) is dict and m.data.get("graph") == "backward"
+
+
+class RowFeed:
+    """A reader's range rows pushed on a Correlator's stacks by its own ``_push``, as the sweep asks: the pure-Python
+    reference of the compiled core's feed (native.RangeFeed), which reads and pushes the same rows in C."""
+
+    def __init__(self, rows: Iterable[tuple], push) -> None:
+        self._rows = iter(rows)
+        self._push = push
+        self._next = next(self._rows, None)
+
+    def push_until(self, start_ns: int) -> None:
+        """Push every range that starts at or before ``start_ns``."""
+        r, rows, push = self._next, self._rows, self._push
+        while r is not None and r[1] <= start_ns:
+            push(r)
+            r = next(rows, None)
+        self._next = r
+
+    def push_one(self) -> None:
+        """Push the next range."""
+        self._push(self._next)
+        self._next = next(self._rows, None)
+
+    def next_start(self) -> int | None:
+        """The start of the next range not pushed yet; None after the last."""
+        return None if self._next is None else self._next[1]
+
+    def close(self) -> None:
+        """Nothing to release: the reader's cursor ends with its rows."""
 
 
 def _chain_index(x: tuple) -> int:

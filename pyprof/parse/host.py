@@ -18,7 +18,11 @@ from pyprof.parse.activities import Source
 def host_lines(source: Source) -> Iterator[str]:
     """The host lines of ``source``: per (process, category), its intervals merged (steps kept apart, with their
     names), in runs of HOST_RUN."""
-    found = source.host_intervals()
+    return lines_of(source.host_intervals())
+
+
+def lines_of(found: dict[tuple, tuple]) -> Iterator[str]:
+    """The host lines of the intervals a reader found (Source.host_intervals)."""
     # in one order whatever the reader's: by process, then category as record.HOST_CATEGORIES lists them
     for pid, category in sorted(found, key=lambda k: (k[0] is None, k[0] or 0, HOST_CATEGORIES.index(k[1]))):
         starts, ends, names = found[(pid, category)]
@@ -36,14 +40,25 @@ def host_lines(source: Source) -> Iterator[str]:
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The disjoint intervals covering [starts[i], ends[i]) for all i, in time order (touching ones joined)."""
+    # Copies of millions of intervals (a 1M-kernel export's API calls) are made only where needed: nothing is
+    # left out of a sound export, and blocks merged in time order come sorted already (a stable sort keeps them).
     keep = ends >= starts
-    starts, ends = starts[keep], ends[keep]
+    if not keep.all():
+        starts, ends = starts[keep], ends[keep]
+    del keep
     if not len(starts):
         return starts, ends
-    order = np.argsort(starts, kind="stable")
-    s, e = starts[order], ends[order]
+    s, e = starts, ends
+    if not (starts[1:] >= starts[:-1]).all():
+        order = np.argsort(starts, kind="stable")
+        s, e = starts[order], ends[order]
+        del order
     reach = np.maximum.accumulate(e)
     # an interval starts a new group when it begins after everything before it has ended
-    new = np.r_[True, s[1:] > reach[:-1]]
+    new = np.empty(len(s), dtype=bool)
+    new[0] = True
+    np.greater(s[1:], reach[:-1], out=new[1:])
+    del reach
     first = np.flatnonzero(new)
+    del new
     return s[first], np.maximum.reduceat(e, first)

@@ -49,6 +49,7 @@ _KINETO_BACKWARD_PREFIX = ENGINE_PREFIX = "autograd::engine::evaluate_function: 
 # nearly all distinct (op_id), so caching them would only grow memory.
 _CACHE_MAX = 200_000
 _cache = BoundedDict(_CACHE_MAX)  # text -> Marker or None
+_sizes_json = BoundedDict(_CACHE_MAX)  # an emit_nvtx sizes text -> the JSON of its arguments (Marker.args_json)
 
 
 class Marker:
@@ -97,7 +98,15 @@ class Marker:
         """The JSON of :meth:`get_args`, encoded once: a marker text repeats every step (its Marker is cached),
         and an optimizer's foreach call lists every parameter tensor."""
         if self._args_json is None:
-            self._args_json = encode.value(self.get_args())
+            sizes = self.raw_sizes
+            if self.args is None and type(sizes) is str and self.dtypes is None and self.concrete is None:
+                # emit_nvtx: the same sizes text comes back every step on ranges that are all distinct (op_id)
+                self._args_json = _sizes_json.get(sizes)
+                if self._args_json is None:
+                    self._args_json = encode.value(_args_from_sizes(sizes, None, None))
+                    _sizes_json.add(sizes, self._args_json)
+            else:
+                self._args_json = encode.value(self.get_args())
         return self._args_json
 
     def lean_json(self, call: int | None) -> str:
@@ -319,23 +328,30 @@ def _jsonable(v: Any) -> Any:
     return repr(v)
 
 
-_EMIT_COMMON = re.compile(r"([^,]*)(?:, seq = (\d+))?(?:, op_id = (\d+))?(?:, input_op_ids = .*)?\Z", re.S)
+_EMIT_COMMON = re.compile(r"([^,]*)(?:, seq = (\d+))?(?:, op_id = (\d+))?(?:, sizes = (.*?))?(?:, input_op_ids = (.*))?\Z",
+                          re.S)
 _EMIT_KEYS = {", seq = ": "seq", ", op_id = ": "op_id", ", sizes = ": "sizes", ", input_op_ids = ": "input_op_ids",
               ", stashed seq = ": "stashed seq"}
 
 
 def _decode_emit_nvtx(text: str) -> Marker | None:
-    # The common case, "aten::add, seq = 5, op_id = 9[, input_op_ids = [...]]", in one regex match (C speed:
-    # this runs for every range that encloses a launch, and their texts are all distinct).
+    # The common case, "aten::add, seq = 5, op_id = 9[, sizes = [..]][, input_op_ids = [...]]", in one regex match
+    # (C speed: this runs for every range that encloses a launch, and their texts are all distinct). Every field
+    # name holds " = ": where the sizes or inputs hold none, the field search below would split the text the same.
     hit = _EMIT_COMMON.match(text)
     if hit is not None and (hit.group(2) or hit.group(3)):
-        m = Marker(SEQ)
-        seq, op_id = hit.group(2), hit.group(3)
-        m.seq = int(seq) if seq else None
-        m.op_id = int(op_id) if op_id else None
-        _name_op(m, hit.group(1))
-        _unnumbered(m)
-        return m
+        seq, op_id, sizes, inputs = hit.groups()[1:]
+        if (sizes is None or " = " not in sizes) and (inputs is None or " = " not in inputs):
+            m = Marker(SEQ)
+            m.seq = int(seq) if seq else None
+            m.op_id = int(op_id) if op_id else None
+            if sizes is not None:
+                m.raw_sizes = sizes.strip()
+                if inputs is not None:
+                    m.raw_inputs = inputs.strip()
+            _name_op(m, hit.group(1))
+            _unnumbered(m)
+            return m
     # Fields located with str.find on the known keys (C speed); a regex only for odd spacing ("seq=3").
     found = sorted((i, len(key), name) for key, name in _EMIT_KEYS.items() if (i := text.find(key)) >= 0)
     if not found:

@@ -32,6 +32,7 @@ _HOST_KINDS = (0, 1)
 #: ENUM_CUDA_DEV_MEM_EVENT_OPER: 0 allocation, 1 deallocation.
 _FREE = 1
 NVTX_PUSH_POP = 59
+_UNKNOWN = object()
 
 # What a row needs to be read at all (SQLite does not enforce column types): integer times in order, and the ids
 # that place it. Other rows are left out and counted (check()).
@@ -82,6 +83,7 @@ class NsysSource(Source):
                 raise InputError(self.path, f"table {table} lacks columns {[c for c in needed if c not in have]}")
         self._strings: dict[int, str] | None = None
         self._stored: dict = {}  # (table, condition, alias) -> _order_by's clause
+        self._payload: object = _UNKNOWN  # the ranges' JSON payload column and join (_json_payload), once known
         self.version = self._meta("EXPORT_PRODUCT_VERSION")
         # --python-backtrace=cuda: launches carry their calling line (Source.launch_sites), when any has a call stack
         self.launch_sites = "callchainId" in self.cols.get(RUNTIME, ()) and \
@@ -149,6 +151,29 @@ class NsysSource(Source):
         in the query."""
         if NVTX not in self.cols:
             return iter(())
+        sql = self.range_query()
+        if sql is not None:
+            return self.rows.stream(sql)
+        return self._ranges_with_payloads()
+
+    def range_query(self) -> str | None:
+        """The SQL of :meth:`ranges` when its rows are the ranges as they come (the compiled core reads it too);
+        None without ranges, or when some range has a JSON payload (its text is rebuilt in Python)."""
+        if NVTX not in self.cols:
+            return None
+        if self._payload is _UNKNOWN:  # looked for once: a scan of every range when none has a payload
+            self._payload = self._json_payload(self._RANGES)
+        return None if self._payload is not None else self._range_sql()
+
+    def _ranges_with_payloads(self) -> Iterator[tuple]:
+        # --pytorch=functions-trace-shapes: the shapes come as the range's payload, exported as JSON
+        column, json_join = self._payload
+        return py.with_payload_texts(self.rows.stream(self._range_sql(f", {column}", json_join)), mk.payload_text)
+
+    _RANGES = f"e.eventType = {NVTX_PUSH_POP} AND {_VALID_RANGE}"
+
+    def _range_sql(self, extra_column: str = "", extra_join: str = "") -> str:
+        """The ranges' query (RANGE_ROW), with a further column and its join when given."""
         has = self.cols[NVTX]
         # A text that is not text (a number stored by a broken writer) is no range name.
         text = ("CASE WHEN typeof(e.text) = 'text' THEN e.text WHEN typeof(s.value) = 'text' THEN s.value END"
@@ -159,17 +184,9 @@ class NsysSource(Source):
         payload = (f"COALESCE({integer('e.int64Value')}, {integer('e.uint64Value')})"
                    if {"int64Value", "uint64Value"} <= has else integer("e.int64Value") if "int64Value" in has
                    else "NULL")
-        where = f"e.eventType = {NVTX_PUSH_POP} AND {_VALID_RANGE}"
-        json_payload = self._json_payload(where)
-        if json_payload is None:
-            return self.rows.stream(
-                f"SELECT e.globalTid, e.start, e.end, {text}, {payload} "
-                f"FROM {NVTX} e {join} WHERE {where} {self._order_by(NVTX, where, 'e.')}")
-        # --pytorch=functions-trace-shapes: the shapes come as the range's payload, exported as JSON
-        column, json_join = json_payload
-        return py.with_payload_texts(self.rows.stream(
-            f"SELECT e.globalTid, e.start, e.end, {text}, {payload}, {column} "
-            f"FROM {NVTX} e {join} {json_join} WHERE {where} {self._order_by(NVTX, where, 'e.')}"), mk.payload_text)
+        where = self._RANGES
+        return (f"SELECT e.globalTid, e.start, e.end, {text}, {payload}{extra_column} "
+                f"FROM {NVTX} e {join} {extra_join} WHERE {where} {self._order_by(NVTX, where, 'e.')}")
 
     def _json_payload(self, where: str) -> tuple[str, str] | None:
         """(the column of a range's JSON payload, its join) when some push/pop range has one, else None: exports
@@ -333,14 +350,31 @@ class NsysSource(Source):
             return streams[0]
         return heapq.merge(*streams, key=_start)
 
-    def _kernels(self) -> Iterator[Activity]:
+    def _kernel_sql(self, node: str) -> str:
+        """The kernels' query, in start order; ``node``: the graph node column (or NULL) last."""
         c = lambda col: self._col(KERNEL, col)  # noqa: E731
-        node = c("graphNodeId") if self._node_rows_exist() else "NULL"
-        sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, {c('correlationId')}, {c('globalPid')}, "
-               f"{c('demangledName')}, {c('shortName')}, {c('gridX')}, {c('gridY')}, {c('gridZ')}, "
-               f"{c('blockX')}, {c('blockY')}, {c('blockZ')}, {c('registersPerThread')}, "
-               f"{c('staticSharedMemory')}, {c('dynamicSharedMemory')}, {node} FROM {KERNEL} WHERE "
-               f"{_VALID_ACTIVITY} {self._order_by(KERNEL, _VALID_ACTIVITY)}")
+        return (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, {c('correlationId')}, {c('globalPid')}, "
+                f"{c('demangledName')}, {c('shortName')}, {c('gridX')}, {c('gridY')}, {c('gridZ')}, "
+                f"{c('blockX')}, {c('blockY')}, {c('blockZ')}, {c('registersPerThread')}, "
+                f"{c('staticSharedMemory')}, {c('dynamicSharedMemory')}, {node} FROM {KERNEL} WHERE "
+                f"{_VALID_ACTIVITY} {self._order_by(KERNEL, _VALID_ACTIVITY)}")
+
+    def native_queries(self) -> tuple | None:
+        """What the compiled core reads of this export (native.py): ((the kernels', memcpys' and memsets' queries,
+        each None where the table is absent), the launch calls' query or None), as :meth:`activities` and
+        :meth:`launches` read them; None where it does not read this export at all: launches with a Python
+        backtrace, CUDA graph nodes, ranges with JSON payloads (those take the Python path, whole)."""
+        if self.launch_sites or self._node_rows_exist() or (NVTX in self.cols and self.range_query() is None):
+            return None
+        acts = (self._kernel_sql("NULL") if KERNEL in self.cols else None,
+                self._copy_sql(MEMCPY, "NULL") if MEMCPY in self.cols else None,
+                self._copy_sql(MEMSET, "NULL") if MEMSET in self.cols else None)
+        name = self._col(RUNTIME, "nameId") if RUNTIME in self.cols else "NULL"
+        return acts, self._launch_sql(f"start, end, globalTid, correlationId, {name}")
+
+    def _kernels(self) -> Iterator[Activity]:
+        node = self._col(KERNEL, "graphNodeId") if self._node_rows_exist() else "NULL"
+        sql = self._kernel_sql(node)
         strings = self.strings
         originals = self._originals() if node != "NULL" else {}
         for (start, end, dev, stream, corr, gpid, long_id, short_id, gx, gy, gz, bx, by, bz, regs, ssm,
@@ -358,18 +392,30 @@ class NsysSource(Source):
         return bool(have) and {"start", "globalTid", "graphNodeId"} <= have and \
             "graphNodeId" in self.cols.get(KERNEL, ())
 
-    def _copies(self, table: str) -> Iterator[Activity]:
+    def _copy_sql(self, table: str, node: str) -> str:
+        """A memcpy or memset table's query, in start order; ``node``: the graph node column (or NULL) last."""
         c = lambda col: self._col(table, col)  # noqa: E731
+        return (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, {c('correlationId')}, {c('globalPid')}, "
+                f"{c('bytes')}, {c('copyKind')}, {node} FROM {table} WHERE {_VALID_ACTIVITY} "
+                f"{self._order_by(table, _VALID_ACTIVITY)}")
+
+    def copy_name(self, table: str, ckind: int | None) -> tuple[str, str | None]:
+        """(a memcpy's or memset's name, its copy kind or None) from its table and copyKind."""
         kind = "memcpy" if table == MEMCPY else "memset"
-        node = c("graphNodeId") if self._node_rows_exist() else "NULL"
-        sql = (f"SELECT start, end, {c('deviceId')}, {c('streamId')}, {c('correlationId')}, {c('globalPid')}, "
-               f"{c('bytes')}, {c('copyKind')}, {node} FROM {table} WHERE {_VALID_ACTIVITY} "
-               f"{self._order_by(table, _VALID_ACTIVITY)}")
-        kinds = self._memcpy_kinds() if table == MEMCPY else {}
+        ck = self._memcpy_kinds().get(ckind, str(ckind)) if table == MEMCPY and ckind is not None else None
+        return (f"[CUDA {kind} {ck}]" if ck else f"[CUDA {kind}]"), ck
+
+    def _copies(self, table: str) -> Iterator[Activity]:
+        kind = "memcpy" if table == MEMCPY else "memset"
+        node = self._col(table, "graphNodeId") if self._node_rows_exist() else "NULL"
+        sql = self._copy_sql(table, node)
         originals = self._originals() if node != "NULL" else {}
+        names: dict = {}
         for start, end, dev, stream, corr, gpid, nbytes, ckind, gnode in self.rows.stream(sql):
-            ck = kinds.get(ckind, str(ckind)) if table == MEMCPY and ckind is not None else None
-            name = f"[CUDA {kind} {ck}]" if ck else f"[CUDA {kind}]"
+            named = names.get(ckind)
+            if named is None:
+                named = names[ckind] = self.copy_name(table, ckind)
+            name, ck = named
             captured = None if gnode is None else ("node", gpid, originals.get((gpid, gnode), gnode))
             yield Activity(kind, start, end, dev, stream, os_pid(gpid), corr, (gpid, corr), name, name,
                            bytes=nbytes, copy_kind=ck, attribution_key=captured)

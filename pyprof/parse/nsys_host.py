@@ -136,8 +136,10 @@ def _add(out: dict, category: str, gtid: np.ndarray, start: np.ndarray, end: np.
 
 def _merged(out: dict) -> dict:
     done = {}
-    for key, (s, e, names) in out.items():
+    for key in list(out):  # each key's blocks let go once merged: at most one key's blocks and its merge held
+        s, e, names = out.pop(key)
         lo, hi = np.concatenate(s), np.concatenate(e)
+        del s, e
         if key[1] != "step":
             lo, hi = union(lo, hi)
         elif len(names) != len(lo):

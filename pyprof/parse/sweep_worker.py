@@ -108,34 +108,61 @@ def _pack(batch: list) -> bytes:
         return _PICKLE + pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def launch_infos_from_worker(source, oddities: dict) -> Iterator[tuple]:
-    """Yield the LAUNCH_INFO tuples of ``source``: the launch calls read here, their attributions swept in
-    a forked worker process. What the sweep left out is added to ``oddities`` at the end. Raises InputError
-    when the worker finds the export unreadable part way, WorkerError for a bug in it."""
+def _received(source) -> Iterator:
+    """Start the sweep worker on ``source``; yield its batches (lists of the end of LAUNCH_INFO), then its end message,
+    (launch calls swept, oddities), as a tuple. Stops the worker when closed."""
     worker = forked.start(NAME, _sweep, (source.reopen_args(),))
-    launches = iter(source.launches())
-    n = 0
     try:
         while True:
             msg = worker.recv_bytes()
             tag = msg[:1]
             if tag == _MARSHAL:
-                batch = marshal.loads(msg[1:])
+                yield marshal.loads(msg[1:])
             elif tag == _PICKLE:
-                batch = pickle.loads(msg[1:])
+                yield pickle.loads(msg[1:])
             elif tag == _END:
-                swept, odd = marshal.loads(msg[1:])
-                if swept != n or next(launches, None) is not None:
-                    raise WorkerError(f"{NAME} swept {swept} launch calls, the writer read "
-                                      f"{n} and {'more' if swept == n else 'no more'}")
-                for reason, count in odd.items():
-                    oddities[reason] = oddities.get(reason, 0) + count
+                yield tuple(marshal.loads(msg[1:]))
                 return
             else:
                 raise WorkerError(f"{NAME} sent a message of unknown kind {tag!r}")
-            # batch first: zip stops at its end without taking a launch from the next batch's share
-            for (att, call, flags), (_thread, start, end, api, key, pid, tid, *_) in zip(batch, launches):
-                n += 1
-                yield key, api, start, end, pid, tid, att, call, flags
     finally:
         forked.stop([worker])
+
+
+def _ended(end: tuple, n: int, more: bool, oddities: dict) -> None:
+    """Check the worker's end message against the ``n`` launch calls the writer read (``more``: and it has more), and
+    add what the sweep left out to ``oddities``."""
+    swept, odd = end
+    if swept != n or more:
+        raise WorkerError(f"{NAME} swept {swept} launch calls, the writer read {n} and {'more' if swept == n else 'no more'}")
+    for reason, count in odd.items():
+        oddities[reason] = oddities.get(reason, 0) + count
+
+
+def launch_infos_from_worker(source, oddities: dict) -> Iterator[tuple]:
+    """Yield the LAUNCH_INFO tuples of ``source``: the launch calls read here, their attributions swept in
+    a forked worker process. What the sweep left out is added to ``oddities`` at the end. Raises InputError
+    when the worker finds the export unreadable part way, WorkerError for a bug in it."""
+    launches = iter(source.launches())
+    n = 0
+    for batch in _received(source):
+        if type(batch) is tuple:
+            _ended(batch, n, next(launches, None) is not None, oddities)
+            return
+        # batch first: zip stops at its end without taking a launch from the next batch's share
+        for (att, call, flags), (_thread, start, end, api, key, pid, tid, *_) in zip(batch, launches):
+            n += 1
+            yield key, api, start, end, pid, tid, att, call, flags
+
+
+def swept_in_worker(source, oddities: dict) -> Iterator[tuple]:
+    """Yield the end of each LAUNCH_INFO of ``source``, ``(attribution, call, flags)``, in launch order, swept in a
+    forked worker process, for a writer that reads the launch calls itself (the compiled core's): ``attribution`` is
+    the number alone where the writer holds it (activities.attribution_window). Raises as launch_infos_from_worker."""
+    n = 0
+    for batch in _received(source):
+        if type(batch) is tuple:
+            _ended(batch, n, False, oddities)
+            return
+        n += len(batch)
+        yield from batch

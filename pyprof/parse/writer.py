@@ -16,19 +16,16 @@ import os
 from typing import Iterator
 
 from pyprof.common import BoundedDict, no_cyclic_gc
-from pyprof.record import ATTRIBUTION, LINE_RUNS, SIDE_PREFIX, Part, Record, header_line
-from pyprof.parse import encode
+from pyprof.record import ATTRIBUTION, SIDE_PREFIX, Record
+from pyprof.parse import encode, native_lines
+# CLOCK_SKEW_NS, RECENT and header are the writer's as before (bench/parse_speed.py, prof's per-kernel reader).
+from pyprof.parse.lineparts import (API_END_KEY, API_JSON, CLOCK_SKEW_NS, LINE, NO_CALL, RECENT, _LAUNCH, _NAME,
+                                    _PLACE, header, no_gpu_name, shape_parts)
 from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
 from pyprof.parse.activities import Source, attribution_window
-from pyprof.parse.host import host_lines
+from pyprof.parse.host import lines_of as host_lines_of
 from pyprof.parse.memory import memory_lines
 
-#: How far a GPU timestamp may run ahead of the launch call's CPU timestamp (clock conversion jitter).
-CLOCK_SKEW_NS = 50_000_000
-#: Launches kept after their first activity, for the further kernels of a CUDA graph launch, and op calls
-#: whose kernel count (subSeqId) is kept (at least this many, the newest; common.BoundedDict): the kernels of
-#: one call run back to back, far within this.
-RECENT = 16_384
 _SIDE_TEXT = SIDE_PREFIX.decode()
 #: Exports smaller than this are swept in-process: a worker process is not worth starting.
 WORKER_MIN_BYTES = 16 << 20
@@ -43,6 +40,9 @@ def lines(source: Source, worker: bool | None = None, raw_markers: bool = False)
     in as the lines are consumed."""
     if worker is None:
         worker = _worth_a_worker(source)
+    if native_lines.takes(source):  # the compiled core reads and writes the whole file (native_lines.py)
+        stats = Stats(oddities=source.oddities)
+        return _merge(source, native_lines.record_lines(source, stats, raw_markers, worker), stats), stats
     if worker and source.reopen_args() is not None:  # Kineto traces are read in memory
         from pyprof.parse.sweep_worker import launch_infos_from_worker
 
@@ -51,7 +51,7 @@ def lines(source: Source, worker: bool | None = None, raw_markers: bool = False)
     else:
         stats = Stats(oddities=source.oddities)
         infos = Correlator(source, stats.oddities).launch_infos()
-    return _merge(source, infos, stats, raw_markers), stats
+    return _merge(source, _merge_lines(source, infos, stats, raw_markers), stats), stats
 
 
 def records(source: Source, worker: bool | None = None) -> tuple[Iterator[Record], Stats]:
@@ -80,58 +80,20 @@ def _worth_a_worker(source: Source) -> bool:
         return False
 
 
-def _merge(source: Source, infos: Iterator[tuple], stats: Stats, raw_markers: bool) -> Iterator[str]:
+def _merge(source: Source, record_lines: Iterator[str], stats: Stats) -> Iterator[str]:
+    """The header and record lines (the Python path's _merge_lines or the compiled core's), then the side lines."""
+    # The host intervals are read first, though written last: reading them peaks at a few hundred MB on a
+    # 1M-kernel export, and the records' own peak then comes on top of the merged intervals only, never on top of
+    # the memory the records' phase keeps for reuse.
+    host = source.host_intervals()
     with no_cyclic_gc():  # only acyclic tuples and strings are made here; see Correlator.launch_infos
-        yield from _merge_lines(source, infos, stats, raw_markers)
+        yield from record_lines
     # After the records: side lines, which the memory and host views read and every other reader skips (record.SIDE_KEY).
     yield from memory_lines(source, stats)
-    yield from host_lines(source)
-
-
-def _template() -> str:
-    """The line as a %-format, derived from record.LINE_RUNS: a RECORD field formatted per line, any other run
-    of fields a cached text (its own leading comma, or empty when all its fields are left out)."""
-    out = []
-    for i, (part, fields) in enumerate(LINE_RUNS):
-        if part is Part.RECORD:
-            out.append(f'{"," if i else ""}"{fields[0].name}":%s')
-        else:
-            out.append("%s")
-    return "{" + "".join(out) + "}"
-
-
-LINE = _template()
-#: The order in which _merge_lines hands LINE its values. Derived from the table, checked here: a field added
-#: to an existing part needs nothing in this module; a new RECORD field (one formatted per line) or a new part
-#: needs its value passed in _merge_lines, in this order.
-_ORDER = tuple(fields[0].name if part is Part.RECORD else part.value for part, fields in LINE_RUNS)
-_EXPECTED = ("name", "kDuration", "start_ns", "pid", "tid", "place", "correlation_id", "config", "launch", "copy",
-             "attribution", "subSeqId", "attribution")
-if _ORDER != _EXPECTED:  # pragma: no cover - fails at import, in every test, when the table changes shape
-    raise ImportError(f"pyprof.parse.writer formats the line as {_EXPECTED}, the record is now {_ORDER}: pass "
-                      "the new field's value in _merge_lines")
-_RUNS = {part: fields for part, fields in LINE_RUNS if part is not Part.RECORD}
-_NAME, _PLACE, _CONFIG, _LAUNCH, _COPY = (_RUNS[p] for p in (Part.NAME, Part.PLACE, Part.CONFIG, Part.LAUNCH,
-                                                              Part.COPY))
-
-
-def header(source: Source) -> tuple[str, dict]:
-    """(parse's header line for ``source``, device -> its GPU's name). A device the export does not describe
-    gets the GPU of those it does when they are all one model (a PyTorch profiler trace may describe device 0
-    while its kernels ran on device 2): ``"*"`` in the header, and the value the second item's .get gives."""
-    known = source.gpus()
-    gpus = {str(dev): {"gpu": g.name, "gpu_props": g.props} for dev, g in known.items()}
-    models = {g.name for g in known.values()}
-    if len(models) == 1 and None not in models:
-        only = next(iter(known.values()))
-        gpus["*"] = {"gpu": only.name, "gpu_props": only.props}
-    names = {dev: g.name for dev, g in known.items()}
-    return header_line(gpus, source.dist()), names
+    yield from host_lines_of(host)
 
 
 _RANGES, _HOST = ATTRIBUTION.index("ranges"), ATTRIBUTION.index("host_ns")
-
-
 def replayed(node: list, launch: list | None) -> list:
     """The attribution of a kernel replayed from a CUDA graph: its node's (the ranges around the node's capture:
     op, arguments, call site, layer), under the ranges around the graph launch (the step it ran in), and no host
@@ -145,9 +107,8 @@ def replayed(node: list, launch: list | None) -> list:
 def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_markers: bool) -> Iterator[str]:
     head_line, gpu_names = header(source)
     yield head_line
-    no_gpu = gpu_names[next(iter(gpu_names))] if len({*gpu_names.values()}) == 1 and None not in gpu_names.values() \
-        else None
-    no_call = encode.part(_LAUNCH, (None, None, None))
+    no_gpu = no_gpu_name(gpu_names)
+    no_call = NO_CALL
     empty_head, empty_tail = encode.attribution(None)
     names: dict = {}  # (kind, short, long) -> JSON: a few hundred distinct kernels, not a million
     # Launch configuration, device, copy size -> JSON of the config and copy parts (bounded: distinct copy
@@ -165,8 +126,8 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
     recent = BoundedDict(2 * RECENT)  # used already: a graph launch starts many kernels
     counts = BoundedDict(2 * RECENT)  # op call -> kernels so far
     line = LINE
-    launch_json = "".join(f',"{f.name}":{"%s" if i == 0 else ""}' for i, f in enumerate(_LAUNCH[:2]))
-    api_end_key = f',"{_LAUNCH[2].name}":'
+    launch_json = API_JSON
+    api_end_key = API_END_KEY
     num = encode.integer
     infos = iter(infos)
     nxt = next(infos, None)
@@ -266,15 +227,9 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
              act.bytes, act.copy_kind, act.smem_bytes, act.est_occupancy_pct)
         shape = shapes.get(k)
         if shape is None:
-            smem = act.smem_bytes
-            if act.static_smem_bytes is not None and act.dynamic_smem_bytes is not None and \
-                    smem in (None, act.static_smem_bytes + act.dynamic_smem_bytes):
-                smem = None  # the sum of the two, which readers compute (record.DERIVED): left out
-            shape = (
-                encode.part(_CONFIG, (act.grid, act.block, act.registers, act.static_smem_bytes,
-                                      act.dynamic_smem_bytes, smem, act.est_occupancy_pct,
-                                      gpu_names.get(act.device, no_gpu))),
-                encode.part(_COPY, (act.bytes, act.copy_kind)))
+            shape = shape_parts(act.grid, act.block, act.registers, act.static_smem_bytes, act.dynamic_smem_bytes,
+                                act.smem_bytes, act.est_occupancy_pct, gpu_names.get(act.device, no_gpu), act.bytes,
+                                act.copy_kind)
             shapes.add(k, shape)
         start = act.start_ns
         yield line % (name_json, act.end_ns - start, start, num(pid), num(tid), where,

@@ -1,0 +1,80 @@
+"""The compiled core (``pyprof.parse._core``, built by ``pip install .`` where a C compiler and SQLite's headers
+are present) and the one switch that keeps parse on its pure-Python path: ``PYPROF_PURE_PYTHON=1``.
+
+The core does the per-row work of the nsys reader in C: here, the push/pop ranges read through SQLite's C API and
+pushed on the Correlator's stacks (correlate.Correlator._push is the reference it follows); in native_lines, the
+record lines. It is used for a whole file or not at all: a reader or an export feature it does not handle takes the
+Python path from the start (docs/parse.md says which). Both paths give the same output byte for byte
+(tests/parse/test_native.py).
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+
+from pyprof.parse import markers as mk
+from pyprof.parse.sqlrows import NOT_UTF8
+
+try:
+    from pyprof.parse import _core
+except ImportError:  # not built (no compiler or no sqlite3.h at install): the Python path, same output
+    _core = None
+
+#: Set to 1 to parse without the compiled core.
+PURE_PYTHON_ENV = "PYPROF_PURE_PYTHON"
+
+
+def enabled() -> bool:
+    """True when the compiled core is built and not switched off."""
+    return _core is not None and os.environ.get(PURE_PYTHON_ENV, "") in ("", "0")
+
+
+class RangeFeed:
+    """A source's ranges read in C and pushed on a Correlator's stacks (correlate.RowFeed's interface); an SQLite
+    error becomes the reader's InputError, as its own queries' do (sqlrows.Rows.error)."""
+
+    def __init__(self, source, correlator, sql: str, deep_ranges: str, max_depth: int) -> None:
+        self._rows = source.rows
+        c = correlator
+        try:
+            self._feed = _core.RangeFeed(
+                source.file, sql, c._stacks, c._state, c._fwd, c._backward_thread, c._wanted, c.oddities,
+                c._process_of, c._take_output_shapes, c._name_engine_range, mk.quick_seq, mk.is_backward_text,
+                deep_ranges, max_depth, source.rows.oddities, NOT_UTF8)
+        except _core.Error as e:
+            raise self._rows.error(sqlite3.DatabaseError(str(e))) from None
+
+    def push_until(self, start_ns: int) -> None:
+        """Push every range that starts at or before ``start_ns``."""
+        try:
+            self._feed.push_until(start_ns)
+        except _core.Error as e:
+            raise self._rows.error(sqlite3.DatabaseError(str(e))) from None
+
+    def push_one(self) -> None:
+        """Push the next range."""
+        try:
+            self._feed.push_one()
+        except _core.Error as e:
+            raise self._rows.error(sqlite3.DatabaseError(str(e))) from None
+
+    def next_start(self) -> int | None:
+        """The start of the next range not pushed yet; None after the last."""
+        return self._feed.next_start()
+
+    def close(self) -> None:
+        """Close the feed's own connection."""
+        self._feed.close()
+
+
+def range_feed(source, correlator, deep_ranges: str, max_depth: int) -> RangeFeed | None:
+    """The compiled feed of ``source``'s ranges for ``correlator`` (which leaves out ranges nested deeper than
+    ``max_depth``, counted as the oddity ``deep_ranges``), or None where the core does not take them (not built or
+    switched off, a reader other than nsys, ranges with JSON payloads)."""
+    if not enabled():
+        return None
+    query = getattr(source, "range_query", None)
+    sql = query() if query is not None else None
+    if sql is None:
+        return None
+    return RangeFeed(source, correlator, sql, deep_ranges, max_depth)

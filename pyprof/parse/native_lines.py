@@ -1,0 +1,91 @@
+"""The record lines of an nsys export written by the compiled core (pyprof.parse._core.LineWriter): which exports it
+takes, and the JSON of each distinct part of a line, made by the Python path's own code (docs/parse.md, "The
+compiled core"). writer._merge_lines is the reference.
+"""
+from __future__ import annotations
+
+import sqlite3
+
+from pyprof.parse import encode, lineparts, native
+from pyprof.parse.activities import WINDOW
+from pyprof.parse.correlate import Correlator
+from pyprof.parse.nsys import KERNEL, MEMCPY, MEMSET, NsysSource, _api_name
+
+
+def takes(source) -> bool:
+    """True when the compiled core parses ``source``, the whole file: built and not switched off, an nsys export
+    without the features it leaves to Python (NsysSource.native_queries)."""
+    return native.enabled() and type(source) is NsysSource and source.native_queries() is not None
+
+
+class Parts:
+    """The JSON of each distinct part of a line, made by the Python code that makes it on the Python path; the core
+    asks once per distinct key (a kernel's name ids, a device and stream, a launch configuration, an API name id,
+    an attribution) and keeps the answer."""
+
+    def __init__(self, source, gpu_names: dict, raw_markers: bool) -> None:
+        self._source = source
+        self._strings = source.strings
+        self._gpu_names = gpu_names
+        self._no_gpu = lineparts.no_gpu_name(gpu_names)
+        self._raw_markers = raw_markers
+
+    def name(self, table: int, *ids) -> str:
+        """The name part of a kernel (table 0: its short and long name ids), memcpy (1: its copyKind) or memset."""
+        if table == 0:
+            long_name = self._strings.get(ids[1], "")
+            return encode.part(lineparts._NAME, ("kernel", self._strings.get(ids[0], long_name), long_name), first=True)
+        name, _ = self._source.copy_name(_TABLES[table], ids[0] if ids else None)
+        return encode.part(lineparts._NAME, ("memcpy" if table == 1 else "memset", name, name), first=True)
+
+    def place(self, device: int | None, stream: int | None) -> str:
+        """The place part."""
+        return encode.part(lineparts._PLACE, (device, stream))
+
+    def shape(self, table: int, gx, gy, gz, bx, by, bz, registers, static_smem, dynamic_smem, device, nbytes,
+              copy_kind_id) -> tuple[str, str]:
+        """The config and copy parts of a kernel (table 0) or a copy."""
+        gpu = self._gpu_names.get(device, self._no_gpu)
+        if table == 0:
+            return lineparts.shape_parts((gx, gy, gz), (bx, by, bz), registers, static_smem, dynamic_smem, None,
+                                         None, gpu, None, None)
+        _, ck = self._source.copy_name(_TABLES[table], copy_kind_id)
+        return lineparts.shape_parts((), (), None, None, None, None, None, gpu, nbytes, ck)
+
+    def api(self, name_id: int | None) -> str:
+        """The launch part up to the call's start time."""
+        return lineparts.API_JSON % encode.string(_api_name(self._strings.get(name_id, "")))
+
+    def attribution(self, fields: tuple) -> tuple[str, str]:
+        """The attribution parts (head, tail) of a launch's attribution fields."""
+        return encode.attribution(fields, self._raw_markers)
+
+
+def record_lines(source, stats, raw_markers: bool, worker: bool):
+    """parse's header line, then the records' lines of ``source`` made by the compiled core (writer._merge_lines is
+    the reference): the launch calls swept in a worker process (``worker``) or in this one, the activities read,
+    joined and written in C."""
+    head_line, gpu_names = lineparts.header(source)
+    yield head_line
+    activity_sql, launch_sql = source.native_queries()
+    if worker:
+        from pyprof.parse.sweep_worker import swept_in_worker
+
+        infos = swept_in_worker(source, stats.oddities)
+    else:
+        infos = Correlator(source, stats.oddities).sweep(source.launch_times())
+    segments = tuple(lineparts.LINE.split("%s"))
+    try:
+        lines = native._core.LineWriter(source.file, activity_sql, launch_sql, infos, segments,
+                                        Parts(source, gpu_names, raw_markers), lineparts.NO_CALL,
+                                        encode.attribution(None), lineparts.API_END_KEY, stats,
+                                        lineparts.CLOCK_SKEW_NS, 2 * lineparts.RECENT, 2 * WINDOW)
+        try:
+            yield from lines
+        finally:
+            lines.close()
+    except native._core.Error as e:
+        raise source.rows.error(sqlite3.DatabaseError(str(e))) from None
+
+
+_TABLES = (KERNEL, MEMCPY, MEMSET)  # by the core's table number

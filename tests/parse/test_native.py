@@ -1,0 +1,177 @@
+"""The compiled core (pyprof.parse._core) and the pure-Python path write the same bytes, or refuse with the same
+line, for every committed capture and every shared nsys and NvProf export; without the core, parse runs the Python
+path. The rest of the parse tests run whichever path the environment gives (the core where it is built)."""
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyprof.common import InputError
+from pyprof.parse import native, native_lines, open_source, close_source, parse_file
+
+from parse_synth import CORPUS
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPTURES = sorted((ROOT / "tests" / "data").rglob("*.sqlite.xz")) + sorted((ROOT / "examples").rglob("*.sqlite.xz"))
+SHARED_KINDS = ("nsys", "nvprof", "not-a-profile")
+SHARED = [CORPUS / kind / name for kind in SHARED_KINDS
+          for name in (sorted(p.name for p in (CORPUS / kind).iterdir()) if (CORPUS / kind).is_dir() else [])]
+EMIT_NVTX = ROOT / "tests" / "data" / "nsys" / "emit_nvtx" / "transformer.sqlite.xz"
+needs_core = pytest.mark.skipif(native._core is None, reason="the compiled core is not built (no compiler or sqlite3.h)")
+
+
+def _outcome(path: Path, pure: bool, monkeypatch, raw_markers: bool = False) -> tuple:
+    """(the output, the Stats' counts) of a parse, or the error's line."""
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1" if pure else "0")
+    out = io.StringIO()
+    try:
+        stats = parse_file(str(path), out, raw_markers=raw_markers)
+    except InputError as e:
+        return ("error", str(e))
+    return out.getvalue(), vars(stats)
+
+
+@needs_core
+@pytest.mark.parametrize("path", CAPTURES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_committed_captures_same_bytes_both_paths(path, monkeypatch):
+    assert _outcome(path, False, monkeypatch) == _outcome(path, True, monkeypatch)
+
+
+@needs_core
+@pytest.mark.parametrize("path", SHARED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_shared_exports_same_outcome_both_paths(corpus, path, monkeypatch):
+    assert _outcome(path, False, monkeypatch) == _outcome(path, True, monkeypatch)
+
+
+@needs_core
+def test_raw_markers_same_bytes_both_paths(monkeypatch):
+    assert _outcome(EMIT_NVTX, False, monkeypatch, True) == _outcome(EMIT_NVTX, True, monkeypatch, True)
+
+
+@needs_core
+@pytest.mark.parametrize("name, taken", [("nsys/emit_nvtx/transformer.sqlite.xz", True),
+                                         ("nsys/pyprof/transformer.sqlite.xz", True),
+                                         ("graphs/cuda_graph_all.sqlite.xz", False)])  # graph nodes
+def test_which_exports_the_core_takes(name, taken, monkeypatch):
+    _takes(ROOT / "tests" / "data" / name, taken, monkeypatch)
+
+
+@needs_core
+def test_ranges_with_json_payloads_take_the_python_path(tmp_path, monkeypatch):
+    from nsys_schema import Export2026
+
+    e = Export2026(tmp_path / "payload.sqlite")
+    e.range(100, 900, "aten::mm, seq = 3, op_id = 7", json_text='{"sizes": [[2, 3], [3, 4]]}')
+    e.launch(200, 300, 1, 400)
+    _takes(e.close(), False, monkeypatch)
+
+
+def _takes(path: Path, taken: bool, monkeypatch) -> None:
+    monkeypatch.delenv(native.PURE_PYTHON_ENV, raising=False)
+    src = open_source(str(path))
+    try:
+        assert native_lines.takes(src) is taken
+        monkeypatch.setenv(native.PURE_PYTHON_ENV, "1")
+        assert native_lines.takes(src) is False
+    finally:
+        close_source(src)
+
+
+@needs_core
+def test_odd_ranges_same_bytes_both_paths(nsys_builder, monkeypatch):
+    """What the core hands back to Python or reads leniently: ranges nested past MAX_RANGE_DEPTH, equal starts (the
+    later end encloses), texts that are not ASCII or not UTF-8 with a seq, odd spacing after "seq =", a backward node
+    inside the engine's range and a numbered range right inside it, a consumer op naming a waiting producer."""
+    from pyprof.parse.correlate import MAX_RANGE_DEPTH
+
+    b = nsys_builder()
+    b.gpu(0, "NVIDIA H100")
+    t = 1000
+    for i in range(MAX_RANGE_DEPTH + 5):  # one thread nested too deep: the deepest are left out, counted
+        b.range(1, 1, t + i, 900_000 - i, f"level {i}")
+    b.range(1, 2, 2000, 5000, "aten::linear, seq = 7, op_id = 1")
+    b.range(1, 2, 2000, 9000, "aten::mm, seq = 8, op_id = 2")  # equal start, later end: encloses
+    b.range(1, 2, 2100, 4000, "aten::addmm, seq = 9, op_id = 3, sizes = [[2, 3], [3, 4]], input_op_ids = [(0,-1)]")
+    b.range(1, 2, 2200, 3900, "aten::conv2d, seq = 10, op_id = 4, sizes = [[1, 3, 8, 8]], input_op_ids = [(0,-1)]")
+    b.range(1, 2, 3000, 3500, "aten::relu, seq = 11, op_id = 5, sizes = [[1, 3, 8, 8]], input_op_ids = [(4,0)]")
+    b.range(1, 2, 10_000, 11_000, "aten::ümlaut, seq = 12, op_id = 6")
+    b.range(1, 2, 12_000, 13_000, "aten::spaced, seq =  13 , op_id = 7")
+    b.range(1, 3, 20_000, 40_000, "autograd::engine::evaluate_function: MmBackward0, op_id = 9")
+    b.range(1, 3, 20_100, 30_000, "MmBackward0, seq = 8, op_id = 10")
+    b.range(1, 3, 20_200, 29_000, "aten::mm, seq = 8, op_id = 11")
+    b.db.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
+                 "VALUES (14000, 15000, 59, CAST(x'61746e3a3a6d6d2c20736571203d20ff2c206f705f6964203d2038' AS TEXT), "
+                 "?, 0)", ((1 << 24) | 2,))
+    for corr, (tid, start) in enumerate([(1, 1500), (2, 2050), (2, 2150), (2, 2250), (2, 3100), (2, 10_100),
+                                         (2, 12_100), (2, 14_100), (3, 20_300), (3, 35_000)], start=1):
+        b.launch(1, tid, start, start + 50, corr)
+        b.kernel(1, 100_000 + corr * 1000, 100_500 + corr * 1000, corr)
+    path = b.close()
+    c_path, py_path = _outcome(path, False, monkeypatch, True), _outcome(path, True, monkeypatch, True)
+    assert c_path == py_path
+    assert c_path[1]["records"] == 10 and c_path[1]["oddities"]  # deep ranges and a text that is not UTF-8
+
+
+_WITHOUT_CORE = """
+import io, sys
+sys.modules["pyprof.parse._core"] = None  # as if it were never built: importing it raises ImportError
+from pyprof.parse import native, parse_file
+assert native._core is None and not native.enabled()
+out = io.StringIO()
+parse_file(sys.argv[1], out)
+sys.stdout.write(out.getvalue())
+"""
+
+
+def test_parse_runs_without_the_core(monkeypatch):
+    """The extension blocked from importing: the Python path, and (where the core is built) the same bytes."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop(native.PURE_PYTHON_ENV, None)
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_CORE, str(EMIT_NVTX)], env=env, capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.count("\n") > 400  # header, 538 records, end line
+    if native._core is not None:
+        assert done.stdout == _outcome(EMIT_NVTX, False, monkeypatch)[0]
+
+
+@needs_core
+def test_sweep_worker_same_bytes_both_paths(monkeypatch):
+    """With the sweep in a worker process, the core's writer takes attributions by number as the Python writer does:
+    with a window of 3 and batches of 5 (thousands of reuses and evictions), all four ways give the same lines."""
+    from pyprof.parse import activities, sweep_worker
+    from pyprof.parse.writer import lines
+
+    monkeypatch.setattr(activities, "WINDOW", 3)
+    monkeypatch.setattr(sweep_worker, "BATCH", 5)
+    out = {}
+    for pure in ("0", "1"):
+        monkeypatch.setenv(native.PURE_PYTHON_ENV, pure)
+        for worker in (True, False):
+            src = open_source(str(ROOT / "tests" / "data" / "nsys" / "pyprof" / "transformer.sqlite.xz"))
+            assert native_lines.takes(src) is (pure == "0")
+            recs, stats = lines(src, worker)
+            out[pure, worker] = (list(recs), vars(stats))
+            close_source(src)
+    first = out["0", True]
+    assert len(first[0]) > 500 and all(o == first for o in out.values())
+
+
+@needs_core
+def test_times_at_the_ends_of_64_bits_same_bytes_both_paths(nsys_builder, monkeypatch):
+    """A duration past 64 bits and a start whose clock-skew horizon passes them: Python's integers do not overflow,
+    and the core gives the same lines (exact, never wrapped)."""
+    b = nsys_builder()
+    low, high = -(1 << 63) + 5, (1 << 63) - 5
+    b.launch(1, 1, low, low + 10, 1)
+    b.kernel(1, low + 20, high, 1)  # lasts 2**64 - 25 ns
+    b.launch(1, 1, high - 100, high - 90, 2)
+    b.kernel(1, high - 50, high - 40, 2)  # its start + the clock skew passes 2**63
+    path = b.close()
+    c_path = _outcome(path, False, monkeypatch)
+    assert c_path == _outcome(path, True, monkeypatch)
+    assert f'"kDuration":{high - low - 20},' in c_path[0]
