@@ -8,13 +8,12 @@
  *
  * Every SQLite call's result is checked; an error is raised as _core.Error with SQLite's own message.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_core.h"
 #include <sqlite3.h>
 #include <limits.h>
 #include <string.h>
 
-static PyObject *CoreError;
+PyObject *CoreError;
 /* texts compared with a range's when it is not plain ASCII (made once, at import) */
 static PyObject *INPUT_KEY_STR, *SEQ_KEY_STR, *ENGINE_PREFIX_STR, *ATTRIBUTION_STR, *ONE;
 
@@ -151,7 +150,6 @@ typedef struct {
 #define SHARED_TEXTS 8192
 
 static int count_oddity(PyObject *oddities, PyObject *reason);
-static int bounded_add(PyObject *d, PyObject *key, PyObject *value, Py_ssize_t max_entries);
 
 /* A JSON marker text (pyprof's, a registered string) repeats every step, and the forward-op memory keeps the rows of
  * tens of thousands of stacks: the rows share one string per distinct text instead of one each. */
@@ -548,13 +546,7 @@ static PyTypeObject RangeFeedType = {
 
 /* ---- LineWriter ------------------------------------------------------------------------------------------ */
 
-/* A growing byte buffer for one line. */
-typedef struct {
-    char *data;
-    Py_ssize_t size, cap;
-} Buffer;
-
-static int buf_grow(Buffer *b, Py_ssize_t more) {
+int buf_grow(Buffer *b, Py_ssize_t more) {
     if (more > PY_SSIZE_T_MAX / 2 - b->size) {
         PyErr_NoMemory();
         return -1;
@@ -573,14 +565,14 @@ static int buf_grow(Buffer *b, Py_ssize_t more) {
     return 0;
 }
 
-static int buf_put(Buffer *b, const char *s, Py_ssize_t n) {
+int buf_put(Buffer *b, const char *s, Py_ssize_t n) {
     if (buf_grow(b, n) < 0) return -1;
     memcpy(b->data + b->size, s, (size_t)n);
     b->size += n;
     return 0;
 }
 
-static int buf_str(Buffer *b, PyObject *s) {
+int buf_str(Buffer *b, PyObject *s) {
     Py_ssize_t n;
     const char *u = PyUnicode_AsUTF8AndSize(s, &n);
     return u == NULL ? -1 : buf_put(b, u, n);
@@ -594,7 +586,7 @@ static int buf_int_or_null(Buffer *b, sqlite3_stmt *stmt, int col) {
     return buf_put(b, text, n);
 }
 
-static int buf_ll(Buffer *b, long long v) {
+int buf_ll(Buffer *b, long long v) {
     char text[32];
     int n = snprintf(text, sizeof text, "%lld", v);
     return buf_put(b, text, n);
@@ -615,8 +607,7 @@ static int buf_difference(Buffer *b, long long end, long long start) {
     return rc;
 }
 
-/* common.BoundedDict.add on a plain dict: past max_entries, the oldest half goes at once */
-static int bounded_add(PyObject *d, PyObject *key, PyObject *value, Py_ssize_t max_entries) {
+int bounded_add(PyObject *d, PyObject *key, PyObject *value, Py_ssize_t max_entries) {
     if (PyDict_SetItem(d, key, value) < 0) return -1;
     if (PyDict_GET_SIZE(d) <= max_entries) return 0;
     Py_ssize_t drop = max_entries / 2 > 1 ? max_entries / 2 : 1;
@@ -1150,7 +1141,7 @@ PyMODINIT_FUNC PyInit__core(void) {
     CoreError = PyErr_NewException("pyprof.parse._core.Error", NULL, NULL);
     if (CoreError == NULL || PyModule_AddObjectRef(m, "Error", CoreError) < 0 ||
         PyModule_AddObjectRef(m, "RangeFeed", (PyObject *)&RangeFeedType) < 0 ||
-        PyModule_AddObjectRef(m, "LineWriter", (PyObject *)&LineWriterType) < 0) {
+        PyModule_AddObjectRef(m, "LineWriter", (PyObject *)&LineWriterType) < 0 || core_add_attributor(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

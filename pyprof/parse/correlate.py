@@ -453,17 +453,21 @@ class Correlator:
         for launch, info in zip(launches, self.sweep(swept)):
             yield (launch.key, launch.api, launch.start_ns, launch.end_ns, launch.pid, launch.tid) + info
 
-    def sweep(self, launches: Iterable[tuple]) -> Iterator[tuple]:
+    def sweep(self, launches: Iterable[tuple], attributor=None) -> Iterator[tuple]:
         """Yield ``(attribution, call, flags)`` (the end of LAUNCH_INFO) for each launch call, given as a
         tuple that starts ``(thread, start_ns, end_ns)`` (a Launch, or a reader's ``launch_times`` row), in
-        launch start order. A sweep worker needs no more of a launch than this (pipeline.py)."""
+        launch start order. A sweep worker needs no more of a launch than this (pipeline.py).
+
+        ``attributor``: the compiled core's (native.attributor), which attributes launches as this class does and
+        hands the attribution's JSON parts instead of its fields."""
         # The sweep creates millions of small acyclic objects; generational GC passes over them cost more
         # than the parse itself, and there are no cycles to collect. Collection resumes at the end.
         with no_cyclic_gc():
             feed = native.range_feed(self.source, self, DEEP_RANGES, MAX_RANGE_DEPTH) or \
                 RowFeed(self.source.ranges(), self._push)
             push_until = feed.push_until
-            attribute = self._launch_attribution
+            attribute = self._launch_attribution if attributor is None else attributor.launch_attribution
+            info_of = _info if attributor is None else attributor.info
             empty = (None, None, 0)
             held: deque = deque()  # (launch start, attribution) behind one that waits for an output shape
             sited = self._sited
@@ -473,7 +477,7 @@ class Correlator:
                 while held and held[0][0] + OUTPUT_WAIT_NS < start:
                     h = held.popleft()[1]
                     h.waiting = False
-                    yield empty if h is _EMPTY else (h.info or _info(h))
+                    yield empty if h is _EMPTY else (h.info or info_of(h))
                 push_until(start)
                 a = attribute(launch[0], start, launch[2])
                 if sited is not None and a.callsite is None and launch.site is not None and not a.waiting:
@@ -481,12 +485,12 @@ class Correlator:
                 if not held and not a.waiting:
                     if self._wanted:
                         self._wanted.clear()  # what still waits is handed on already: too late for it
-                    yield empty if a is _EMPTY else (a.info or _info(a))
+                    yield empty if a is _EMPTY else (a.info or info_of(a))
                     continue
                 held.append((start, a))
                 while held and not held[0][1].waiting:
                     h = held.popleft()[1]
-                    yield empty if h is _EMPTY else (h.info or _info(h))
+                    yield empty if h is _EMPTY else (h.info or info_of(h))
             # Ranges after the last launch may still name the shapes that held launches wait for.
             while held and self._wanted and (nxt := feed.next_start()) is not None \
                     and nxt <= held[-1][0] + OUTPUT_WAIT_NS:
@@ -494,7 +498,7 @@ class Correlator:
             feed.close()
             for _, h in held:
                 h.waiting = False
-                yield empty if h is _EMPTY else (h.info or _info(h))
+                yield empty if h is _EMPTY else (h.info or info_of(h))
 
     def _with_site(self, a: Attribution, site: str) -> Attribution:
         """``a`` with the calling line of a launch's own Python backtrace as its callsite (where no range named

@@ -23,12 +23,13 @@ class Parts:
     asks once per distinct key (a kernel's name ids, a device and stream, a launch configuration, an API name id,
     an attribution) and keeps the answer."""
 
-    def __init__(self, source, gpu_names: dict, raw_markers: bool) -> None:
+    def __init__(self, source, gpu_names: dict, raw_markers: bool, encoded: bool = False) -> None:
         self._source = source
         self._strings = source.strings
         self._gpu_names = gpu_names
         self._no_gpu = lineparts.no_gpu_name(gpu_names)
         self._raw_markers = raw_markers
+        self._encoded = encoded  # the sweep hands the attribution parts already (native.attributor)
 
     def name(self, table: int, *ids) -> str:
         """The name part of a kernel (table 0: its short and long name ids), memcpy (1: its copyKind) or memset."""
@@ -57,8 +58,9 @@ class Parts:
         return lineparts.API_JSON % encode.string(_api_name(self._strings.get(name_id, "")))
 
     def attribution(self, fields: tuple) -> tuple[str, str]:
-        """The attribution parts (head, tail) of a launch's attribution fields."""
-        return encode.attribution(fields, self._raw_markers)
+        """The attribution parts (head, tail) of a launch's attribution fields (the parts themselves where the
+        sweep encoded them)."""
+        return fields if self._encoded else encode.attribution(fields, self._raw_markers)
 
 
 def record_lines(source, stats, raw_markers: bool, worker: bool):
@@ -68,16 +70,21 @@ def record_lines(source, stats, raw_markers: bool, worker: bool):
     head_line, gpu_names = lineparts.header(source)
     yield head_line
     activity_sql, launch_sql = source.native_queries()
-    if worker:
+    correlator = Correlator(source, stats.oddities)
+    attributor = native.attributor(correlator, raw_markers)
+    if attributor is not None:  # attributed in C, in this process: a worker would only add the pickling
+        infos = correlator.sweep(source.launch_times(), attributor)
+    elif worker:
         from pyprof.parse.sweep_worker import swept_in_worker
 
         infos = swept_in_worker(source, stats.oddities)
     else:
-        infos = Correlator(source, stats.oddities).sweep(source.launch_times())
+        infos = correlator.sweep(source.launch_times())
     segments = tuple(lineparts.LINE.split("%s"))
     try:
         lines = native._core.LineWriter(source.file, activity_sql, launch_sql, infos, segments,
-                                        Parts(source, gpu_names, raw_markers), lineparts.NO_CALL,
+                                        Parts(source, gpu_names, raw_markers, attributor is not None),
+                                        lineparts.NO_CALL,
                                         encode.attribution(None), lineparts.API_END_KEY, stats,
                                         lineparts.CLOCK_SKEW_NS, 2 * lineparts.RECENT, 2 * WINDOW)
         try:

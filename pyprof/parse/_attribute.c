@@ -1,0 +1,1327 @@
+/* pyprof.parse._core.Attributor: a launch's attribution and its JSON parts in C (docs/parse.md, "The compiled core").
+ *
+ * The same work as correlate.Correlator._launch_attribution, _attribute, _forward_link and _info with
+ * encode.attribution, done on the Correlator's own state (its stacks, per-range state, forward-op memory and
+ * decoded-marker cache) and on the Python classes that define the data: correlate.Attribution and markers.Marker.
+ * Their slots are read and written at the offsets their member descriptors give, so the Python code that reads
+ * or changes them (Correlator._take_output_shapes, _name_engine_range) sees one object, and the classes stay the
+ * one definition. Texts are decoded by markers.decode, once per open range as on the Python path.
+ *
+ * Where the input is odd for C (a range time that is no 64-bit int, a text that is not a str), the chain is handed
+ * to the Python method, which defines the answer.
+ */
+#include "_core.h"
+
+#include <string.h>
+#ifndef Py_T_OBJECT_EX  /* before Python 3.12 */
+#include <structmember.h>
+#define Py_T_OBJECT_EX T_OBJECT_EX
+#endif
+
+/* Attribution's slots (correlate.Attribution) the code touches, by name */
+enum { A_RANGES, A_LAYER, A_TRACE, A_MARKER, A_REPR, A_SEQ_MARKER, A_SEQ_ID, A_ALT_SEQ_ID, A_DIR, A_RECOMPUTE,
+       A_MOD, A_OP, A_ARGS, A_OUTPUTS, A_WAITING, A_CALLSITE, A_HOST_NS, A_FWD, A_CALL, A_UNTIL_NS, A_INFO,
+       N_A_SLOTS };
+static const char *A_NAMES[N_A_SLOTS] = {
+    "ranges", "layer", "trace", "marker", "reprMarkers", "seqMarker", "seqId", "altSeqId", "dir", "recompute",
+    "mod", "op", "args", "outputs", "waiting", "callsite", "host_ns", "fwd", "call", "until_ns", "info"};
+/* Marker's slots (markers.Marker) */
+enum { M_KIND, M_NAME, M_MOD, M_OP, M_ARGS, M_SITE, M_STACK, M_SEQ, M_STASHED, M_OP_ID, M_RAW_SIZES, M_OUTPUTS,
+       M_BACKWARD, M_DATA, M_CONTAINER, N_M_SLOTS };
+static const char *M_NAMES[N_M_SLOTS] = {"kind", "name", "mod", "op", "args", "site", "stack", "seq", "stashed",
+                                         "op_id", "raw_sizes", "outputs", "backward", "data", "container"};
+/* the JSON encoders of the attribution fields (record.Field.json) */
+enum { E_STRINGS, E_NESTED, E_JSON_ITEMS, E_INTS, E_STR, E_BOOL, E_JSON, E_STR_OPT, E_INT_OPT, N_ENCODERS };
+static const char *E_NAMES[N_ENCODERS] = {"strings", "nested", "json_items", "ints", "str", "bool", "json", "str?",
+                                          "int?"};
+enum { K_SEQ, K_OP, K_MODULE, K_LAYER, K_TRACE, K_REPR, N_KINDS };
+#define MAX_FIELDS 24
+#define N_RUNS 2
+
+static const char ENGINE[] = "autograd::engine::evaluate_function: ";
+
+typedef struct {
+    Py_ssize_t slot;  /* offset in Attribution */
+    int encoder, always;
+    PyObject *key;      /* '"name":' */
+    PyObject *fallback; /* the Python encoder (encode.ENCODERS) for what C does not write itself */
+    PyObject *default_json;
+} FieldSpec;
+
+typedef struct {
+    PyObject_HEAD
+    /* the Correlator's state */
+    PyObject *correlator, *stacks, *state, *fwd, *markers, *wanted, *backward_thread, *calls, *process_of;
+    Py_ssize_t markers_max;
+    /* what the Python definitions provide */
+    PyObject *attribution_type, *decode, *python_attribute, *output_ops, *engine_seq_type, *undecoded, *empty,
+        *backward_bare, *serials, *string_json, *compiled_mod, *backward_op;
+    PyObject *kinds[N_KINDS];
+    Py_ssize_t a_off[N_A_SLOTS], m_off[N_M_SLOTS];
+    /* emit_nvtx texts decoded in C (markers._decode_emit_nvtx's common case) */
+    PyObject *marker_type, *names, *split_name, *empty_str;
+    Py_ssize_t names_max, n_marker_slots, *marker_slots, raw_inputs_off;
+    FieldSpec fields[N_RUNS][MAX_FIELDS];
+    int n_fields[N_RUNS];
+    int raw_markers;
+    Buffer buf;
+} Attributor;
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+#define A(self, obj, i) SLOT(obj, (self)->a_off[i])
+#define M(self, obj, i) SLOT(obj, (self)->m_off[i])
+
+/* obj.<slot> = value (a reference is taken) */
+static void set_slot(PyObject *obj, Py_ssize_t off, PyObject *value) {
+    PyObject *old = SLOT(obj, off);
+    SLOT(obj, off) = Py_NewRef(value);
+    Py_XDECREF(old);
+}
+
+/* A marker's slot, borrowed; an unset one raises as Python would. */
+static PyObject *mslot(Attributor *self, PyObject *m, int i) {
+    PyObject *v = M(self, m, i);
+    if (v == NULL) PyErr_Format(PyExc_AttributeError, "a Marker without %s", M_NAMES[i]);
+    return v;
+}
+
+static int kind_is(Attributor *self, PyObject *m, int k) {
+    PyObject *kind = M(self, m, M_KIND);
+    if (kind == self->kinds[k]) return 1;
+    if (kind == NULL || !PyUnicode_Check(kind)) return 0;
+    return PyUnicode_Compare(kind, self->kinds[k]) == 0;
+}
+
+/* offsets of a slotted class's members, by name */
+static int slot_offsets(PyObject *type, const char **names, int n, Py_ssize_t *out) {
+    for (int i = 0; i < n; i++) {
+        PyObject *descr = PyObject_GetAttrString(type, names[i]);
+        if (descr == NULL) return -1;
+        if (!Py_IS_TYPE(descr, &PyMemberDescr_Type) ||
+            ((PyMemberDescrObject *)descr)->d_member->type != Py_T_OBJECT_EX) {
+            Py_DECREF(descr);
+            PyErr_Format(PyExc_TypeError, "%R.%s is not a slot", type, names[i]);
+            return -1;
+        }
+        out[i] = ((PyMemberDescrObject *)descr)->d_member->offset;
+        Py_DECREF(descr);
+    }
+    return 0;
+}
+
+/* ---- rows ------------------------------------------------------------------------------------------------- */
+
+/* row[i] as a 64-bit int; 1 when it is not one (the caller hands the work to Python) */
+static int row_ll(PyObject *row, Py_ssize_t i, long long *out) {
+    PyObject *v = PyTuple_GET_ITEM(row, i);
+    if (!PyLong_CheckExact(v)) return 1;
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (*out == -1 && PyErr_Occurred()) return -1;
+    return overflow ? 1 : 0;
+}
+
+static PyObject *row_key(PyObject *row) { return PyLong_FromVoidPtr(row); }
+
+/* a new Attribution with the values Attribution.__init__ gives */
+static PyObject *new_attribution(Attributor *self) {
+    PyTypeObject *type = (PyTypeObject *)self->attribution_type;
+    PyObject *a = type->tp_alloc(type, 0);
+    if (a == NULL) return NULL;
+    static const int lists[] = {A_RANGES, A_LAYER, A_TRACE, A_MARKER, A_REPR, A_SEQ_MARKER, A_SEQ_ID, A_ALT_SEQ_ID,
+                                A_MOD, A_OP, A_OUTPUTS};
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        PyObject *l = PyList_New(0);
+        if (l == NULL) {
+            Py_DECREF(a);
+            return NULL;
+        }
+        A(self, a, lists[i]) = l;
+    }
+    PyObject *empty_str = PyUnicode_New(0, 0), *args = PyUnicode_FromString("[]"), *zero = PyLong_FromLong(0);
+    if (!empty_str || !args || !zero) {
+        Py_XDECREF(empty_str);
+        Py_XDECREF(args);
+        Py_XDECREF(zero);
+        Py_DECREF(a);
+        return NULL;
+    }
+    A(self, a, A_DIR) = empty_str;
+    A(self, a, A_ARGS) = args;
+    A(self, a, A_UNTIL_NS) = zero;
+    A(self, a, A_RECOMPUTE) = Py_NewRef(Py_False);
+    A(self, a, A_WAITING) = Py_NewRef(Py_False);
+    static const int nones[] = {A_CALLSITE, A_HOST_NS, A_FWD, A_CALL, A_INFO};
+    for (size_t i = 0; i < sizeof nones / sizeof nones[0]; i++) A(self, a, nones[i]) = Py_NewRef(Py_None);
+    return a;
+}
+
+
+/* ---- emit_nvtx texts ------------------------------------------------------------------------------------------ */
+
+static int is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
+
+/* text[from:to].strip() (str.strip's ASCII whitespace) */
+static PyObject *stripped(PyObject *text, Py_ssize_t from, Py_ssize_t to) {
+    const unsigned char *d = PyUnicode_DATA(text);
+    while (from < to && is_space(d[from])) from++;
+    while (to > from && is_space(d[to - 1])) to--;
+    return PyUnicode_Substring(text, from, to);
+}
+
+static Py_ssize_t find_in(const char *s, Py_ssize_t from, Py_ssize_t to, const char *needle, Py_ssize_t k) {
+    for (Py_ssize_t i = from; i + k <= to; i++)
+        if (s[i] == needle[0] && memcmp(s + i, needle, (size_t)k) == 0) return i;
+    return -1;
+}
+
+/* ", KEY = <digits>" at *at: the number (at most 18 digits), *at moved past it; -1 when not there */
+static long long number_field(const char *s, Py_ssize_t n, Py_ssize_t *at, const char *key, Py_ssize_t k) {
+    if (*at + k > n || memcmp(s + *at, key, (size_t)k) != 0) return -1;
+    Py_ssize_t i = *at + k, from = i;
+    long long v = 0;
+    while (i < n && s[i] >= '0' && s[i] <= '9' && i - from < 18) v = v * 10 + (s[i++] - '0');
+    if (i == from || (i < n && s[i] >= '0' && s[i] <= '9')) return -1;
+    *at = i;
+    return v;
+}
+
+#define KEY(s) s, (Py_ssize_t)(sizeof(s) - 1)
+
+/* A Marker of the common emit_nvtx text, "name[, seq = N][, op_id = M][, sizes = S[, input_op_ids = I]]" with a seq
+ * or an op_id, built as markers._decode_emit_nvtx builds it; Py_None (a new reference) where that function's common
+ * case does not apply, and markers.decode is asked. */
+static PyObject *emit_marker(Attributor *self, PyObject *text) {
+    if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
+    const char *s = (const char *)PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (n == 0 || s[0] == '{' || memchr(s, '\n', (size_t)n) != NULL || memchr(s, '=', (size_t)n) == NULL ||
+        (n >= 6 && memcmp(s, "layer:", 6) == 0))
+        Py_RETURN_NONE;
+    const char *comma = memchr(s, ',', (size_t)n);
+    Py_ssize_t at = comma ? comma - s : n, name_end = at;
+    long long seq = number_field(s, n, &at, KEY(", seq = "));
+    long long op_id = number_field(s, n, &at, KEY(", op_id = "));
+    Py_ssize_t sizes_from = -1, sizes_to = -1, inputs_from = -1;
+    if (at + 10 <= n && memcmp(s + at, ", sizes = ", 10) == 0) {
+        sizes_from = at + 10;
+        Py_ssize_t in = find_in(s, sizes_from, n, KEY(", input_op_ids = "));
+        sizes_to = in < 0 ? n : in;
+        inputs_from = in < 0 ? -1 : in + 17;
+        at = n;
+    } else if (at + 17 <= n && memcmp(s + at, ", input_op_ids = ", 17) == 0) {
+        at = n;  /* inputs without sizes: matched, and not kept (the Python case keeps inputs only after sizes) */
+    }
+    if (at != n || (seq < 0 && op_id < 0)) Py_RETURN_NONE;
+    if (sizes_from >= 0 && (find_in(s, sizes_from, sizes_to, KEY(" = ")) >= 0 ||
+                            (inputs_from >= 0 && find_in(s, inputs_from, n, KEY(" = ")) >= 0)))
+        Py_RETURN_NONE;
+    PyTypeObject *type = (PyTypeObject *)self->marker_type;
+    PyObject *m = type->tp_alloc(type, 0);
+    if (m == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < self->n_marker_slots; k++) SLOT(m, self->marker_slots[k]) = Py_NewRef(Py_None);
+    set_slot(m, self->m_off[M_KIND], self->kinds[K_SEQ]);
+    set_slot(m, self->m_off[M_BACKWARD], Py_False);
+    set_slot(m, self->m_off[M_CONTAINER], Py_False);
+    PyObject *name = PyUnicode_Substring(text, 0, name_end), *v = NULL, *parts = NULL;
+    if (name == NULL) goto fail;
+    if (seq >= 0) {
+        if ((v = PyLong_FromLongLong(seq)) == NULL) goto fail;
+        set_slot(m, self->m_off[M_SEQ], v);
+        Py_CLEAR(v);
+    }
+    if (op_id >= 0) {
+        if ((v = PyLong_FromLongLong(op_id)) == NULL) goto fail;
+        set_slot(m, self->m_off[M_OP_ID], v);
+        Py_CLEAR(v);
+    }
+    if (sizes_from >= 0) {
+        if ((v = stripped(text, sizes_from, sizes_to)) == NULL) goto fail;
+        set_slot(m, self->m_off[M_RAW_SIZES], v);
+        Py_CLEAR(v);
+        if (inputs_from >= 0) {
+            if ((v = stripped(text, inputs_from, n)) == NULL) goto fail;
+            set_slot(m, self->raw_inputs_off, v);
+            Py_CLEAR(v);
+        }
+    }
+    /* markers._name_op: the name's parts, split once per distinct name */
+    parts = PyDict_GetItemWithError(self->names, name);
+    if (parts != NULL) {
+        Py_INCREF(parts);
+    } else {
+        if (PyErr_Occurred() || (parts = PyObject_CallOneArg(self->split_name, name)) == NULL) goto fail;
+        if (bounded_add(self->names, name, parts, self->names_max) < 0) goto fail;
+    }
+    if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) != 5) {
+        PyErr_SetString(PyExc_TypeError, "a name's parts are (name, mod, op, backward, container)");
+        goto fail;
+    }
+    static const int order[] = {M_NAME, M_MOD, M_OP, M_BACKWARD, M_CONTAINER};
+    for (int k = 0; k < 5; k++) set_slot(m, self->m_off[order[k]], PyTuple_GET_ITEM(parts, k));
+    /* markers._unnumbered */
+    if (seq < 0) {
+        int has_mod = PyObject_IsTrue(M(self, m, M_MOD)), backward = PyObject_IsTrue(M(self, m, M_BACKWARD));
+        if (has_mod < 0 || backward < 0) goto fail;
+        if (!has_mod && !backward) set_slot(m, self->m_off[M_CONTAINER], Py_True);
+    }
+    Py_DECREF(parts);
+    Py_DECREF(name);
+    return m;
+fail:
+    Py_XDECREF(parts);
+    Py_XDECREF(name);
+    Py_DECREF(m);
+    return NULL;
+}
+
+/* markers.decode(text), its emit_nvtx common case in C */
+static PyObject *decode_text(Attributor *self, PyObject *text) {
+    PyObject *m = emit_marker(self, text);
+    if (m != Py_None) return m;
+    Py_DECREF(m);
+    return PyObject_CallOneArg(self->decode, text);
+}
+
+/* ---- markers ---------------------------------------------------------------------------------------------- */
+
+/* a range's decoded marker (a new reference, or Py_None) as correlate._attribute finds it */
+static PyObject *range_marker(Attributor *self, PyObject *row, PyObject *text, int in_engine, int counters) {
+    PyObject *key = row_key(row);
+    if (key == NULL) return NULL;
+    PyObject *m = NULL;
+    if (!counters) {
+        PyObject *known = PyDict_GetItemWithError(self->markers, key);
+        if (known == NULL && PyErr_Occurred()) goto done;
+        if (known != NULL && PyTuple_Check(known) && PyTuple_GET_SIZE(known) == 2 && PyTuple_GET_ITEM(known, 0) == row)
+            m = Py_NewRef(PyTuple_GET_ITEM(known, 1));
+        else
+            m = decode_text(self, text);
+        goto done;
+    }
+    PyObject *s = PyDict_GetItemWithError(self->state, key);
+    if (s == NULL && PyErr_Occurred()) goto done;
+    if (s != NULL && (!PyList_CheckExact(s) || PyList_GET_SIZE(s) != 3)) {
+        PyErr_SetString(PyExc_TypeError, "a range's state is [marker, attribution, call]");
+        goto done;
+    }
+    PyObject *s0 = s ? PyList_GET_ITEM(s, 0) : NULL;
+    if (s != NULL && s0 != self->undecoded && !Py_IS_TYPE(s0, (PyTypeObject *)self->engine_seq_type)) {
+        m = Py_NewRef(s0);
+        goto done;
+    }
+    m = decode_text(self, text);
+    if (m == NULL) goto done;
+    if (s == NULL) {
+        PyObject *fresh = PyList_New(3);
+        if (fresh == NULL) goto fail;
+        PyList_SET_ITEM(fresh, 0, Py_NewRef(m));
+        PyList_SET_ITEM(fresh, 1, Py_NewRef(Py_None));
+        PyList_SET_ITEM(fresh, 2, Py_NewRef(Py_None));
+        int rc = PyDict_SetItem(self->state, key, fresh);
+        Py_DECREF(fresh);
+        if (rc < 0) goto fail;
+    } else if (s0 == self->undecoded) {
+        PyList_SetItem(s, 0, Py_NewRef(m));
+    } else {  /* an engine range whose node's seq is known (_EngineSeq) */
+        PyObject *seq = Py_NewRef(PyTuple_GET_ITEM(s0, 0));
+        PyList_SetItem(s, 0, Py_NewRef(m));
+        if (m != Py_None) set_slot(m, self->m_off[M_SEQ], seq);
+        Py_DECREF(seq);
+        goto done;
+    }
+    if (m != Py_None && kind_is(self, m, K_SEQ) && !in_engine) {
+        PyObject *pair = PyTuple_Pack(2, row, m);
+        if (pair == NULL) goto fail;
+        int rc = bounded_add(self->markers, key, pair, self->markers_max);
+        Py_DECREF(pair);
+        if (rc < 0) goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(m);
+done:
+    Py_DECREF(key);
+    return m;
+}
+
+/* correlate._range_name */
+static PyObject *range_name(Attributor *self, PyObject *m, PyObject *text) {
+    if (kind_is(self, m, K_OP)) {
+        PyObject *mod = mslot(self, m, M_MOD), *op = mslot(self, m, M_OP);
+        if (mod == NULL || op == NULL) return NULL;
+        int has_mod = PyObject_IsTrue(mod);
+        if (has_mod < 0) return NULL;
+        return has_mod ? PyUnicode_FromFormat("%S.%S", mod, op) : PyObject_Str(op);
+    }
+    if (kind_is(self, m, K_MODULE)) {
+        PyObject *name = mslot(self, m, M_NAME);
+        return name ? PyUnicode_FromFormat("module:%S", name) : NULL;
+    }
+    if (kind_is(self, m, K_SEQ)) return Py_XNewRef(mslot(self, m, M_NAME));
+    return Py_NewRef(text);
+}
+
+/* ---- one attribution -------------------------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject *m, *row;  /* borrowed: held by ``held`` and the chain */
+    Py_ssize_t i;
+    int side;           /* 0: op, 1: forward seq, 2: backward seq, -1: dropped (recompute) */
+} Item;
+
+enum { OPS, FWD_SEQ, BWD_SEQ };
+
+static PyObject *attribute(Attributor *self, PyObject *chain, int counters);
+
+/* encode.forward_link */
+static PyObject *link_json(Attributor *self, PyObject *f, PyObject *seq) {
+    PyObject *mods = A(self, f, A_MOD), *ops = A(self, f, A_OP);
+    PyObject *mod = PyList_GET_SIZE(mods) ? PyList_GET_ITEM(mods, 0) : NULL;
+    PyObject *op = PyList_GET_SIZE(ops) ? PyList_GET_ITEM(ops, 0) : NULL;
+    PyObject *empty = PyUnicode_New(0, 0);
+    if (empty == NULL) return NULL;
+    PyObject *mj = PyObject_CallOneArg(self->string_json, mod ? mod : empty);
+    PyObject *oj = mj ? PyObject_CallOneArg(self->string_json, op ? op : empty) : NULL;
+    Py_DECREF(empty);
+    PyObject *callsite = A(self, f, A_CALLSITE), *cj = NULL, *lj = NULL, *out = NULL;
+    if (oj == NULL) goto done;
+    cj = callsite == Py_None ? PyUnicode_FromString("null") : PyObject_CallOneArg(self->string_json, callsite);
+    if (cj == NULL) goto done;
+    /* layer: encode.strings */
+    PyObject *layer = A(self, f, A_LAYER);
+    if (PyList_GET_SIZE(layer) == 0) {
+        lj = PyUnicode_FromString("[]");
+    } else {
+        PyObject *items = PyList_New(PyList_GET_SIZE(layer));
+        if (items == NULL) goto done;
+        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(layer); k++) {
+            PyObject *e = PyObject_CallOneArg(self->string_json, PyList_GET_ITEM(layer, k));
+            if (e == NULL) {
+                Py_DECREF(items);
+                goto done;
+            }
+            PyList_SET_ITEM(items, k, e);
+        }
+        PyObject *comma = PyUnicode_FromString(",");
+        PyObject *joined = comma ? PyUnicode_Join(comma, items) : NULL;
+        Py_XDECREF(comma);
+        Py_DECREF(items);
+        if (joined == NULL) goto done;
+        lj = PyUnicode_FromFormat("[%U]", joined);
+        Py_DECREF(joined);
+    }
+    if (lj == NULL) goto done;
+    out = PyUnicode_FromFormat("{\"mod\":%U,\"op\":%U,\"args\":%S,\"callsite\":%U,\"layer\":%U,\"seq\":%S}", mj, oj,
+                               A(self, f, A_ARGS), cj, lj, seq);
+done:
+    Py_XDECREF(mj);
+    Py_XDECREF(oj);
+    Py_XDECREF(cj);
+    Py_XDECREF(lj);
+    return out;
+}
+
+/* correlate._forward_link: the JSON of the forward op of the innermost numbered backward range, or None */
+static PyObject *forward_link(Attributor *self, Item *items, Py_ssize_t n) {
+    /* nested: more than one distinct seq among the backward ranges, or more than one engine range among them */
+    PyObject *first_seq = NULL;
+    int nested = 0, engines = 0;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (items[k].side != BWD_SEQ) continue;
+        PyObject *seq = M(self, items[k].m, M_SEQ);
+        if (seq != NULL && seq != Py_None) {
+            if (first_seq == NULL) first_seq = seq;
+            else {
+                int same = PyObject_RichCompareBool(first_seq, seq, Py_EQ);
+                if (same < 0) return NULL;
+                if (!same) nested = 1;
+            }
+        }
+        PyObject *text = PyTuple_GET_ITEM(items[k].row, 3);
+        if (PyUnicode_Check(text) && PyUnicode_GET_LENGTH(text) > 0) {
+            PyObject *prefix = PyUnicode_FromString(ENGINE);
+            if (prefix == NULL) return NULL;
+            Py_ssize_t is = PyUnicode_Tailmatch(text, prefix, 0, PY_SSIZE_T_MAX, -1);
+            Py_DECREF(prefix);
+            if (is < 0) return NULL;
+            engines += (int)is;
+        }
+    }
+    if (engines > 1) nested = 1;
+    for (Py_ssize_t k = n - 1; k >= 0; k--) {
+        if (items[k].side != BWD_SEQ) continue;
+        PyObject *seq = M(self, items[k].m, M_SEQ);
+        if (seq == NULL || seq == Py_None) continue;
+        PyObject *process = PyObject_CallOneArg(self->process_of, PyTuple_GET_ITEM(items[k].row, 0));
+        if (process == NULL) return NULL;
+        for (int side = 0; side < 2; side++) {
+            PyObject *on_engine = (side == 0) == nested ? Py_True : Py_False;
+            PyObject *key = PyTuple_Pack(3, process, seq, on_engine);
+            if (key == NULL) {
+                Py_DECREF(process);
+                return NULL;
+            }
+            PyObject *f = PyDict_GetItemWithError(self->fwd, key);
+            if (f == NULL) {
+                Py_DECREF(key);
+                if (PyErr_Occurred()) {
+                    Py_DECREF(process);
+                    return NULL;
+                }
+                continue;
+            }
+            Py_INCREF(f);
+            if (PyList_CheckExact(f)) {  /* a stack snapshot: attributed once, without links of its own */
+                Py_ssize_t len = PyList_GET_SIZE(f);
+                PyObject *chain = PyList_New(0);
+                long long last_end = 0;
+                int odd = chain == NULL ? -1 : (len ? row_ll(PyList_GET_ITEM(f, len - 1), 2, &last_end) : 0);
+                for (Py_ssize_t r = 0; odd == 0 && r < len; r++) {
+                    long long end = 0;
+                    odd = row_ll(PyList_GET_ITEM(f, r), 2, &end);
+                    if (odd == 0 && end >= last_end && PyList_Append(chain, PyList_GET_ITEM(f, r)) < 0) odd = -1;
+                }
+                PyObject *made = NULL;
+                if (odd == 0) made = attribute(self, chain, 0);
+                else if (odd > 0) made = PyObject_CallMethod(self->correlator, "_attribute", "OO",
+                                                            chain ? chain : Py_None, Py_False);
+                Py_XDECREF(chain);
+                Py_DECREF(f);
+                f = made;
+                if (f == NULL || PyDict_SetItem(self->fwd, key, f) < 0) {
+                    Py_XDECREF(f);
+                    Py_DECREF(key);
+                    Py_DECREF(process);
+                    return NULL;
+                }
+            }
+            Py_DECREF(key);
+            Py_DECREF(process);
+            PyObject *out = link_json(self, f, seq);
+            Py_DECREF(f);
+            return out;
+        }
+        Py_DECREF(process);
+    }
+    Py_RETURN_NONE;
+}
+
+/* correlate._call_id */
+static PyObject *call_id(Attributor *self, PyObject *row) {
+    PyObject *key = row_key(row);
+    if (key == NULL) return NULL;
+    PyObject *s = PyDict_GetItemWithError(self->state, key), *out = NULL;
+    if (s == NULL) {
+        if (PyErr_Occurred()) goto done;
+        s = PyList_New(3);
+        if (s == NULL) goto done;
+        PyList_SET_ITEM(s, 0, Py_NewRef(self->undecoded));
+        PyList_SET_ITEM(s, 1, Py_NewRef(Py_None));
+        PyList_SET_ITEM(s, 2, Py_NewRef(Py_None));
+        int rc = PyDict_SetItem(self->state, key, s);
+        Py_DECREF(s);
+        if (rc < 0) goto done;
+    }
+    if (PyList_GET_ITEM(s, 2) == Py_None) {
+        PyObject *n = PyIter_Next(self->calls);
+        if (n == NULL) goto done;
+        PyList_SetItem(s, 2, n);
+    }
+    out = Py_NewRef(PyList_GET_ITEM(s, 2));
+done:
+    Py_DECREF(key);
+    return out;
+}
+
+static int append_all(PyObject *list, PyObject *items) {
+    if (items == NULL || items == Py_None) return 0;
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    return PyList_SetSlice(list, n, n, items);
+}
+
+static int truthy_slot(Attributor *self, PyObject *m, int i) {
+    PyObject *v = mslot(self, m, i);
+    return v == NULL ? -1 : PyObject_IsTrue(v);
+}
+
+/* _backward_graph(m): a kernel of a compiled backward graph */
+static int backward_graph(Attributor *self, PyObject *m) {
+    PyObject *mod = mslot(self, m, M_MOD), *data = mslot(self, m, M_DATA);
+    if (mod == NULL || data == NULL) return -1;
+    int is = PyObject_RichCompareBool(mod, self->compiled_mod, Py_EQ);
+    if (is <= 0 || !PyDict_CheckExact(data)) return is < 0 ? -1 : 0;
+    PyObject *graph = PyDict_GetItemString(data, "graph");
+    return graph != NULL && PyUnicode_Check(graph) && PyUnicode_CompareWithASCIIString(graph, "backward") == 0;
+}
+
+/* correlate.Correlator._attribute: a new reference to the Attribution of a launch enclosed by ``chain`` */
+static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
+    Py_ssize_t n = PyList_GET_SIZE(chain);
+    /* times that are no 64-bit ints, texts that are no str: the Python method defines what they give */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(chain, i);
+        long long v;
+        int odd = PyTuple_GET_SIZE(row) < 5 ? 1 : row_ll(row, 1, &v);
+        if (odd == 0) odd = row_ll(row, 2, &v);
+        if (odd == 0 && PyTuple_GET_ITEM(row, 3) != Py_None && !PyUnicode_Check(PyTuple_GET_ITEM(row, 3))) odd = 1;
+        if (odd < 0) return NULL;
+        if (odd) return PyObject_CallMethod(self->correlator, "_attribute", "OO", chain, counters ? Py_True : Py_False);
+    }
+    PyObject *a = new_attribution(self);
+    if (a == NULL) return NULL;
+    Item *items = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Item));
+    PyObject *held = PyList_New(0);  /* the markers of the chain, alive until the end */
+    Py_ssize_t n_items = 0;
+    if (items == NULL || held == NULL) goto fail;
+    PyObject *until = NULL;
+    long long until_ll = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long end = 0;
+        row_ll(PyList_GET_ITEM(chain, i), 2, &end);
+        if (until == NULL || end < until_ll) {
+            until = PyTuple_GET_ITEM(PyList_GET_ITEM(chain, i), 2);
+            until_ll = end;
+        }
+    }
+    if (until != NULL) set_slot(a, self->a_off[A_UNTIL_NS], until);
+    PyObject *ranges = A(self, a, A_RANGES), *trace = A(self, a, A_TRACE), *layer = A(self, a, A_LAYER);
+    int in_engine = 0, node;
+    PyObject *engine_prefix = PyUnicode_FromString(ENGINE);
+    if (engine_prefix == NULL) goto fail;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(chain, i), *text = PyTuple_GET_ITEM(row, 3);
+        int has_text = text != Py_None && PyUnicode_GET_LENGTH(text) > 0;
+        node = in_engine;
+        in_engine = 0;
+        if (has_text) {
+            Py_ssize_t is = PyUnicode_Tailmatch(text, engine_prefix, 0, PY_SSIZE_T_MAX, -1);
+            if (is < 0) goto fail_prefix;
+            in_engine = (int)is;
+        }
+        if (!has_text) {
+            PyObject *empty = PyUnicode_New(0, 0);
+            int rc = empty ? PyList_Append(ranges, empty) : -1;
+            Py_XDECREF(empty);
+            if (rc < 0) goto fail_prefix;
+            continue;
+        }
+        PyObject *m = range_marker(self, row, text, in_engine, counters);
+        if (m == NULL) goto fail_prefix;
+        int rc = PyList_Append(held, m);
+        Py_DECREF(m);
+        if (rc < 0) goto fail_prefix;
+        if (m == Py_None) {
+            if (PyList_Append(ranges, text) < 0) goto fail_prefix;
+            continue;
+        }
+        PyObject *name = range_name(self, m, text);
+        if (name == NULL) goto fail_prefix;
+        rc = PyList_Append(ranges, name);
+        Py_DECREF(name);
+        if (rc < 0) goto fail_prefix;
+        Item *it = &items[n_items];
+        it->m = m;
+        it->row = row;
+        it->i = i;
+        it->side = -2;
+        if (kind_is(self, m, K_SEQ)) {
+            int backward = truthy_slot(self, m, M_BACKWARD);
+            PyObject *seq = mslot(self, m, M_SEQ);
+            if (backward < 0 || seq == NULL) goto fail_prefix;
+            it->side = backward || (node && seq != Py_None) ? BWD_SEQ : FWD_SEQ;
+        } else if (kind_is(self, m, K_OP)) {
+            it->side = OPS;
+            PyObject *stack = mslot(self, m, M_STACK), *site = mslot(self, m, M_SITE);
+            if (stack == NULL || site == NULL) goto fail_prefix;
+            int has_stack = PyObject_IsTrue(stack), has_site = PyObject_IsTrue(site);
+            if (has_stack < 0 || has_site < 0) goto fail_prefix;
+            if (has_stack ? append_all(trace, stack) < 0 : has_site && PyList_Append(trace, site) < 0)
+                goto fail_prefix;
+        } else if (kind_is(self, m, K_MODULE) || kind_is(self, m, K_LAYER)) {
+            PyObject *mname = mslot(self, m, M_NAME);
+            if (mname == NULL || PyList_Append(layer, mname) < 0) goto fail_prefix;
+        } else if (kind_is(self, m, K_TRACE)) {
+            PyObject *stack = mslot(self, m, M_STACK);
+            if (stack == NULL || append_all(trace, stack) < 0) goto fail_prefix;
+        } else if (kind_is(self, m, K_REPR)) {
+            PyObject *data = mslot(self, m, M_DATA);
+            if (data == NULL || PyList_Append(A(self, a, A_REPR), data) < 0) goto fail_prefix;
+        }
+        if (it->side != -2) n_items++;
+    }
+    Py_DECREF(engine_prefix);
+    engine_prefix = NULL;
+    /* activation checkpointing: a numbered forward op inside backward work is a recomputed forward op */
+    Py_ssize_t inner = -1;
+    for (Py_ssize_t k = 0; k < n_items; k++)
+        if (items[k].side == BWD_SEQ) inner = items[k].i;
+    if (inner >= 0) {
+        int recompute = 0;
+        for (Py_ssize_t k = 0; k < n_items && !recompute; k++)
+            recompute = items[k].side == FWD_SEQ && items[k].i > inner && M(self, items[k].m, M_SEQ) != Py_None;
+        if (recompute) {
+            set_slot(a, self->a_off[A_RECOMPUTE], Py_True);
+            for (Py_ssize_t k = 0; k < n_items; k++)
+                if (items[k].side == BWD_SEQ || items[k].i <= inner) items[k].side = -1;
+        }
+    }
+    int any_ops = 0, any_fwd = 0, any_bwd = 0;
+    for (Py_ssize_t k = 0; k < n_items; k++) {
+        any_ops |= items[k].side == OPS;
+        any_fwd |= items[k].side == FWD_SEQ;
+        any_bwd |= items[k].side == BWD_SEQ;
+    }
+    /* seqMarker, seqId, altSeqId in chain order */
+    PyObject *seq_marker = A(self, a, A_SEQ_MARKER), *seq_id = A(self, a, A_SEQ_ID);
+    for (Py_ssize_t k = 0; k < n_items; k++) {
+        if (items[k].side != FWD_SEQ && items[k].side != BWD_SEQ) continue;
+        PyObject *m = items[k].m, *text = PyTuple_GET_ITEM(items[k].row, 3);
+        int has_text = text != Py_None && PyUnicode_GET_LENGTH(text) > 0;
+        if (PyList_Append(seq_marker, has_text ? text : M(self, m, M_NAME)) < 0) goto fail;
+        PyObject *seq = M(self, m, M_SEQ);
+        if (seq != Py_None) {
+            int known = PySequence_Contains(seq_id, seq);
+            if (known < 0 || (!known && PyList_Append(seq_id, seq) < 0)) goto fail;
+        }
+        PyObject *stashed = mslot(self, m, M_STASHED);
+        if (stashed == NULL || (stashed != Py_None && PyList_Append(A(self, a, A_ALT_SEQ_ID), stashed) < 0)) goto fail;
+    }
+    for (Py_ssize_t k = 0; k < n_items; k++) {
+        if (items[k].side != OPS) continue;
+        PyObject *lean = PyObject_CallMethod(items[k].m, "lean_json", "O", PyTuple_GET_ITEM(items[k].row, 4));
+        if (lean == NULL) goto fail;
+        int rc = PyList_Append(A(self, a, A_MARKER), lean);
+        Py_DECREF(lean);
+        if (rc < 0) goto fail;
+    }
+    /* named: the ops, else the numbered ranges that are not containers, else any numbered range */
+    int named_side = -1, named_uncontained = 0;
+    if (any_ops) {
+        named_side = OPS;
+    } else {
+        for (int side = FWD_SEQ; side <= BWD_SEQ && named_side < 0; side++)
+            for (Py_ssize_t k = 0; k < n_items; k++) {
+                if (items[k].side != side) continue;
+                int c = truthy_slot(self, items[k].m, M_CONTAINER);
+                if (c < 0) goto fail;
+                if (!c) {
+                    named_side = side;
+                    named_uncontained = 1;
+                    break;
+                }
+            }
+        if (named_side < 0) named_side = any_fwd ? FWD_SEQ : any_bwd ? BWD_SEQ : -1;
+    }
+    int engine_work = 0;
+    if (!any_bwd && A(self, a, A_RECOMPUTE) != Py_True) {
+        PyObject *side = PyDict_GetItemWithError(self->backward_thread, PyTuple_GET_ITEM(PyList_GET_ITEM(chain, 0), 0));
+        if (side == NULL && PyErr_Occurred()) goto fail;
+        engine_work = side == Py_True;
+        for (Py_ssize_t k = 0; k < n_items && engine_work; k++)
+            if (items[k].side == FWD_SEQ && M(self, items[k].m, M_SEQ) != Py_None) engine_work = 0;
+    }
+    PyObject *bprop = PyUnicode_FromString("bprop");
+    if (bprop == NULL) goto fail;
+    if (named_side < 0) {
+        if (engine_work) set_slot(a, self->a_off[A_DIR], bprop);
+        Py_DECREF(bprop);
+        goto done;
+    }
+    int is_bprop = any_bwd || engine_work;
+    for (Py_ssize_t k = 0; k < n_items && !is_bprop; k++) {
+        if (items[k].side != OPS) continue;
+        PyObject *op = mslot(self, items[k].m, M_OP);
+        if (op == NULL) goto fail_bprop;
+        int is = PyObject_RichCompareBool(op, self->backward_op, Py_EQ);
+        if (is == 0) is = backward_graph(self, items[k].m);
+        if (is < 0) goto fail_bprop;
+        is_bprop = is;
+    }
+    if (is_bprop) set_slot(a, self->a_off[A_DIR], bprop);
+    else {
+        PyObject *fprop = PyUnicode_FromString("fprop");
+        if (fprop == NULL) goto fail_bprop;
+        set_slot(a, self->a_off[A_DIR], fprop);
+        Py_DECREF(fprop);
+    }
+    Py_DECREF(bprop);
+    /* mod, op of the named ranges; the first of them gives args, outputs, callsite, host time */
+    Item *first = NULL;
+    PyObject *mods = A(self, a, A_MOD), *ops = A(self, a, A_OP);
+    for (Py_ssize_t k = 0; k < n_items; k++) {
+        if (items[k].side != named_side) continue;
+        if (named_uncontained) {
+            int c = truthy_slot(self, items[k].m, M_CONTAINER);
+            if (c < 0) goto fail;
+            if (c) continue;
+        }
+        PyObject *mod = mslot(self, items[k].m, M_MOD), *op = mslot(self, items[k].m, M_OP);
+        if (mod == NULL || op == NULL || PyList_Append(mods, mod) < 0 || PyList_Append(ops, op) < 0) goto fail;
+        if (first == NULL) first = &items[k];
+    }
+    PyObject *fm = first->m, *shaped = fm;
+    PyObject *fargs = mslot(self, fm, M_ARGS), *fsizes = mslot(self, fm, M_RAW_SIZES);
+    if (fargs == NULL || fsizes == NULL) goto fail;
+    if (fargs == Py_None && fsizes == Py_None && kind_is(self, fm, K_OP)) {
+        for (Py_ssize_t k = 0; k < n_items; k++) {
+            if (items[k].side != FWD_SEQ) continue;
+            if (M(self, items[k].m, M_RAW_SIZES) != Py_None || M(self, items[k].m, M_ARGS) != Py_None) {
+                shaped = items[k].m;
+                break;
+            }
+        }
+    }
+    PyObject *args = PyObject_CallMethod(shaped, "args_json", NULL);
+    if (args == NULL) goto fail;
+    set_slot(a, self->a_off[A_ARGS], args);
+    Py_DECREF(args);
+    PyObject *outputs = mslot(self, shaped, M_OUTPUTS);
+    if (outputs == NULL) goto fail;
+    int has_outputs = PyObject_IsTrue(outputs);
+    if (has_outputs < 0) goto fail;
+    if (has_outputs) set_slot(a, self->a_off[A_OUTPUTS], outputs);
+    PyObject *site = mslot(self, fm, M_SITE), *stack = mslot(self, fm, M_STACK);
+    if (site == NULL || stack == NULL) goto fail;
+    int truthy = PyObject_IsTrue(site);
+    if (truthy < 0) goto fail;
+    PyObject *callsite = NULL;
+    if (truthy) callsite = Py_NewRef(site);
+    else {
+        int has_stack = PyObject_IsTrue(stack);
+        if (has_stack < 0) goto fail;
+        if (has_stack) {
+            callsite = PySequence_GetItem(stack, -1);
+            if (callsite == NULL) goto fail;
+        }
+    }
+    if (callsite == NULL && any_ops && PyList_GET_SIZE(trace) > 0)
+        callsite = Py_NewRef(PyList_GET_ITEM(trace, PyList_GET_SIZE(trace) - 1));
+    if (callsite != NULL) {
+        set_slot(a, self->a_off[A_CALLSITE], callsite);
+        Py_DECREF(callsite);
+    }
+    long long fstart = 0, fend = 0;
+    row_ll(first->row, 1, &fstart);
+    row_ll(first->row, 2, &fend);
+    if (fend >= fstart) {
+        PyObject *host = PyNumber_Subtract(PyTuple_GET_ITEM(first->row, 2), PyTuple_GET_ITEM(first->row, 1));
+        if (host == NULL) goto fail;
+        set_slot(a, self->a_off[A_HOST_NS], host);
+        Py_DECREF(host);
+    }
+    if (counters) {
+        Item *inner_bwd = NULL;
+        for (Py_ssize_t k = 0; k < n_items; k++)
+            if (items[k].side == BWD_SEQ) inner_bwd = &items[k];
+        Item *last_op = NULL;
+        for (Py_ssize_t k = 0; k < n_items; k++)
+            if (items[k].side == OPS) last_op = &items[k];
+        int own = 0;
+        if (inner_bwd && last_op) {
+            PyObject *mod = mslot(self, last_op->m, M_MOD);
+            if (mod == NULL) goto fail;
+            own = PyObject_RichCompareBool(mod, self->compiled_mod, Py_EQ);
+            if (own < 0) goto fail;
+        }
+        PyObject *call = call_id(self, inner_bwd && !own ? inner_bwd->row : first->row);
+        if (call == NULL) goto fail;
+        set_slot(a, self->a_off[A_CALL], call);
+        Py_DECREF(call);
+        if (inner_bwd) {
+            PyObject *link = forward_link(self, items, n_items);
+            if (link == NULL) goto fail;
+            set_slot(a, self->a_off[A_FWD], link);
+            Py_DECREF(link);
+        } else if (kind_is(self, fm, K_SEQ) && M(self, fm, M_OP_ID) != Py_None && PyUnicode_CheckExact(fsizes)) {
+            /* emit_nvtx with shapes: an op whose output shape its inputs do not tell waits for its consumer */
+            PyObject *op = mslot(self, fm, M_OP);
+            PyObject *hit = op ? PyObject_CallOneArg(self->output_ops, op) : NULL;
+            if (hit == NULL) goto fail;
+            int waits = hit != Py_None;
+            Py_DECREF(hit);
+            if (waits) {
+                set_slot(a, self->a_off[A_WAITING], Py_True);
+                PyObject *process = PyObject_CallOneArg(self->process_of, PyTuple_GET_ITEM(first->row, 0));
+                PyObject *key = process ? PyTuple_Pack(2, process, M(self, fm, M_OP_ID)) : NULL;
+                Py_XDECREF(process);
+                if (key == NULL) goto fail;
+                PyObject *fresh = PyList_New(0);
+                PyObject *waiting = fresh ? PyDict_SetDefault(self->wanted, key, fresh) : NULL;
+                Py_XDECREF(fresh);
+                Py_DECREF(key);
+                if (waiting == NULL || PyList_Append(waiting, a) < 0) goto fail;
+            }
+        }
+    }
+done:
+    Py_DECREF(held);
+    PyMem_Free(items);
+    return a;
+fail_bprop:
+    Py_DECREF(bprop);
+    goto fail;
+fail_prefix:
+    Py_XDECREF(engine_prefix);
+fail:
+    Py_XDECREF(held);
+    PyMem_Free(items);
+    Py_DECREF(a);
+    return NULL;
+}
+
+/* ---- the launch's attribution ----------------------------------------------------------------------------- */
+
+static PyObject *outside(Attributor *self, PyObject *thread) {
+    PyObject *side = PyDict_GetItemWithError(self->backward_thread, thread);
+    if (side == NULL && PyErr_Occurred()) return NULL;
+    int bw = side ? PyObject_IsTrue(side) : 0;
+    if (bw < 0) return NULL;
+    return Py_NewRef(bw ? self->backward_bare : self->empty);
+}
+
+/* Correlator._launch_attribution(thread, start_ns, end_ns) */
+static PyObject *Attributor_launch_attribution(Attributor *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "launch_attribution(thread, start_ns, end_ns)");
+        return NULL;
+    }
+    PyObject *thread = args[0];
+    long long start_ns, end_ns;
+    int o1, o2;
+    start_ns = PyLong_AsLongLongAndOverflow(args[1], &o1);
+    if (start_ns == -1 && PyErr_Occurred()) return NULL;
+    end_ns = PyLong_AsLongLongAndOverflow(args[2], &o2);
+    if (end_ns == -1 && PyErr_Occurred()) return NULL;
+    if (o1 || o2) return PyObject_CallMethod(self->correlator, "_launch_attribution", "OOO", thread, args[1], args[2]);
+    PyObject *st = PyDict_GetItemWithError(self->stacks, thread);
+    if (st == NULL && PyErr_Occurred()) return NULL;
+    if (st == NULL || PyList_GET_SIZE(st) == 0) return outside(self, thread);
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(st); k++) {
+        long long v;
+        int odd = row_ll(PyList_GET_ITEM(st, k), 1, &v);
+        if (odd == 0) odd = row_ll(PyList_GET_ITEM(st, k), 2, &v);
+        if (odd < 0) return NULL;
+        if (odd) return PyObject_CallMethod(self->correlator, "_launch_attribution", "OOO", thread, args[1], args[2]);
+    }
+    Py_ssize_t n = PyList_GET_SIZE(st);
+    while (n > 0) {
+        long long end = 0;
+        PyObject *top = PyList_GET_ITEM(st, n - 1);
+        row_ll(top, 2, &end);
+        if (end >= start_ns) break;
+        PyObject *key = row_key(top);
+        if (key == NULL) return NULL;
+        int rc = PyDict_Contains(self->state, key);
+        if (rc > 0) rc = PyDict_DelItem(self->state, key);
+        Py_DECREF(key);
+        if (rc < 0 || PyList_SetSlice(st, n - 1, n, NULL) < 0) return NULL;
+        n--;
+    }
+    if (n == 0) return outside(self, thread);
+    PyObject *top = PyList_GET_ITEM(st, n - 1);
+    PyObject *key = row_key(top);
+    if (key == NULL) return NULL;
+    PyObject *s = PyDict_GetItemWithError(self->state, key);
+    if (s == NULL && PyErr_Occurred()) goto fail;
+    if (s != NULL && PyList_CheckExact(s) && PyList_GET_SIZE(s) == 3 && PyList_GET_ITEM(s, 1) != Py_None) {
+        PyObject *cached = PyList_GET_ITEM(s, 1);
+        PyObject *until = A(self, cached, A_UNTIL_NS);
+        int overflow;
+        long long until_ns = until ? PyLong_AsLongLongAndOverflow(until, &overflow) : 0;
+        if (until != NULL && !overflow && !(until_ns == -1 && PyErr_Occurred()) && until_ns >= end_ns) {
+            Py_DECREF(key);
+            return Py_NewRef(cached);
+        }
+        PyErr_Clear();
+    }
+    PyObject *chain = PyList_New(0);
+    if (chain == NULL) goto fail;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        long long end = 0;
+        row_ll(PyList_GET_ITEM(st, k), 2, &end);
+        if (end >= end_ns && PyList_Append(chain, PyList_GET_ITEM(st, k)) < 0) {
+            Py_DECREF(chain);
+            goto fail;
+        }
+    }
+    if (PyList_GET_SIZE(chain) == 0) {
+        Py_DECREF(chain);
+        Py_DECREF(key);
+        return outside(self, thread);
+    }
+    Py_XINCREF(s);  /* the entry as it was before attribute(), which may add one */
+    PyObject *info = attribute(self, chain, 1);
+    Py_ssize_t whole = PyList_GET_SIZE(chain) == n;
+    Py_DECREF(chain);
+    if (info == NULL) {
+        Py_XDECREF(s);
+        goto fail;
+    }
+    if (whole) {
+        /* as the Python method: a range without an entry before gets a fresh one, over any attribute() made */
+        if (s == NULL) {
+            if ((s = PyList_New(3)) == NULL) goto fail_info;
+            PyList_SET_ITEM(s, 0, Py_NewRef(self->undecoded));
+            PyList_SET_ITEM(s, 1, Py_NewRef(Py_None));
+            PyList_SET_ITEM(s, 2, Py_NewRef(Py_None));
+            if (PyDict_SetItem(self->state, key, s) < 0) {
+                Py_DECREF(s);
+                goto fail_info;
+            }
+        }
+        int rc = PyList_SetItem(s, 1, Py_NewRef(info));
+        Py_DECREF(s);
+        if (rc < 0) goto fail_info;
+    } else {
+        Py_XDECREF(s);
+    }
+    Py_DECREF(key);
+    return info;
+fail_info:
+    Py_DECREF(info);
+fail:
+    Py_DECREF(key);
+    return NULL;
+}
+
+/* ---- the launch info and its JSON -------------------------------------------------------------------------- */
+
+/* a str's JSON as encode.string (json's encode_basestring_ascii): plain ASCII copied, anything else by Python */
+static int put_string(Attributor *self, PyObject *s) {
+    if (PyUnicode_CheckExact(s) && PyUnicode_IS_ASCII(s)) {
+        const unsigned char *d = PyUnicode_DATA(s);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(s), k = 0;
+        while (k < n && d[k] >= 0x20 && d[k] != '"' && d[k] != '\\' && d[k] != 0x7f) k++;
+        if (k == n) return buf_put(&self->buf, "\"", 1) || buf_put(&self->buf, (const char *)d, n) ||
+                           buf_put(&self->buf, "\"", 1) ? -1 : 0;
+    }
+    PyObject *e = PyObject_CallOneArg(self->string_json, s);
+    if (e == NULL) return -1;
+    int rc = buf_str(&self->buf, e);
+    Py_DECREF(e);
+    return rc;
+}
+
+static int put_int(Attributor *self, PyObject *v) {
+    if (PyLong_CheckExact(v)) {
+        int overflow;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (!overflow && !(x == -1 && PyErr_Occurred())) return buf_ll(&self->buf, x);
+        PyErr_Clear();
+    }
+    PyObject *text = PyObject_Str(v);
+    if (text == NULL) return -1;
+    int rc = buf_str(&self->buf, text);
+    Py_DECREF(text);
+    return rc;
+}
+
+/* one field's JSON (encode.ENCODERS[field.json]) into the buffer */
+static int put_field(Attributor *self, FieldSpec *f, PyObject *v) {
+    Buffer *b = &self->buf;
+    switch (f->encoder) {
+    case E_STRINGS:
+    case E_JSON_ITEMS:
+    case E_INTS:
+        if (PyList_CheckExact(v)) {
+            Py_ssize_t n = PyList_GET_SIZE(v);
+            if (buf_put(b, "[", 1) < 0) return -1;
+            for (Py_ssize_t k = 0; k < n; k++) {
+                PyObject *x = PyList_GET_ITEM(v, k);
+                if (k && buf_put(b, ",", 1) < 0) return -1;
+                int rc = f->encoder == E_STRINGS ? put_string(self, x)
+                         : f->encoder == E_INTS  ? (x == Py_None ? buf_put(b, "null", 4) : put_int(self, x))
+                                                 : buf_str(b, x);
+                if (rc < 0) return -1;
+            }
+            return buf_put(b, "]", 1);
+        }
+        break;
+    case E_STR:
+        if (PyUnicode_Check(v)) return put_string(self, v);
+        break;
+    case E_STR_OPT:
+        if (v == Py_None) return buf_put(b, "null", 4);
+        if (PyUnicode_Check(v)) return put_string(self, v);
+        break;
+    case E_INT_OPT:
+        if (v == Py_None) return buf_put(b, "null", 4);
+        if (PyLong_CheckExact(v)) return put_int(self, v);
+        break;
+    case E_BOOL: {
+        int t = PyObject_IsTrue(v);
+        return t < 0 ? -1 : t ? buf_put(b, "true", 4) : buf_put(b, "false", 5);
+    }
+    case E_JSON:
+        if (v == Py_None) return buf_put(b, "null", 4);
+        if (PyUnicode_Check(v)) return buf_str(b, v);
+        break;
+    case E_NESTED:
+        if (v == Py_None) return buf_put(b, "null", 4);
+        if (PyList_CheckExact(v) && PyList_GET_SIZE(v) == 0) return buf_put(b, "[]", 2);
+        break;
+    }
+    PyObject *text = PyObject_CallOneArg(f->fallback, v);
+    if (text == NULL) return -1;
+    int rc = buf_str(b, text);
+    Py_DECREF(text);
+    return rc;
+}
+
+/* one run of attribution fields (encode.part with first=False) */
+static PyObject *run_json(Attributor *self, PyObject *a, int run) {
+    Buffer *b = &self->buf;
+    b->size = 0;
+    for (int k = 0; k < self->n_fields[run]; k++) {
+        FieldSpec *f = &self->fields[run][k];
+        PyObject *v = SLOT(a, f->slot);
+        if (v == NULL) {
+            PyErr_SetString(PyExc_AttributeError, "an Attribution field is unset");
+            return NULL;
+        }
+        if (f->slot == self->a_off[A_SEQ_MARKER] && !self->raw_markers) v = NULL;  /* written only when asked */
+        Py_ssize_t at = b->size;
+        if (buf_put(b, ",", 1) < 0 || buf_str(b, f->key) < 0) return NULL;
+        Py_ssize_t value_at = b->size;
+        if (v == NULL ? buf_put(b, "[]", 2) : put_field(self, f, v) < 0) return NULL;
+        if (!f->always) {
+            Py_ssize_t n;
+            const char *d = PyUnicode_AsUTF8AndSize(f->default_json, &n);
+            if (d == NULL) return NULL;
+            if (b->size - value_at == n && memcmp(b->data + value_at, d, (size_t)n) == 0) b->size = at;
+        }
+    }
+    return PyUnicode_DecodeUTF8(b->data, b->size, "strict");
+}
+
+/* correlate._info in the form the compiled line writer takes: ((number, (head, tail)), call, flags) */
+static PyObject *Attributor_info(Attributor *self, PyObject *a) {
+    if (!Py_IS_TYPE(a, (PyTypeObject *)self->attribution_type)) {
+        PyErr_SetString(PyExc_TypeError, "info() takes an Attribution");
+        return NULL;
+    }
+    PyObject *head = run_json(self, a, 0);
+    PyObject *tail = head ? run_json(self, a, 1) : NULL;
+    PyObject *number = tail ? PyIter_Next(self->serials) : NULL;
+    PyObject *info = NULL;
+    if (number != NULL) {
+        long flags = 0;
+        int bprop = PyUnicode_Check(A(self, a, A_DIR)) && PyUnicode_CompareWithASCIIString(A(self, a, A_DIR), "bprop") == 0;
+        if (PyList_GET_SIZE(A(self, a, A_OP)) > 0) flags |= 1;        /* HAS_OP */
+        if (bprop) flags |= 2;                                         /* BPROP */
+        if (A(self, a, A_FWD) != Py_None) flags |= 4;                  /* HAS_FWD */
+        if (bprop) {                                                   /* NUMBERED */
+            PyObject *ids = A(self, a, A_SEQ_ID);
+            for (Py_ssize_t k = 0; k < PyList_GET_SIZE(ids); k++)
+                if (PyList_GET_ITEM(ids, k) != Py_None) {
+                    flags |= 8;
+                    break;
+                }
+        }
+        if (A(self, a, A_RECOMPUTE) == Py_True) flags |= 16;           /* RECOMPUTE */
+        info = Py_BuildValue("((O(OO))Ol)", number, head, tail, A(self, a, A_CALL), flags);
+        if (info != NULL) set_slot(a, self->a_off[A_INFO], info);
+    }
+    Py_XDECREF(head);
+    Py_XDECREF(tail);
+    Py_XDECREF(number);
+    return info;
+}
+
+/* ---- the type ------------------------------------------------------------------------------------------------ */
+
+static int Attributor_traverse(Attributor *self, visitproc visit, void *arg) {
+    PyObject **all[] = {&self->correlator, &self->stacks, &self->state, &self->fwd, &self->markers, &self->wanted,
+                        &self->backward_thread, &self->calls, &self->process_of, &self->attribution_type,
+                        &self->decode, &self->python_attribute, &self->output_ops, &self->engine_seq_type,
+                        &self->undecoded, &self->empty, &self->backward_bare, &self->serials, &self->string_json,
+                        &self->compiled_mod, &self->backward_op, &self->marker_type, &self->names,
+                        &self->split_name, &self->empty_str};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) Py_VISIT(*all[i]);
+    for (int k = 0; k < N_KINDS; k++) Py_VISIT(self->kinds[k]);
+    for (int r = 0; r < N_RUNS; r++)
+        for (int k = 0; k < self->n_fields[r]; k++) {
+            Py_VISIT(self->fields[r][k].key);
+            Py_VISIT(self->fields[r][k].fallback);
+            Py_VISIT(self->fields[r][k].default_json);
+        }
+    return 0;
+}
+
+static int Attributor_clear(Attributor *self) {
+    PyObject **all[] = {&self->correlator, &self->stacks, &self->state, &self->fwd, &self->markers, &self->wanted,
+                        &self->backward_thread, &self->calls, &self->process_of, &self->attribution_type,
+                        &self->decode, &self->python_attribute, &self->output_ops, &self->engine_seq_type,
+                        &self->undecoded, &self->empty, &self->backward_bare, &self->serials, &self->string_json,
+                        &self->compiled_mod, &self->backward_op, &self->marker_type, &self->names,
+                        &self->split_name, &self->empty_str};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) Py_CLEAR(*all[i]);
+    for (int k = 0; k < N_KINDS; k++) Py_CLEAR(self->kinds[k]);
+    for (int r = 0; r < N_RUNS; r++) {
+        for (int k = 0; k < self->n_fields[r]; k++) {
+            Py_CLEAR(self->fields[r][k].key);
+            Py_CLEAR(self->fields[r][k].fallback);
+            Py_CLEAR(self->fields[r][k].default_json);
+        }
+        self->n_fields[r] = 0;
+    }
+    return 0;
+}
+
+static void Attributor_dealloc(Attributor *self) {
+    PyObject_GC_UnTrack(self);
+    Attributor_clear(self);
+    PyMem_Free(self->buf.data);
+    PyMem_Free(self->marker_slots);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *attr(PyObject *o, const char *name) { return PyObject_GetAttrString(o, name); }
+
+/* Attributor(correlator, defs, runs, raw_markers)
+ *   defs: a dict of what the Python definitions provide (native.attributor builds it);
+ *   runs: for each run of attribution fields on a line, ((slot name, encoder name, always, default JSON), ...) */
+static int Attributor_init(Attributor *self, PyObject *args, PyObject *kwds) {
+    PyObject *correlator, *defs, *runs;
+    int raw_markers;
+    if (!PyArg_ParseTuple(args, "OO!O!p", &correlator, &PyDict_Type, &defs, &PyTuple_Type, &runs, &raw_markers))
+        return -1;
+    if (self->correlator != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Attributor initialised twice");
+        return -1;
+    }
+    self->correlator = Py_NewRef(correlator);
+    self->raw_markers = raw_markers;
+    struct { PyObject **to; const char *name; } from_correlator[] = {
+        {&self->stacks, "_stacks"}, {&self->state, "_state"}, {&self->fwd, "_fwd"}, {&self->markers, "_markers"},
+        {&self->wanted, "_wanted"}, {&self->backward_thread, "_backward_thread"}, {&self->calls, "_calls"},
+        {&self->process_of, "_process_of"}};
+    for (size_t i = 0; i < sizeof from_correlator / sizeof from_correlator[0]; i++)
+        if ((*from_correlator[i].to = attr(correlator, from_correlator[i].name)) == NULL) return -1;
+    if (!PyDict_Check(self->stacks) || !PyDict_Check(self->state) || !PyDict_Check(self->fwd) ||
+        !PyDict_Check(self->markers) || !PyDict_Check(self->wanted) || !PyDict_Check(self->backward_thread)) {
+        PyErr_SetString(PyExc_TypeError, "the Correlator's state is dicts");
+        return -1;
+    }
+    PyObject *max_entries = attr(self->markers, "max_entries");
+    if (max_entries == NULL) return -1;
+    self->markers_max = PyLong_AsSsize_t(max_entries);
+    Py_DECREF(max_entries);
+    if (self->markers_max == -1 && PyErr_Occurred()) return -1;
+    struct { PyObject **to; const char *name; } from_defs[] = {
+        {&self->attribution_type, "Attribution"}, {&self->decode, "decode"}, {&self->output_ops, "output_ops"},
+        {&self->engine_seq_type, "EngineSeq"}, {&self->undecoded, "UNDECODED"}, {&self->empty, "EMPTY"},
+        {&self->backward_bare, "BACKWARD_BARE"}, {&self->serials, "serials"}, {&self->string_json, "string"},
+        {&self->compiled_mod, "COMPILED_MOD"}, {&self->backward_op, "BACKWARD_OP"},
+        {&self->kinds[K_SEQ], "SEQ"}, {&self->kinds[K_OP], "OP"}, {&self->kinds[K_MODULE], "MODULE"},
+        {&self->kinds[K_LAYER], "LAYER"}, {&self->kinds[K_TRACE], "TRACE"}, {&self->kinds[K_REPR], "REPR"}};
+    for (size_t i = 0; i < sizeof from_defs / sizeof from_defs[0]; i++) {
+        PyObject *v = PyDict_GetItemString(defs, from_defs[i].name);
+        if (v == NULL) {
+            PyErr_Format(PyExc_KeyError, "Attributor: no %s", from_defs[i].name);
+            return -1;
+        }
+        *from_defs[i].to = Py_NewRef(v);
+    }
+    PyObject *marker_type = PyDict_GetItemString(defs, "Marker"), *encoders = PyDict_GetItemString(defs, "ENCODERS");
+    if (marker_type == NULL || encoders == NULL || !PyType_Check(marker_type) ||
+        !PyType_Check(self->attribution_type) || !PyType_Check(self->engine_seq_type)) {
+        PyErr_SetString(PyExc_TypeError, "Attributor: Marker, Attribution, EngineSeq are classes; ENCODERS given");
+        return -1;
+    }
+    if (slot_offsets(self->attribution_type, A_NAMES, N_A_SLOTS, self->a_off) < 0 ||
+        slot_offsets(marker_type, M_NAMES, N_M_SLOTS, self->m_off) < 0)
+        return -1;
+    self->marker_type = Py_NewRef(marker_type);
+    self->names = Py_XNewRef(PyDict_GetItemString(defs, "names"));
+    self->split_name = Py_XNewRef(PyDict_GetItemString(defs, "split_name"));
+    if (self->names == NULL || !PyDict_Check(self->names) || self->split_name == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Attributor: names (a BoundedDict) and split_name given");
+        return -1;
+    }
+    PyObject *names_max = attr(self->names, "max_entries"), *slots = attr(marker_type, "__slots__");
+    self->names_max = names_max ? PyLong_AsSsize_t(names_max) : -1;
+    Py_XDECREF(names_max);
+    if (self->names_max < 0 || slots == NULL || !PyTuple_Check(slots)) {
+        Py_XDECREF(slots);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "Attributor: Marker.__slots__ is a tuple");
+        return -1;
+    }
+    self->n_marker_slots = PyTuple_GET_SIZE(slots);
+    self->marker_slots = PyMem_Calloc((size_t)self->n_marker_slots + 1, sizeof(Py_ssize_t));
+    const char **slot_names = PyMem_Calloc((size_t)self->n_marker_slots + 1, sizeof(char *));
+    int bad = self->marker_slots == NULL || slot_names == NULL;
+    for (Py_ssize_t k = 0; !bad && k < self->n_marker_slots; k++)
+        bad = (slot_names[k] = PyUnicode_AsUTF8(PyTuple_GET_ITEM(slots, k))) == NULL;
+    const char *raw_inputs = "raw_inputs";
+    if (!bad) bad = slot_offsets(marker_type, slot_names, (int)self->n_marker_slots, self->marker_slots) < 0 ||
+                    slot_offsets(marker_type, &raw_inputs, 1, &self->raw_inputs_off) < 0;
+    PyMem_Free(slot_names);
+    Py_DECREF(slots);
+    if (bad) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        return -1;
+    }
+    if (PyTuple_GET_SIZE(runs) != N_RUNS) {
+        PyErr_SetString(PyExc_ValueError, "Attributor: two runs of attribution fields");
+        return -1;
+    }
+    for (int r = 0; r < N_RUNS; r++) {
+        PyObject *run = PyTuple_GET_ITEM(runs, r);
+        if (!PyTuple_Check(run) || PyTuple_GET_SIZE(run) > MAX_FIELDS) {
+            PyErr_SetString(PyExc_ValueError, "Attributor: a run is a tuple of fields");
+            return -1;
+        }
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(run); k++) {
+            const char *name, *encoder;
+            int always;
+            PyObject *default_json;
+            if (!PyArg_ParseTuple(PyTuple_GET_ITEM(run, k), "ssiU", &name, &encoder, &always, &default_json))
+                return -1;
+            FieldSpec *f = &self->fields[r][k];
+            if (slot_offsets(self->attribution_type, &name, 1, &f->slot) < 0) return -1;
+            f->encoder = -1;
+            for (int e = 0; e < N_ENCODERS; e++)
+                if (strcmp(encoder, E_NAMES[e]) == 0) f->encoder = e;
+            f->fallback = Py_XNewRef(PyDict_GetItemString(encoders, encoder));
+            if (f->encoder < 0 || f->fallback == NULL) {
+                PyErr_Format(PyExc_ValueError, "Attributor: no encoder %s", encoder);
+                return -1;
+            }
+            f->always = always;
+            f->key = PyUnicode_FromFormat("\"%s\":", name);
+            f->default_json = Py_NewRef(default_json);
+            self->n_fields[r] = (int)k + 1;
+            if (f->key == NULL) return -1;
+        }
+    }
+    return 0;
+}
+
+static PyMethodDef Attributor_methods[] = {
+    {"launch_attribution", (PyCFunction)(void (*)(void))Attributor_launch_attribution, METH_FASTCALL,
+     "The Attribution of a launch call (thread, start_ns, end_ns): Correlator._launch_attribution."},
+    {"info", (PyCFunction)Attributor_info, METH_O,
+     "((number, (head, tail)), call, flags) of an Attribution, kept as its info: correlate._info, encoded."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject AttributorType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pyprof.parse._core.Attributor",
+    .tp_basicsize = sizeof(Attributor),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "A Correlator's launch attributions and their JSON parts, in C.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Attributor_init,
+    .tp_dealloc = (destructor)Attributor_dealloc,
+    .tp_traverse = (traverseproc)Attributor_traverse,
+    .tp_clear = (inquiry)Attributor_clear,
+    .tp_methods = Attributor_methods,
+};
+
+int core_add_attributor(PyObject *module) {
+    if (PyType_Ready(&AttributorType) < 0) return -1;
+    return PyModule_AddObjectRef(module, "Attributor", (PyObject *)&AttributorType);
+}
