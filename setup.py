@@ -2,7 +2,8 @@ from setuptools import Extension, find_packages, setup
 
 # parse's compiled core (docs/parse.md): built where a C compiler and SQLite's headers are present; optional, so an
 # install without them succeeds and parse runs its pure-Python path, which gives the same output.
-CORE = Extension("pyprof.parse._core", ["pyprof/parse/_core.c", "pyprof/parse/_attribute.c"],
+CORE = Extension("pyprof.parse._core", ["pyprof/parse/_core.c", "pyprof/parse/_attribute.c",
+                                            "pyprof/parse/_sweep.c"],
                  depends=["pyprof/parse/_core.h"], libraries=["sqlite3"], optional=True,
                  extra_compile_args=["-O2"])
 

@@ -1325,3 +1325,30 @@ int core_add_attributor(PyObject *module) {
     if (PyType_Ready(&AttributorType) < 0) return -1;
     return PyModule_AddObjectRef(module, "Attributor", (PyObject *)&AttributorType);
 }
+
+/* ---- what the sweep asks (_sweep.c) --------------------------------------------------------------------------- */
+
+int attributor_check(PyObject *o) { return Py_IS_TYPE(o, &AttributorType); }
+
+PyObject *attributor_launch(PyObject *att, PyObject *thread, PyObject *start_ns, PyObject *end_ns) {
+    PyObject *args[3] = {thread, start_ns, end_ns};
+    return Attributor_launch_attribution((Attributor *)att, args, 3);
+}
+
+/* a.info, made once */
+PyObject *attributor_info_of(PyObject *att, PyObject *a) {
+    PyObject *info = A((Attributor *)att, a, A_INFO);
+    if (info != NULL && info != Py_None) return Py_NewRef(info);
+    return Attributor_info((Attributor *)att, a);
+}
+
+int attributor_waiting(PyObject *att, PyObject *a) {
+    PyObject *w = A((Attributor *)att, a, A_WAITING);
+    return w == NULL ? 0 : PyObject_IsTrue(w);
+}
+
+void attributor_stop_waiting(PyObject *att, PyObject *a) { set_slot(a, ((Attributor *)att)->a_off[A_WAITING], Py_False); }
+
+PyObject *attributor_empty(PyObject *att) { return ((Attributor *)att)->empty; }
+
+PyObject *attributor_wanted(PyObject *att) { return ((Attributor *)att)->wanted; }

@@ -4,6 +4,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <sqlite3.h>
 
 extern PyObject *CoreError;
 
@@ -21,7 +22,27 @@ int buf_ll(Buffer *b, long long v);
 /* common.BoundedDict.add on a dict: past max_entries, the oldest half goes at once */
 int bounded_add(PyObject *d, PyObject *key, PyObject *value, Py_ssize_t max_entries);
 
-/* _attribute.c: adds the Attributor type to the module */
+/* an export opened read-only, as sqlrows.connect opens it; -1 with CoreError set */
+int open_readonly(const char *path, sqlite3 **db);
+
+/* _core.c: a RangeFeed's ranges pushed up to a start time, one more, the next start (1: there is one, 0: none) */
+int feed_check(PyObject *o);
+int feed_push_until(PyObject *feed, long long until_ns);
+int feed_push_one(PyObject *feed);
+int feed_next_start(PyObject *feed, long long *start_ns);
+void feed_close(PyObject *feed);
+
+/* _attribute.c: the Attributor type, and what the sweep (_sweep.c) asks of one */
 int core_add_attributor(PyObject *module);
+int attributor_check(PyObject *o);
+PyObject *attributor_launch(PyObject *att, PyObject *thread, PyObject *start_ns, PyObject *end_ns);
+PyObject *attributor_info_of(PyObject *att, PyObject *a);
+int attributor_waiting(PyObject *att, PyObject *a);
+void attributor_stop_waiting(PyObject *att, PyObject *a);
+PyObject *attributor_empty(PyObject *att);
+PyObject *attributor_wanted(PyObject *att);
+
+/* _sweep.c: the Sweep type */
+int core_add_sweep(PyObject *module);
 
 #endif

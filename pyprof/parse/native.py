@@ -103,3 +103,13 @@ def attributor(correlator, raw_markers: bool):
     runs = tuple(tuple((f.name, f.json, int(f.always), encode.DEFAULT_JSON[f.name]) for f in run)
                  for run in encode._RUNS)
     return _core.Attributor(correlator, defs, runs, raw_markers)
+
+
+def sweep(source, launch_sql: str, attributor, feed: RangeFeed | None, output_wait_ns: int):
+    """correlate.Correlator.sweep in C (the reference), for the compiled line writer: each launch's info in launch
+    order, read by its own query ``launch_sql`` (start, end, globalTid first, in the writer's order); ``feed``
+    None where the export has no ranges."""
+    try:
+        return _core.Sweep(source.file, launch_sql, attributor, None if feed is None else feed._feed, output_wait_ns)
+    except _core.Error as e:
+        raise source.rows.error(sqlite3.DatabaseError(str(e))) from None

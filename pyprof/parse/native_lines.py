@@ -8,7 +8,8 @@ import sqlite3
 
 from pyprof.parse import encode, lineparts, native
 from pyprof.parse.activities import WINDOW
-from pyprof.parse.correlate import Correlator
+from pyprof.common import no_cyclic_gc
+from pyprof.parse.correlate import DEEP_RANGES, MAX_RANGE_DEPTH, OUTPUT_WAIT_NS, Correlator
 from pyprof.parse.nsys import KERNEL, MEMCPY, MEMSET, NsysSource, _api_name
 
 
@@ -72,8 +73,12 @@ def record_lines(source, stats, raw_markers: bool, worker: bool):
     activity_sql, launch_sql = source.native_queries()
     correlator = Correlator(source, stats.oddities)
     attributor = native.attributor(correlator, raw_markers)
-    if attributor is not None:  # attributed in C, in this process: a worker would only add the pickling
-        infos = correlator.sweep(source.launch_times(), attributor)
+    swept = None
+    if attributor is not None:  # swept and attributed in C, in this process: a worker would only add the pickling
+        if launch_sql is not None:
+            feed = native.range_feed(source, correlator, DEEP_RANGES, MAX_RANGE_DEPTH)
+            swept = native.sweep(source, launch_sql, attributor, feed, OUTPUT_WAIT_NS)
+        infos = iter(()) if swept is None else swept
     elif worker:
         from pyprof.parse.sweep_worker import swept_in_worker
 
@@ -88,9 +93,12 @@ def record_lines(source, stats, raw_markers: bool, worker: bool):
                                         encode.attribution(None), lineparts.API_END_KEY, stats,
                                         lineparts.CLOCK_SKEW_NS, 2 * lineparts.RECENT, 2 * WINDOW)
         try:
-            yield from lines
+            with no_cyclic_gc():  # as Correlator.sweep: millions of small acyclic objects
+                yield from lines
         finally:
             lines.close()
+            if swept is not None:
+                swept.close()
     except native._core.Error as e:
         raise source.rows.error(sqlite3.DatabaseError(str(e))) from None
 
