@@ -93,7 +93,7 @@ static int kind_is(Attributor *self, PyObject *m, int k) {
 }
 
 /* offsets of a slotted class's members, by name */
-static int slot_offsets(PyObject *type, const char **names, int n, Py_ssize_t *out) {
+int slot_offsets(PyObject *type, const char **names, int n, Py_ssize_t *out) {
     for (int i = 0; i < n; i++) {
         PyObject *descr = PyObject_GetAttrString(type, names[i]);
         if (descr == NULL) return -1;

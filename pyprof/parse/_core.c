@@ -106,12 +106,12 @@ static int plain_ascii(PyObject *text) {
     return memchr(PyUnicode_DATA(text), '\n', (size_t)PyUnicode_GET_LENGTH(text)) == NULL;
 }
 
-/* markers.quick_seq(text) for a plain ASCII text: a new reference to the int, Py_None, or NULL on error. */
-static PyObject *quick_seq_ascii(PyObject *text) {
+/* markers.quick_seq(text, backward) for a plain ASCII text: a new reference to the int, Py_None, or NULL on error. */
+static PyObject *quick_seq_ascii(PyObject *text, int backward) {
     const char *s = (const char *)PyUnicode_DATA(text);
     Py_ssize_t n = PyUnicode_GET_LENGTH(text);
     Py_ssize_t i = find_bytes(s, n, 0, SEQ_KEY);
-    if (i < 0 || is_backward_ascii(s, n, i)) Py_RETURN_NONE;
+    if (i < 0 || (!backward && is_backward_ascii(s, n, i))) Py_RETURN_NONE;
     Py_ssize_t from = i + (Py_ssize_t)SEQ_KEY_LEN;
     Py_ssize_t j = find_bytes(s, n, from, ",");
     if (j < 0) j = n;
@@ -140,12 +140,16 @@ typedef struct {
     PyObject *next_row;   /* the row read and not pushed yet, or NULL at the end */
     int lossy;            /* some text was not UTF-8 */
     /* the Correlator's state (correlate.Correlator.__init__) */
-    PyObject *stacks, *state, *fwd, *fwd_add, *backward_thread, *wanted, *oddities;
+    PyObject *stacks, *state, *fwd, *backward_thread, *wanted, *oddities;
     PyObject *process_of, *take_output_shapes, *name_engine_range, *quick_seq, *is_backward_text;
     PyObject *deep_ranges;  /* the oddity's text */
     PyObject *reader_oddities, *not_utf8;  /* the reader's count of queries read leniently, and its reason */
     Py_ssize_t max_depth;
     PyObject *texts;  /* JSON marker text -> the one string rows share (share_text) */
+    Py_ssize_t fwd_max;  /* the forward-op memory's bound (BoundedDict.max_entries) */
+    /* for naming engine ranges in C (set by engine_types; else the Correlator's method does it) */
+    PyObject *marker_type, *engine_seq_type, *undecoded;
+    Py_ssize_t marker_seq_off;
 } RangeFeed;
 
 #define SHARED_TEXTS 8192
@@ -221,6 +225,72 @@ static int count_oddity(PyObject *oddities, PyObject *reason) {
     return rc;
 }
 
+/* correlate.Correlator._name_engine_range in C for plain ASCII texts (the Python method for others): the engine's
+ * ``evaluate_function: XBackward0`` range just outside a node's range takes the node's seq. */
+static int name_engine_range(RangeFeed *self, PyObject *st, PyObject *row) {
+    PyObject *node = PyTuple_GET_ITEM(row, 3);
+    if (self->marker_type == NULL || !PyUnicode_Check(node) || !plain_ascii(node)) goto python;
+    Py_ssize_t i = PySequence_Index(st, row);
+    if (i < 0) return -1;
+    if (i == 0) return 0;
+    PyObject *parent = PyList_GET_ITEM(st, i - 1), *text = PyTuple_GET_ITEM(parent, 3);
+    if (!PyUnicode_Check(text) || PyUnicode_GET_LENGTH(text) == 0) return 0;
+    if (!plain_ascii(text)) goto python;
+    const char *t = PyUnicode_DATA(text), *s = PyUnicode_DATA(node);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), m = PyUnicode_GET_LENGTH(node);
+    if (!starts_with(t, n, ENGINE_PREFIX, ENGINE_PREFIX_LEN)) return 0;
+    Py_ssize_t cut = find_bytes(s, m, 0, ", "), name_len = cut >= 0 ? cut : m;
+    Py_ssize_t after = (Py_ssize_t)ENGINE_PREFIX_LEN + name_len;
+    if (n < after || memcmp(t + ENGINE_PREFIX_LEN, s, (size_t)name_len) != 0) return 0;
+    if (!(n == after || (n >= after + 2 && t[after] == ',' && t[after + 1] == ' '))) return 0;
+    PyObject *seq = quick_seq_ascii(node, 1);
+    if (seq == NULL) return -1;
+    int rc = -1;
+    PyObject *key = NULL;
+    if (seq == Py_None) {
+        rc = 0;
+        goto done;
+    }
+    if ((key = PyLong_FromVoidPtr(parent)) == NULL) goto done;
+    PyObject *state = PyDict_GetItemWithError(self->state, key);
+    if (state == NULL) {
+        if (PyErr_Occurred() || (state = PyList_New(3)) == NULL) goto done;
+        PyList_SET_ITEM(state, 0, Py_NewRef(self->undecoded));
+        PyList_SET_ITEM(state, 1, Py_NewRef(Py_None));
+        PyList_SET_ITEM(state, 2, Py_NewRef(Py_None));
+        int set = PyDict_SetItem(self->state, key, state);
+        Py_DECREF(state);
+        if (set < 0) goto done;
+    }
+    if (!PyList_CheckExact(state) || PyList_GET_SIZE(state) != 3) {
+        PyErr_SetString(PyExc_TypeError, "a range's state is [marker, attribution, call]");
+        goto done;
+    }
+    PyObject *marker = PyList_GET_ITEM(state, 0);
+    int is_marker = PyObject_IsInstance(marker, self->marker_type);
+    if (is_marker < 0) goto done;
+    if (is_marker) {
+        PyObject **slot = (PyObject **)((char *)marker + self->marker_seq_off);
+        Py_XSETREF(*slot, Py_NewRef(seq));
+    } else {
+        PyObject *later = PyObject_CallOneArg(self->engine_seq_type, seq);  /* applied when a launch decodes it */
+        if (later == NULL) goto done;
+        PyList_SetItem(state, 0, later);
+    }
+    PyList_SetItem(state, 1, Py_NewRef(Py_None));  /* a launch seen before the node's range had no seq */
+    rc = 0;
+done:
+    Py_XDECREF(key);
+    Py_DECREF(seq);
+    return rc;
+python: {
+    PyObject *r = PyObject_CallFunctionObjArgs(self->name_engine_range, st, row, NULL);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+}
+
 /* The seq a forward range is remembered under (a new reference, or Py_None): correlate._push's text tests. */
 static PyObject *range_seq(RangeFeed *self, PyObject *thread, PyObject *st, PyObject *row) {
     PyObject *text = PyTuple_GET_ITEM(row, 3);
@@ -240,7 +310,7 @@ static PyObject *range_seq(RangeFeed *self, PyObject *thread, PyObject *st, PyOb
     int backward;
     if (ascii) {
         if (find_bytes(PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), 0, SEQ_KEY) < 0) Py_RETURN_NONE;
-        seq = quick_seq_ascii(text);
+        seq = quick_seq_ascii(text, 0);
         if (seq == NULL) return NULL;
         backward = seq == Py_None && is_backward_ascii(PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text), -1);
     } else {
@@ -267,9 +337,7 @@ static PyObject *range_seq(RangeFeed *self, PyObject *thread, PyObject *st, PyOb
     if (backward) {
         /* self._backward_thread.setdefault(thread, True); self._name_engine_range(st, row) */
         if (PyDict_SetDefault(self->backward_thread, thread, Py_True) == NULL) goto fail;
-        PyObject *r = PyObject_CallFunctionObjArgs(self->name_engine_range, st, row, NULL);
-        if (r == NULL) goto fail;
-        Py_DECREF(r);
+        if (name_engine_range(self, st, row) < 0) goto fail;
     } else if (seq != Py_None) {
         int known = PyDict_Contains(self->backward_thread, thread);
         if (known < 0 || (!known && PyDict_SetItem(self->backward_thread, thread, Py_False) < 0)) goto fail;
@@ -311,10 +379,9 @@ static int remember_forward(RangeFeed *self, PyObject *thread, PyObject *st, Py_
     if (prev == NULL || replace) {
         PyObject *snapshot = PyList_GetSlice(st, 0, depth);
         if (snapshot == NULL) goto done;
-        PyObject *r = PyObject_CallFunctionObjArgs(self->fwd_add, key, snapshot, NULL);
+        int added = bounded_add(self->fwd, key, snapshot, self->fwd_max);
         Py_DECREF(snapshot);
-        if (r == NULL) goto done;
-        Py_DECREF(r);
+        if (added < 0) goto done;
     }
     rc = 0;
 done:
@@ -467,7 +534,9 @@ static int RangeFeed_traverse(RangeFeed *self, visitproc visit, void *arg) {
     Py_VISIT(self->stacks);
     Py_VISIT(self->state);
     Py_VISIT(self->fwd);
-    Py_VISIT(self->fwd_add);
+    Py_VISIT(self->marker_type);
+    Py_VISIT(self->engine_seq_type);
+    Py_VISIT(self->undecoded);
     Py_VISIT(self->backward_thread);
     Py_VISIT(self->wanted);
     Py_VISIT(self->oddities);
@@ -488,7 +557,9 @@ static int RangeFeed_clear(RangeFeed *self) {
     Py_CLEAR(self->stacks);
     Py_CLEAR(self->state);
     Py_CLEAR(self->fwd);
-    Py_CLEAR(self->fwd_add);
+    Py_CLEAR(self->marker_type);
+    Py_CLEAR(self->engine_seq_type);
+    Py_CLEAR(self->undecoded);
     Py_CLEAR(self->backward_thread);
     Py_CLEAR(self->wanted);
     Py_CLEAR(self->oddities);
@@ -530,8 +601,11 @@ static int RangeFeed_init(RangeFeed *self, PyObject *args, PyObject *kwds) {
                            &self->quick_seq, &self->is_backward_text, &self->deep_ranges, &self->reader_oddities,
                            &self->not_utf8};
     for (int i = 0; i < 14; i++) *fields[i] = Py_NewRef(o[i]);
-    self->fwd_add = PyObject_GetAttrString(self->fwd, "add");
-    if (self->fwd_add == NULL) return -1;
+    PyObject *max_entries = PyObject_GetAttrString(self->fwd, "max_entries");
+    if (max_entries == NULL) return -1;
+    self->fwd_max = PyLong_AsSsize_t(max_entries);
+    Py_DECREF(max_entries);
+    if (self->fwd_max == -1 && PyErr_Occurred()) return -1;
     self->max_depth = max_depth;
     if ((self->texts = PyDict_New()) == NULL || open_readonly(path, &self->db) < 0) return -1;
     if (sqlite3_prepare_v2(self->db, sql, -1, &self->stmt, NULL) != SQLITE_OK) {
@@ -541,7 +615,24 @@ static int RangeFeed_init(RangeFeed *self, PyObject *args, PyObject *kwds) {
     return read_row(self);
 }
 
+/* engine_types(Marker, EngineSeq, UNDECODED): name engine ranges in C from now on */
+static PyObject *RangeFeed_engine_types(RangeFeed *self, PyObject *args) {
+    PyObject *marker_type, *engine_seq_type, *undecoded;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyType_Type, &marker_type, &PyType_Type, &engine_seq_type, &undecoded))
+        return NULL;
+    const char *seq = "seq";
+    Py_ssize_t off;
+    if (slot_offsets(marker_type, &seq, 1, &off) < 0) return NULL;
+    Py_XSETREF(self->marker_type, Py_NewRef(marker_type));
+    Py_XSETREF(self->engine_seq_type, Py_NewRef(engine_seq_type));
+    Py_XSETREF(self->undecoded, Py_NewRef(undecoded));
+    self->marker_seq_off = off;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef RangeFeed_methods[] = {
+    {"engine_types", (PyCFunction)RangeFeed_engine_types, METH_VARARGS,
+     "Name the autograd engine's ranges in C (markers.Marker, correlate._EngineSeq, correlate._UNDECODED)."},
     {"push_until", (PyCFunction)RangeFeed_push_until, METH_O,
      "Push every range that starts at or before the given ns on its thread's stack."},
     {"push_one", (PyCFunction)RangeFeed_push_one, METH_NOARGS, "Push the next range."},

@@ -32,6 +32,9 @@ int feed_push_one(PyObject *feed);
 int feed_next_start(PyObject *feed, long long *start_ns);
 void feed_close(PyObject *feed);
 
+/* the offsets of a slotted class's members, by name (_attribute.c) */
+int slot_offsets(PyObject *type, const char **names, int n, Py_ssize_t *out);
+
 /* _attribute.c: the Attributor type, and what the sweep (_sweep.c) asks of one */
 int core_add_attributor(PyObject *module);
 int attributor_check(PyObject *o);

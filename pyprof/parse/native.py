@@ -41,6 +41,9 @@ class RangeFeed:
                 source.file, sql, c._stacks, c._state, c._fwd, c._backward_thread, c._wanted, c.oddities,
                 c._process_of, c._take_output_shapes, c._name_engine_range, mk.quick_seq, mk.is_backward_text,
                 deep_ranges, max_depth, source.rows.oddities, NOT_UTF8)
+            from pyprof.parse.correlate import _UNDECODED, _EngineSeq
+
+            self._feed.engine_types(mk.Marker, _EngineSeq, _UNDECODED)
         except _core.Error as e:
             raise self._rows.error(sqlite3.DatabaseError(str(e))) from None
 
