@@ -817,8 +817,23 @@ static int next_info(LineWriter *self) {
     return -1;
 }
 
-/* Take the launch the launch statement is on, with the sweep's info for it, into ``pending``:
- * key -> (the launch part's JSON up to its end time, end time, globalTid, attribution, call, flags). */
+/* The key that joins an activity to its launch call: (globalPid, correlationId), each possibly NULL, packed in one
+ * bytes object (a null flag and 8 bytes each). */
+static PyObject *call_key(int has_pid, long long gpid, int has_corr, long long corr) {
+    char key[18] = {0};
+    key[0] = (char)has_pid;
+    key[9] = (char)has_corr;
+    if (has_pid) memcpy(key + 1, &gpid, 8);
+    if (has_corr) memcpy(key + 10, &corr, 8);
+    return PyBytes_FromStringAndSize(key, sizeof key);
+}
+
+/* a pending launch: (API name JSON, start, end, globalTid, attribution, call, flags) */
+enum { E_API, E_START, E_END, E_GTID, E_ATT, E_CALL, E_FLAGS, E_SIZE };
+/* a launch's part of its records: (API name JSON, start, end, attribution head, tail, call, flags, globalTid) */
+enum { R_API, R_START, R_END, R_HEAD, R_TAIL, R_CALL, R_FLAGS, R_GTID, R_SIZE };
+
+/* Take the launch the launch statement is on, with the sweep's info for it, into ``pending``: key -> entry. */
 static int take_launch(LineWriter *self) {
     sqlite3_stmt *st = self->launches;
     PyObject *info = self->next_info;
@@ -851,15 +866,21 @@ static int take_launch(LineWriter *self) {
         Py_INCREF(att);
     }
     long long gtid = sqlite3_column_int64(st, L_GTID);
-    key = Py_BuildValue("(LN)", gtid & ~(long long)0xFFFFFF, column_object(st, L_CORR));
+    key = call_key(1, gtid & ~(long long)0xFFFFFF, sqlite3_column_type(st, L_CORR) != SQLITE_NULL,
+                   sqlite3_column_int64(st, L_CORR));
     name_key = Py_BuildValue("(N)", column_object(st, L_NAME));
     if (key == NULL || name_key == NULL) goto release;
     api = cached_part(self, self->apis, name_key, "api");
     if (api == NULL) goto release;
-    /* the launch part: api and api_start_ns, then api_end_ns (writer._merge_lines' call_json) */
-    entry = Py_BuildValue("(NLLOOO)", PyUnicode_FromFormat("%U%lld", api, (long long)sqlite3_column_int64(st, L_START)),
-                          (long long)sqlite3_column_int64(st, L_END), gtid, att, PyTuple_GET_ITEM(info, 1),
-                          PyTuple_GET_ITEM(info, 2));
+    /* the launch part's pieces: the API name's JSON, api_start_ns, api_end_ns (written into the line as
+     * writer._merge_lines' call_json) */
+    entry = PyTuple_New(E_SIZE);
+    if (entry == NULL) goto release;
+    PyObject *items[E_SIZE] = {Py_NewRef(api), PyLong_FromLongLong(sqlite3_column_int64(st, L_START)),
+                               PyLong_FromLongLong(sqlite3_column_int64(st, L_END)), PyLong_FromLongLong(gtid),
+                               Py_NewRef(att), Py_NewRef(PyTuple_GET_ITEM(info, 1)), Py_NewRef(PyTuple_GET_ITEM(info, 2))};
+    for (int k = 0; k < E_SIZE; k++) PyTuple_SET_ITEM(entry, k, items[k]);
+    if (items[E_START] == NULL || items[E_END] == NULL || items[E_GTID] == NULL) goto release;
     if (entry == NULL || PyDict_SetItem(self->pending, key, entry) < 0) goto release;
     rc = step(self, &self->launches) < 0 ? -1 : next_info(self);
 release:
@@ -873,10 +894,9 @@ done:
     return rc;
 }
 
-/* The launch's part of a record, made once at its first activity (writer._merge_lines' ``info``):
- * (call JSON, attribution head, attribution tail, call, flags, globalTid). */
+/* The launch's part of a record (R_...), made once at its first activity (writer._merge_lines' ``info``). */
 static PyObject *launch_record(LineWriter *self, PyObject *entry) {
-    PyObject *att = PyTuple_GET_ITEM(entry, 3);
+    PyObject *att = PyTuple_GET_ITEM(entry, E_ATT);
     PyObject *pair;
     if (att == Py_None) {
         pair = PyTuple_Pack(2, self->empty_head, self->empty_tail);
@@ -904,13 +924,10 @@ static PyObject *launch_record(LineWriter *self, PyObject *entry) {
         }
     }
     if (pair == NULL) return NULL;
-    PyObject *record = NULL;
-    PyObject *call_json = PyUnicode_FromFormat("%U%U%S", PyTuple_GET_ITEM(entry, 0), self->api_end_key,
-                                               PyTuple_GET_ITEM(entry, 1));
-    if (call_json != NULL)
-        record = PyTuple_Pack(6, call_json, PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1),
-                              PyTuple_GET_ITEM(entry, 4), PyTuple_GET_ITEM(entry, 5), PyTuple_GET_ITEM(entry, 2));
-    Py_XDECREF(call_json);
+    PyObject *record = PyTuple_Pack(R_SIZE, PyTuple_GET_ITEM(entry, E_API), PyTuple_GET_ITEM(entry, E_START),
+                                    PyTuple_GET_ITEM(entry, E_END), PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1),
+                                    PyTuple_GET_ITEM(entry, E_CALL), PyTuple_GET_ITEM(entry, E_FLAGS),
+                                    PyTuple_GET_ITEM(entry, E_GTID));
     Py_DECREF(pair);
     return record;
 }
@@ -962,43 +979,99 @@ static PyObject *sub_seq(LineWriter *self, PyObject *call) {
 }
 
 /* The name, place and shape parts of the activity ``t`` is on (new references in out[0..2]). */
+/* The arguments of native.Parts' name, place and shape methods for the activity ``st`` is on (table ``t``). */
+static PyObject *name_args(sqlite3_stmt *st, int t) {
+    return t == KERNELS ? Py_BuildValue("(iNN)", t, column_object(st, K_SHORT), column_object(st, K_LONG))
+           : t == MEMCPYS ? Py_BuildValue("(iN)", t, column_object(st, C_KIND))
+                          : Py_BuildValue("(i)", t);
+}
+
+static PyObject *place_args(sqlite3_stmt *st, int t) {
+    return Py_BuildValue("(NN)", column_object(st, A_DEVICE), column_object(st, A_STREAM));
+}
+
+static PyObject *shape_args(sqlite3_stmt *st, int t) {
+    if (t == KERNELS)
+        return Py_BuildValue("(iNNNNNNNNNNOO)", t, column_object(st, K_GX), column_object(st, K_GY),
+                             column_object(st, K_GZ), column_object(st, K_BX), column_object(st, K_BY),
+                             column_object(st, K_BZ), column_object(st, K_REGS), column_object(st, K_STATIC),
+                             column_object(st, K_DYNAMIC), column_object(st, A_DEVICE), Py_None, Py_None);
+    return Py_BuildValue("(iOOOOOOOOONNN)", t, Py_None, Py_None, Py_None, Py_None, Py_None, Py_None, Py_None,
+                         Py_None, Py_None, column_object(st, A_DEVICE), column_object(st, C_BYTES),
+                         t == MEMCPYS ? column_object(st, C_KIND) : Py_NewRef(Py_None));
+}
+
+/* the columns each part's arguments come from, by table (-1 ends a list) */
+static const int NAME_COLS[N_TABLES][3] = {{K_SHORT, K_LONG, -1}, {C_KIND, -1}, {-1}};
+static const int PLACE_COLS[N_TABLES][3] = {{A_DEVICE, A_STREAM, -1}, {A_DEVICE, A_STREAM, -1}, {A_DEVICE, A_STREAM, -1}};
+static const int SHAPE_COLS[N_TABLES][11] = {
+    {K_GX, K_GY, K_GZ, K_BX, K_BY, K_BZ, K_REGS, K_STATIC, K_DYNAMIC, A_DEVICE, -1},
+    {A_DEVICE, C_BYTES, C_KIND, -1},
+    {A_DEVICE, C_BYTES, -1}};
+
+/* A part's cache key: the table and its columns' values packed in one bytes object (a null flag and 8 bytes each),
+ * one allocation per lookup where a tuple of ints took several; the columns hold integers or NULL (native_queries). */
+static PyObject *packed_key(sqlite3_stmt *st, int t, const int *cols) {
+    char key[1 + 12 * 9];
+    Py_ssize_t k = 0;
+    key[k++] = (char)t;
+    for (; *cols >= 0; cols++) {
+        if (sqlite3_column_type(st, *cols) == SQLITE_NULL) {
+            key[k++] = 0;
+            continue;
+        }
+        sqlite3_int64 v = sqlite3_column_int64(st, *cols);
+        key[k++] = 1;
+        memcpy(key + k, &v, sizeof v);
+        k += (Py_ssize_t)sizeof v;
+    }
+    return PyBytes_FromStringAndSize(key, k);
+}
+
+/* The part's JSON from cache, or made by native.Parts' method ``name`` from the activity's columns. */
+static PyObject *activity_part(LineWriter *self, PyObject *cache, sqlite3_stmt *st, int t, const int *cols,
+                               PyObject *(*args_of)(sqlite3_stmt *, int), const char *name) {
+    PyObject *key = packed_key(st, t, cols);
+    if (key == NULL) return NULL;
+    PyObject *hit = PyDict_GetItemWithError(cache, key);
+    if (hit != NULL || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return Py_XNewRef(hit);
+    }
+    PyObject *args = args_of(st, t), *method = args ? PyObject_GetAttrString(self->parts, name) : NULL;
+    PyObject *made = method ? PyObject_Call(method, args, NULL) : NULL;
+    Py_XDECREF(method);
+    Py_XDECREF(args);
+    if (made != NULL && bounded_add(cache, key, made, self->window_max * 8) < 0) Py_CLEAR(made);
+    Py_DECREF(key);
+    return made;
+}
+
+/* The name, place and shape parts of the activity ``t`` is on (new references in out[0..2]). */
 static int activity_parts(LineWriter *self, int t, PyObject **name, PyObject **place, PyObject **shape) {
     sqlite3_stmt *st = self->acts[t];
-    PyObject *name_key = t == KERNELS ? Py_BuildValue("(iNN)", t, column_object(st, K_SHORT), column_object(st, K_LONG))
-                         : t == MEMCPYS ? Py_BuildValue("(iN)", t, column_object(st, C_KIND))
-                                        : Py_BuildValue("(i)", t);
-    PyObject *place_key = Py_BuildValue("(NN)", column_object(st, A_DEVICE), column_object(st, A_STREAM));
-    PyObject *shape_key;
-    if (t == KERNELS)
-        shape_key = Py_BuildValue("(iNNNNNNNNNNOO)", t, column_object(st, K_GX), column_object(st, K_GY),
-                                  column_object(st, K_GZ), column_object(st, K_BX), column_object(st, K_BY),
-                                  column_object(st, K_BZ), column_object(st, K_REGS), column_object(st, K_STATIC),
-                                  column_object(st, K_DYNAMIC), column_object(st, A_DEVICE), Py_None, Py_None);
-    else
-        shape_key = Py_BuildValue("(iOOOOOOOOONNN)", t, Py_None, Py_None, Py_None, Py_None, Py_None, Py_None, Py_None,
-                                  Py_None, Py_None, column_object(st, A_DEVICE), column_object(st, C_BYTES),
-                                  t == MEMCPYS ? column_object(st, C_KIND) : Py_NewRef(Py_None));
-    int rc = -1;
-    if (name_key && place_key && shape_key) {
-        *name = cached_part(self, self->names, name_key, "name");
-        *place = *name ? cached_part(self, self->places, place_key, "place") : NULL;
-        *shape = *place ? cached_part(self, self->shapes, shape_key, "shape") : NULL;
-        if (*shape != NULL) rc = 0;
-        else {
-            Py_CLEAR(*name);
-            Py_CLEAR(*place);
-        }
-    }
-    Py_XDECREF(name_key);
-    Py_XDECREF(place_key);
-    Py_XDECREF(shape_key);
-    return rc;
+    *name = activity_part(self, self->names, st, t, NAME_COLS[t], name_args, "name");
+    *place = *name ? activity_part(self, self->places, st, t, PLACE_COLS[t], place_args, "place") : NULL;
+    *shape = *place ? activity_part(self, self->shapes, st, t, SHAPE_COLS[t], shape_args, "shape") : NULL;
+    if (*shape != NULL) return 0;
+    Py_CLEAR(*name);
+    Py_CLEAR(*place);
+    return -1;
 }
 
 static int put_pid(Buffer *b, sqlite3_stmt *st, PyObject *record) {
-    if (record != NULL) return buf_ll(b, (PyLong_AsLongLong(PyTuple_GET_ITEM(record, 5)) >> 24) & 0xFFFFFF);
+    if (record != NULL) return buf_ll(b, (PyLong_AsLongLong(PyTuple_GET_ITEM(record, R_GTID)) >> 24) & 0xFFFFFF);
     if (sqlite3_column_type(st, A_GPID) == SQLITE_NULL) return buf_put(b, "null", 4);
     return buf_ll(b, (sqlite3_column_int64(st, A_GPID) >> 24) & 0xFFFFFF);  /* nsys.os_pid */
+}
+
+/* the launch part: writer._merge_lines' call_json (the API name's JSON part, its start, the end key, its end) */
+static int put_call(Buffer *b, LineWriter *self, PyObject *record) {
+    long long start = PyLong_AsLongLong(PyTuple_GET_ITEM(record, R_START));
+    long long end = PyLong_AsLongLong(PyTuple_GET_ITEM(record, R_END));
+    if (PyErr_Occurred()) return -1;
+    return buf_str(b, PyTuple_GET_ITEM(record, R_API)) || buf_ll(b, start) || buf_str(b, self->api_end_key) ||
+           buf_ll(b, end) ? -1 : 0;
 }
 
 /* One record's line (writer._merge_lines, for the activity statement ``t`` is on). */
@@ -1011,7 +1084,8 @@ static PyObject *activity_line(LineWriter *self, int t) {
     if (__builtin_add_overflow(start, self->clock_skew_ns, &horizon)) horizon = start < 0 ? LLONG_MIN : LLONG_MAX;
     while (self->launches != NULL && sqlite3_column_int64(self->launches, L_START) <= horizon)
         if (take_launch(self) < 0) return NULL;
-    PyObject *key = Py_BuildValue("(NN)", column_object(st, A_GPID), column_object(st, A_CORR));
+    PyObject *key = call_key(sqlite3_column_type(st, A_GPID) != SQLITE_NULL, sqlite3_column_int64(st, A_GPID),
+                             sqlite3_column_type(st, A_CORR) != SQLITE_NULL, sqlite3_column_int64(st, A_CORR));
     if (key == NULL) return NULL;
     PyObject *entry = PyDict_GetItemWithError(self->pending, key);
     if (entry != NULL) {
@@ -1028,11 +1102,11 @@ static PyObject *activity_line(LineWriter *self, int t) {
     }
     self->counters[S_RECORDS]++;
     if (record == NULL) self->counters[S_NO_LAUNCH]++;
-    PyObject *call = record ? PyTuple_GET_ITEM(record, 3) : Py_None;
+    PyObject *call = record ? PyTuple_GET_ITEM(record, R_CALL) : Py_None;
     if (t == KERNELS) {
         self->counters[S_KERNELS]++;
         if (record != NULL) {
-            long flags = PyLong_AsLong(PyTuple_GET_ITEM(record, 4));
+            long flags = PyLong_AsLong(PyTuple_GET_ITEM(record, R_FLAGS));
             if (flags == -1 && PyErr_Occurred()) goto done;
             count_flags(self, flags);
         }
@@ -1052,16 +1126,17 @@ static PyObject *activity_line(LineWriter *self, int t) {
         buf_str(b, seg[2]) || buf_ll(b, start) || buf_str(b, seg[3]) || put_pid(b, st, record) ||
         buf_str(b, seg[4]))
         goto done;
-    if (record != NULL ? buf_ll(b, PyLong_AsLongLong(PyTuple_GET_ITEM(record, 5)) & 0xFFFFFF) : buf_put(b, "null", 4))
+    if (record != NULL ? buf_ll(b, PyLong_AsLongLong(PyTuple_GET_ITEM(record, R_GTID)) & 0xFFFFFF) : buf_put(b, "null", 4))
         goto done;
     if (buf_str(b, seg[5]) || buf_str(b, place) || buf_str(b, seg[6]) || buf_int_or_null(b, st, A_CORR) ||
-        buf_str(b, seg[7]) || buf_str(b, PyTuple_GET_ITEM(shape, 0)) || buf_str(b, seg[8]) ||
-        buf_str(b, record ? PyTuple_GET_ITEM(record, 0) : self->no_call) || buf_str(b, seg[9]) ||
-        buf_str(b, PyTuple_GET_ITEM(shape, 1)) || buf_str(b, seg[10]) ||
-        buf_str(b, record ? PyTuple_GET_ITEM(record, 1) : self->empty_head) || buf_str(b, seg[11]))
+        buf_str(b, seg[7]) || buf_str(b, PyTuple_GET_ITEM(shape, 0)) || buf_str(b, seg[8]))
+        goto done;
+    if (record != NULL ? put_call(b, self, record) : buf_str(b, self->no_call)) goto done;
+    if (buf_str(b, seg[9]) || buf_str(b, PyTuple_GET_ITEM(shape, 1)) || buf_str(b, seg[10]) ||
+        buf_str(b, record ? PyTuple_GET_ITEM(record, R_HEAD) : self->empty_head) || buf_str(b, seg[11]))
         goto done;
     if (sub == Py_None ? buf_put(b, "null", 4) : buf_ll(b, PyLong_AsLongLong(sub))) goto done;
-    if (buf_str(b, seg[12]) || buf_str(b, record ? PyTuple_GET_ITEM(record, 2) : self->empty_tail) ||
+    if (buf_str(b, seg[12]) || buf_str(b, record ? PyTuple_GET_ITEM(record, R_TAIL) : self->empty_tail) ||
         buf_str(b, seg[13]))
         goto done;
     if (PyErr_Occurred()) goto done;
