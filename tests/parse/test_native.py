@@ -86,7 +86,9 @@ def _takes(path: Path, taken: bool, monkeypatch) -> None:
 def test_odd_ranges_same_bytes_both_paths(nsys_builder, monkeypatch):
     """What the core hands back to Python or reads leniently: ranges nested past MAX_RANGE_DEPTH, equal starts (the
     later end encloses), texts that are not ASCII or not UTF-8 with a seq, odd spacing after "seq =", a backward node
-    inside the engine's range and a numbered range right inside it, a consumer op naming a waiting producer."""
+    inside the engine's range and a numbered range right inside it, a consumer op naming a waiting producer, and
+    texts at the edges of the core's emit_nvtx decoding (a newline, a number past 64 bits, fields out of the common
+    order or spacing)."""
     from pyprof.parse.correlate import MAX_RANGE_DEPTH
 
     b = nsys_builder()
@@ -107,14 +109,24 @@ def test_odd_ranges_same_bytes_both_paths(nsys_builder, monkeypatch):
     b.db.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, domainId) "
                  "VALUES (14000, 15000, 59, CAST(x'61746e3a3a6d6d2c20736571203d20ff2c206f705f6964203d2038' AS TEXT), "
                  "?, 0)", ((1 << 24) | 2,))
+    # texts at the edges of the core's own emit_nvtx decoding (markers._decode_emit_nvtx decides the rest)
+    edges = ["aten::nl, seq = 14, op_id = 12, sizes = [[2,\n3]]", "aten::big, seq = 123456789012345678901, op_id = 13",
+             "aten::word, seq = abc, op_id = 14", "aten::in, seq = 15, input_op_ids = [(1,0)]",
+             "aten::st, seq = 16, op_id = 15, stashed seq = 3", "aten::eq, seq = 17, sizes = [[1]] = 2",
+             "aten::tail, op_id = 16, sizes = [[4, 4]] , input_op_ids =  [(3,0)] ", "t=1", "layer:block.0",
+             '{"pyprof":1,"mod":"torch","op":"matmul","args":[],"site":"x.py:3"}']
+    for i, text in enumerate(edges):
+        b.range(1, 4, 50_000 + i * 1000, 50_500 + i * 1000, text)
     for corr, (tid, start) in enumerate([(1, 1500), (2, 2050), (2, 2150), (2, 2250), (2, 3100), (2, 10_100),
-                                         (2, 12_100), (2, 14_100), (3, 20_300), (3, 35_000)], start=1):
+                                         (2, 12_100), (2, 14_100), (3, 20_300), (3, 35_000)]
+                                        + [(4, 50_100 + i * 1000) for i in range(len(edges))], start=1):
         b.launch(1, tid, start, start + 50, corr)
         b.kernel(1, 100_000 + corr * 1000, 100_500 + corr * 1000, corr)
     path = b.close()
     c_path, py_path = _outcome(path, False, monkeypatch, True), _outcome(path, True, monkeypatch, True)
     assert c_path == py_path
-    assert c_path[1]["records"] == 10 and c_path[1]["oddities"]  # deep ranges and a text that is not UTF-8
+    # 10 launches of the first threads + one per edge text; oddities: deep ranges and a text that is not UTF-8
+    assert c_path[1]["records"] == 10 + len(edges) and c_path[1]["oddities"]
 
 
 _WITHOUT_CORE = """
