@@ -27,9 +27,10 @@ static const char *A_NAMES[N_A_SLOTS] = {
     "mod", "op", "args", "outputs", "waiting", "callsite", "host_ns", "fwd", "call", "until_ns", "info"};
 /* Marker's slots (markers.Marker) */
 enum { M_KIND, M_NAME, M_MOD, M_OP, M_ARGS, M_SITE, M_STACK, M_SEQ, M_STASHED, M_OP_ID, M_RAW_SIZES, M_OUTPUTS,
-       M_BACKWARD, M_DATA, M_CONTAINER, N_M_SLOTS };
+       M_BACKWARD, M_DATA, M_CONTAINER, M_ARGS_JSON, M_LEAN_JSON, N_M_SLOTS };
 static const char *M_NAMES[N_M_SLOTS] = {"kind", "name", "mod", "op", "args", "site", "stack", "seq", "stashed",
-                                         "op_id", "raw_sizes", "outputs", "backward", "data", "container"};
+                                         "op_id", "raw_sizes", "outputs", "backward", "data", "container",
+                                         "_args_json", "_lean_json"};
 /* the JSON encoders of the attribution fields (record.Field.json) */
 enum { E_STRINGS, E_NESTED, E_JSON_ITEMS, E_INTS, E_STR, E_BOOL, E_JSON, E_STR_OPT, E_INT_OPT, N_ENCODERS };
 static const char *E_NAMES[N_ENCODERS] = {"strings", "nested", "json_items", "ints", "str", "bool", "json", "str?",
@@ -59,7 +60,7 @@ typedef struct {
     PyObject *kinds[N_KINDS];
     Py_ssize_t a_off[N_A_SLOTS], m_off[N_M_SLOTS];
     /* emit_nvtx texts decoded in C (markers._decode_emit_nvtx's common case) */
-    PyObject *marker_type, *names, *split_name, *empty_str;
+    PyObject *marker_type, *names, *split_name, *call_key;
     Py_ssize_t names_max, n_marker_slots, *marker_slots, raw_inputs_off;
     FieldSpec fields[N_RUNS][MAX_FIELDS];
     int n_fields[N_RUNS];
@@ -545,6 +546,26 @@ static int truthy_slot(Attributor *self, PyObject *m, int i) {
     return v == NULL ? -1 : PyObject_IsTrue(v);
 }
 
+/* Marker.lean_json(call): the op marker's JSON without its arguments, with its call id last; the common case (the
+ * common part encoded already, an int call, a payload without a "call" of its own) here, the rest by the method */
+static PyObject *lean_json(Attributor *self, PyObject *m, PyObject *call) {
+    PyObject *lean = M(self, m, M_LEAN_JSON), *data = M(self, m, M_DATA);
+    if (lean != NULL && PyUnicode_CheckExact(lean) && PyUnicode_GET_LENGTH(lean) >= 2 && PyLong_CheckExact(call) &&
+        data != NULL && PyDict_CheckExact(data)) {
+        int own = PyDict_Contains(data, self->call_key);
+        if (own < 0) return NULL;
+        if (!own) {
+            PyObject *head = PyUnicode_Substring(lean, 0, PyUnicode_GET_LENGTH(lean) - 1);
+            if (head == NULL) return NULL;
+            PyObject *out = PyUnicode_GET_LENGTH(lean) == 2 ? PyUnicode_FromFormat("{\"call\":%S}", call)
+                                                           : PyUnicode_FromFormat("%U,\"call\":%S}", head, call);
+            Py_DECREF(head);
+            return out;
+        }
+    }
+    return PyObject_CallMethod(m, "lean_json", "O", call);
+}
+
 /* _backward_graph(m): a kernel of a compiled backward graph */
 static int backward_graph(Attributor *self, PyObject *m) {
     PyObject *mod = mslot(self, m, M_MOD), *data = mslot(self, m, M_DATA);
@@ -689,7 +710,7 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
     }
     for (Py_ssize_t k = 0; k < n_items; k++) {
         if (items[k].side != OPS) continue;
-        PyObject *lean = PyObject_CallMethod(items[k].m, "lean_json", "O", PyTuple_GET_ITEM(items[k].row, 4));
+        PyObject *lean = lean_json(self, items[k].m, PyTuple_GET_ITEM(items[k].row, 4));
         if (lean == NULL) goto fail;
         int rc = PyList_Append(A(self, a, A_MARKER), lean);
         Py_DECREF(lean);
@@ -772,7 +793,8 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
             }
         }
     }
-    PyObject *args = PyObject_CallMethod(shaped, "args_json", NULL);
+    PyObject *args = M(self, shaped, M_ARGS_JSON);  /* Marker.args_json(), encoded once per marker */
+    args = args != NULL && PyUnicode_CheckExact(args) ? Py_NewRef(args) : PyObject_CallMethod(shaped, "args_json", NULL);
     if (args == NULL) goto fail;
     set_slot(a, self->a_off[A_ARGS], args);
     Py_DECREF(args);
@@ -1137,7 +1159,7 @@ static int Attributor_traverse(Attributor *self, visitproc visit, void *arg) {
                         &self->decode, &self->python_attribute, &self->output_ops, &self->engine_seq_type,
                         &self->undecoded, &self->empty, &self->backward_bare, &self->serials, &self->string_json,
                         &self->compiled_mod, &self->backward_op, &self->marker_type, &self->names,
-                        &self->split_name, &self->empty_str};
+                        &self->split_name, &self->call_key};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) Py_VISIT(*all[i]);
     for (int k = 0; k < N_KINDS; k++) Py_VISIT(self->kinds[k]);
     for (int r = 0; r < N_RUNS; r++)
@@ -1155,7 +1177,7 @@ static int Attributor_clear(Attributor *self) {
                         &self->decode, &self->python_attribute, &self->output_ops, &self->engine_seq_type,
                         &self->undecoded, &self->empty, &self->backward_bare, &self->serials, &self->string_json,
                         &self->compiled_mod, &self->backward_op, &self->marker_type, &self->names,
-                        &self->split_name, &self->empty_str};
+                        &self->split_name, &self->call_key};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) Py_CLEAR(*all[i]);
     for (int k = 0; k < N_KINDS; k++) Py_CLEAR(self->kinds[k]);
     for (int r = 0; r < N_RUNS; r++) {
@@ -1234,6 +1256,7 @@ static int Attributor_init(Attributor *self, PyObject *args, PyObject *kwds) {
         slot_offsets(marker_type, M_NAMES, N_M_SLOTS, self->m_off) < 0)
         return -1;
     self->marker_type = Py_NewRef(marker_type);
+    if ((self->call_key = PyUnicode_InternFromString("call")) == NULL) return -1;
     self->names = Py_XNewRef(PyDict_GetItemString(defs, "names"));
     self->split_name = Py_XNewRef(PyDict_GetItemString(defs, "split_name"));
     if (self->names == NULL || !PyDict_Check(self->names) || self->split_name == NULL) {
