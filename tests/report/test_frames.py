@@ -15,7 +15,9 @@ from pyprof.common import UsageError
 from pyprof.parse import parse_file
 
 DATA = pathlib.Path(__file__).parents[1] / "data"
-CAPTURES = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*") if p.name.endswith((".sqlite.xz", ".json.gz")))
+# speed/: the parse-speed exports (50k kernels each), for bench/parse_speed.py and the parse paths' byte comparison
+CAPTURES = sorted(str(p.relative_to(DATA)) for p in DATA.rglob("*") if p.name.endswith((".sqlite.xz", ".json.gz"))
+                  and p.parent.name != "speed")
 # examples/transformer.py, two steps: 17 linear calls a step on 8 x 511 tokens (tests/parse/test_capture_paths.py)
 TOKENS = 8 * 511
 LINEAR_FLOPS = 2 * (4 * 2 * TOKENS * 1024 * (3072 + 1024 + 4096 + 4096) + 2 * TOKENS * 1024 * 32000)
