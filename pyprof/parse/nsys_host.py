@@ -2,7 +2,7 @@
 bulk. An export holds a few rows per kernel in each table; handing each to Python would cost half a parse again,
 so SQLite returns each block of rows as a few comma-separated texts that numpy reads, and each block is merged
 into disjoint intervals (pyprof.parse.host.union) before the next is read: memory follows the merged intervals,
-not the rows.
+not the rows. The compiled pass (nsys_scan) finds the same in C where it is built; this is its reference.
 """
 from __future__ import annotations
 
