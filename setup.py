@@ -6,6 +6,9 @@ CORE = Extension("pyprof.parse._core", ["pyprof/parse/_core.c", "pyprof/parse/_a
                                             "pyprof/parse/_sweep.c"],
                  depends=["pyprof/parse/_core.h"], libraries=["sqlite3"], optional=True,
                  extra_compile_args=["-O2"])
+# the nsys reader's one pass per table before and beside its records (pyprof/parse/nsys_scan.py); optional likewise.
+SCAN = Extension("pyprof.parse._scan", ["pyprof/parse/_scan.c"], libraries=["sqlite3"], optional=True,
+                 extra_compile_args=["-O2"])
 
 setup(
     name="pyprof",
@@ -16,7 +19,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["pyprof", "pyprof.*"]),
-    ext_modules=[CORE],
+    ext_modules=[CORE, SCAN],
     # The HTML report inlines these into every page it writes.
     package_data={"pyprof.report": ["static/*.css", "static/*.js"]},
     # torch is needed only by the capture stage (pyprof.init); parse and prof run without it, so it is an extra.

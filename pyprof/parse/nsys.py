@@ -12,7 +12,7 @@ from pyprof.common import InputError
 from pyprof.parse import markers as mk
 from pyprof.parse import nsys_python as py
 from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
-from pyprof.parse import nsys_host
+from pyprof.parse import nsys_host, nsys_scan
 from pyprof.parse.sqlrows import SQLITE_ERRORS, Rows, connect, integer, integers
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -31,8 +31,9 @@ _MEMORY_COLUMNS = ("start", "globalPid", "deviceId", "bytes", "memKind", "memory
 _HOST_KINDS = (0, 1)
 #: ENUM_CUDA_DEV_MEM_EVENT_OPER: 0 allocation, 1 deallocation.
 _FREE = 1
-NVTX_PUSH_POP = 59
 _UNKNOWN = object()
+
+NVTX_PUSH_POP = 59
 
 # What a row needs to be read at all (SQLite does not enforce column types): integer times in order, and the ids
 # that place it. Other rows are left out and counted (check()).
@@ -42,6 +43,13 @@ _VALID_CALL = ("typeof(r.start) = 'integer' AND typeof(r.end) = 'integer' AND r.
                "AND typeof(r.globalTid) = 'integer'")  # a runtime row joined as ``r``
 _VALID_RANGE = ("typeof(e.start) = 'integer' AND typeof(e.end) = 'integer' AND e.end >= e.start "
                 "AND typeof(e.globalTid) = 'integer'")
+_RANGES = f"e.eventType = {NVTX_PUSH_POP} AND {_VALID_RANGE}"  # the push/pop ranges read
+
+#: Each table's kind for the compiled pass (nsys_scan), and the condition of the rows read of it, whose stored order
+#: the pass checks (_order_by).
+_SCANNED = {KERNEL: (nsys_scan.ACTIVITIES, _VALID_ACTIVITY), MEMCPY: (nsys_scan.ACTIVITIES, _VALID_ACTIVITY),
+            MEMSET: (nsys_scan.ACTIVITIES, _VALID_ACTIVITY), RUNTIME: (nsys_scan.CALLS, _VALID_LAUNCH),
+            NVTX: (nsys_scan.RANGES, _RANGES)}
 
 _CHECK_ROWS = 1 << 16  # rows per query when checking the stored order (a text of under 1 MB)
 _TID_MASK = 0xFFFFFF
@@ -83,6 +91,7 @@ class NsysSource(Source):
                 raise InputError(self.path, f"table {table} lacks columns {[c for c in needed if c not in have]}")
         self._strings: dict[int, str] | None = None
         self._stored: dict = {}  # (table, condition, alias) -> _order_by's clause
+        self._scanned: dict = {}  # table -> the compiled pass's nsys_scan.Facts, or None where it takes no part
         self._payload: object = _UNKNOWN  # the ranges' JSON payload column and join (_json_payload), once known
         self.version = self._meta("EXPORT_PRODUCT_VERSION")
         # --python-backtrace=cuda: launches carry their calling line (Source.launch_sites), when any has a call stack
@@ -125,9 +134,22 @@ class NsysSource(Source):
                                    (NVTX, f"e.eventType IS NOT {NVTX_PUSH_POP} OR e.end IS NULL OR {_VALID_RANGE}",
                                     "NVTX range")):
             if table in self.cols:
+                # the compiled pass reads the host intervals now too: the writer asks for them first thing, and a
+                # second pass would cost most of the first
+                facts = self._facts(table, host=table in (NVTX, RUNTIME))
                 self.rows.skip(f"{what} rows with a start, end or id that is not an integer (or ends before it "
                                "starts), left out",
+                               facts.invalid if facts is not None else
                                self.rows.count(f"SELECT count(*) FROM {table} e WHERE NOT ({where})"))
+
+    def _facts(self, table: str, host: bool = False) -> nsys_scan.Facts | None:
+        """The compiled pass's Facts of ``table`` (with its host intervals when ``host``), read once; None where the
+        pass takes no part (nsys_scan.scan): the SQL of this reader answers then."""
+        facts = self._scanned.get(table, _UNKNOWN)
+        if facts is _UNKNOWN or (host and facts is not None and facts.host is None):
+            facts = self._scanned[table] = nsys_scan.scan(self.rows, table, _SCANNED[table][0], self.cols[table],
+                                                          host, NVTX_PUSH_POP)
+        return facts
 
     def has_gpu_work(self) -> bool:
         """True when the export holds at least one kernel, memcpy or memset row."""
@@ -162,15 +184,15 @@ class NsysSource(Source):
         if NVTX not in self.cols:
             return None
         if self._payload is _UNKNOWN:  # looked for once: a scan of every range when none has a payload
-            self._payload = self._json_payload(self._RANGES)
+            facts = self._facts(NVTX)
+            self._payload = self._json_payload(_RANGES) if facts is None else \
+                self._payload_sql() if facts.payload else None
         return None if self._payload is not None else self._range_sql()
 
     def _ranges_with_payloads(self) -> Iterator[tuple]:
         # --pytorch=functions-trace-shapes: the shapes come as the range's payload, exported as JSON
         column, json_join = self._payload
         return py.with_payload_texts(self.rows.stream(self._range_sql(f", {column}", json_join)), mk.payload_text)
-
-    _RANGES = f"e.eventType = {NVTX_PUSH_POP} AND {_VALID_RANGE}"
 
     def _range_sql(self, extra_column: str = "", extra_join: str = "") -> str:
         """The ranges' query (RANGE_ROW), with a further column and its join when given."""
@@ -184,19 +206,23 @@ class NsysSource(Source):
         payload = (f"COALESCE({integer('e.int64Value')}, {integer('e.uint64Value')})"
                    if {"int64Value", "uint64Value"} <= has else integer("e.int64Value") if "int64Value" in has
                    else "NULL")
-        where = self._RANGES
+        where = _RANGES
         return (f"SELECT e.globalTid, e.start, e.end, {text}, {payload}{extra_column} "
                 f"FROM {NVTX} e {join} {extra_join} WHERE {where} {self._order_by(NVTX, where, 'e.')}")
 
     def _json_payload(self, where: str) -> tuple[str, str] | None:
         """(the column of a range's JSON payload, its join) when some push/pop range has one, else None: exports
         without payloads are read as before, and as fast."""
-        has = self.cols[NVTX]
-        sources = [c for c in ("jsonText", "jsonTextId") if c in has]
+        sources = [c for c in ("jsonText", "jsonTextId") if c in self.cols[NVTX]]
         if not sources or self.db.execute(
                 f"SELECT 1 FROM {NVTX} e WHERE {where} AND ({' OR '.join(f'e.{c} IS NOT NULL' for c in sources)}) "
                 "LIMIT 1").fetchone() is None:
             return None
+        return self._payload_sql()
+
+    def _payload_sql(self) -> tuple[str, str]:
+        """(the column of a range's JSON payload, its join), of an export where some range has one."""
+        has = self.cols[NVTX]
         text = "CASE WHEN typeof(e.jsonText) = 'text' THEN e.jsonText END" if "jsonText" in has else "NULL"
         if "jsonTextId" not in has:
             return text, ""
@@ -213,8 +239,10 @@ class NsysSource(Source):
         the writer must see launches in one order), or nothing when they are stored so (checked once)."""
         clause = self._stored.get((table, where, alias))
         if clause is None:
+            facts = self._facts(table) if _SCANNED.get(table, (None, None))[1] == where else None
             try:
-                clause = "" if self._stored_by_start(table, where) else f"ORDER BY {alias}start, {alias}rowid"
+                stored = facts.in_order if facts is not None else self._stored_by_start(table, where)
+                clause = "" if stored else f"ORDER BY {alias}start, {alias}rowid"
             except SQLITE_ERRORS:  # a table without rowids (no nsys version writes one): sort by start
                 clause = f"ORDER BY {alias}start"
             self._stored[(table, where, alias)] = clause
@@ -425,15 +453,26 @@ class NsysSource(Source):
 
     def host_intervals(self) -> dict[tuple, tuple]:
         """Steps, DataLoader ranges and op ranges (pyprof's op markers, PyTorch's aten and autograd-node ranges) by
-        their text, and every CUDA runtime and driver API call, by process: read in bulk and merged
-        (pyprof.parse.nsys_host)."""
+        their text, and every CUDA runtime and driver API call, by process, merged: found by the compiled pass over
+        each table (nsys_scan; check() makes it), else read in bulk by pyprof.parse.nsys_host."""
         out: dict = {}
         if NVTX in self.cols:
-            out.update(nsys_host.ranges_by_category(self.rows, NVTX, "textId" in self.cols[NVTX],
-                                                    f"e.eventType = {NVTX_PUSH_POP} AND {_VALID_RANGE}"))
+            ranges = self._host_of(NVTX)
+            out.update(nsys_host.ranges_by_category(self.rows, NVTX, "textId" in self.cols[NVTX], _RANGES)
+                       if ranges is None else ranges)
         if RUNTIME in self.cols:
-            out.update(nsys_host.calls(self.rows, RUNTIME, f"{_VALID_ACTIVITY} AND typeof(globalTid) = 'integer'"))
+            calls = self._host_of(RUNTIME)
+            out.update(nsys_host.calls(self.rows, RUNTIME, f"{_VALID_ACTIVITY} AND typeof(globalTid) = 'integer'")
+                       if calls is None else calls)
         return out
+
+    def _host_of(self, table: str) -> dict | None:
+        """The compiled pass's host intervals of ``table``, handed over (not kept here); None where it takes no part."""
+        facts = self._facts(table, host=True)
+        if facts is None:
+            return None
+        self._scanned[table] = facts._replace(host=None)
+        return facts.host
 
     def memory_events(self) -> Iterator[MemoryEvent]:
         """cudaMalloc / cudaFree and their kin (``--cuda-memory-usage=true``), in the order of the API calls that
@@ -463,7 +502,8 @@ class NsysSource(Source):
         return type(self), self.file, self.path
 
     def close(self) -> None:
-        """Close the database."""
+        """Close the database, and let go of what the compiled pass found (host intervals not handed over yet)."""
+        self._scanned.clear()
         self.rows.close()
         self.db.close()
 

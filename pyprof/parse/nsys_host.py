@@ -2,7 +2,7 @@
 bulk. An export holds a few rows per kernel in each table; handing each to Python would cost half a parse again,
 so SQLite returns each block of rows as a few comma-separated texts that numpy reads, and each block is merged
 into disjoint intervals (pyprof.parse.host.union) before the next is read: memory follows the merged intervals,
-not the rows.
+not the rows. The compiled pass (nsys_scan) finds the same in C where it is built; this is its reference.
 """
 from __future__ import annotations
 
@@ -13,14 +13,16 @@ from pyprof.parse.sqlrows import Rows
 
 #: Rows per query (each column of a block comes as one text of a few MB at most).
 BLOCK_ROWS = 1 << 17
-_PID_SHIFT, _PID_BITS = 24, 0xFFFFFF  # a globalTid's OS process id (nsys.os_pid)
+PID_SHIFT, PID_BITS = 24, 0xFFFFFF  # a globalTid's OS process id (nsys.os_pid)
 #: Separates step names in one group_concat (no range text holds it).
-_NAME_SEP = "\x1e"
+NAME_SEP = "\x1e"
 #: A range's category by the start of its text: the step, the DataLoader's record_function, pyprof's op markers,
 #: PyTorch's aten ops (emit_nvtx, --pytorch=autograd-nvtx); and autograd nodes ("AddmmBackward0, seq = 12").
 PREFIXES = (("ProfilerStep#", "step"), ("enumerate(DataLoader)", "dataloader"), ('{"pyprof":1,"mod":', "op"),
             ("aten::", "op"))
-_NODE = ("Backward", ", seq = ")
+NODE = ("Backward", ", seq = ")
+#: The range categories by the number the query gives them.
+CODES = ("step", "dataloader", "op")
 
 
 def category_of(text: str) -> str | None:
@@ -28,24 +30,32 @@ def category_of(text: str) -> str | None:
     for prefix, category in PREFIXES:
         if text.startswith(prefix):
             return category
-    return "op" if all(part in text for part in _NODE) else None
+    return "op" if all(part in text for part in NODE) else None
 
 
 def category_sql(col: str, code: dict[str, int]) -> str:
     """category_of in SQL, of the text column ``col``: the category's number in ``code``, NULL for none."""
     whens = " ".join(f"WHEN substr({col}, 1, {len(p)}) = '{p}' THEN {code[c]}" for p, c in PREFIXES)
-    node = " AND ".join(f"instr({col}, '{part}') > 0" for part in _NODE)
+    node = " AND ".join(f"instr({col}, '{part}') > 0" for part in NODE)
     return f"CASE {whens} WHEN {node} THEN {code['op']} END"
 
 
-def registered(rows: Rows) -> dict[str, list[int]]:
-    """Category -> the ids of the registered strings (StringIds) of that category: a few thousand strings, each
-    classified once here rather than per range in SQL."""
-    out: dict = {}
+def registered_strings(rows: Rows) -> list[tuple[int, str, str]]:
+    """(id, category, text) of each registered string (StringIds) of a category (category_of), in the table's order:
+    a few thousand strings, each classified once here rather than per range."""
+    out = []
     for sid, text in rows.all("SELECT id, value FROM StringIds WHERE typeof(id) = 'integer'"):
         category = category_of(text) if type(text) is str else None
         if category is not None:
-            out.setdefault(category, []).append(sid)
+            out.append((sid, category, text))
+    return out
+
+
+def registered(rows: Rows) -> dict[str, list[int]]:
+    """Category -> the ids of the registered strings (StringIds) of that category."""
+    out: dict = {}
+    for sid, category, _text in registered_strings(rows):
+        out.setdefault(category, []).append(sid)
     return out
 
 
@@ -55,20 +65,22 @@ def ranges_by_category(rows: Rows, table: str, has_text_id: bool, where: str) ->
     text is inline (``text``) or a registered string (``textId``); registered ones are classified once."""
     out: dict = {}
     by_id = registered(rows) if has_text_id else {}
-    # the category as a number (_CODES; len(_CODES) for none), referred to once: SQLite would evaluate an
+    # the category as a number (CODES; len(CODES) for none), referred to once: SQLite would evaluate an
     # expression named in a subquery again at each use, and a GROUP BY would sort every row
-    codes = {c: k for k, c in enumerate(_CODES)}
+    codes = {c: k for k, c in enumerate(CODES)}
     whens = " ".join(f"WHEN e.textId IN ({','.join(map(str, ids))}) THEN {codes[c]}" for c, ids in by_id.items())
     inline = category_sql("e.text", codes)
-    code = f"ifnull(CASE WHEN typeof(e.text) = 'text' THEN {inline} {whens} END, {len(_CODES)})"
-    # a step's name (steps are few: a registered one looked up one by one)
-    is_step = [f"substr(e.text, 1, {len(p)}) = '{p}'" for p, c in PREFIXES if c == "step"]
-    if by_id.get("step"):
-        is_step.append(f"e.textId IN ({','.join(map(str, by_id['step']))})")
+    code = f"ifnull(CASE WHEN typeof(e.text) = 'text' THEN {inline} {whens} END, {len(CODES)})"
+    # a step's name (steps are few: a registered one looked up one by one). Which rows are steps follows the
+    # category's rule: an inline text decides alone, a registered string only where the text is none (a row with
+    # both, a step by its textId only, would give a name to a row that is no step, and put the names out of step)
+    inline_step = " OR ".join(f"substr(e.text, 1, {len(p)}) = '{p}'" for p, c in PREFIXES if c == "step")
+    registered_step = f"e.textId IN ({','.join(map(str, by_id['step']))})" if by_id.get("step") else "0"
+    is_step = f"CASE WHEN typeof(e.text) = 'text' THEN {inline_step} ELSE {registered_step} END"
     name = ("CASE WHEN typeof(e.text) = 'text' THEN e.text ELSE (SELECT value FROM StringIds WHERE id = e.textId) "
             "END" if has_text_id else "e.text")
     sql = (f"SELECT group_concat({code}), group_concat(e.globalTid), group_concat(e.start), group_concat(e.end), "
-           f"group_concat(CASE WHEN {' OR '.join(is_step)} THEN replace({name}, '{_NAME_SEP}', ' ') END, '{_NAME_SEP}') "
+           f"group_concat(CASE WHEN {is_step} THEN replace({name}, '{NAME_SEP}', ' ') END, '{NAME_SEP}') "
            f"FROM {table} e WHERE {{block}} AND {where}")
     for block, params in _blocks(rows, table, "e."):
         for c, g, s, x, names in rows.all(sql.replace("{block}", block), params):
@@ -76,15 +88,11 @@ def ranges_by_category(rows: Rows, table: str, has_text_id: bool, where: str) ->
             if not (len(code_of) == len(gtid) == len(start) == len(end)):
                 continue  # a value that is no integer broke a text apart: the block is left out
             for k in np.unique(code_of).tolist():
-                if k < len(_CODES):
+                if k < len(CODES):
                     mine = code_of == k
-                    _add(out, _CODES[k], gtid[mine], start[mine], end[mine],
-                         names.split(_NAME_SEP) if _CODES[k] == "step" and names else None)
+                    _add(out, CODES[k], gtid[mine], start[mine], end[mine],
+                         names.split(NAME_SEP) if CODES[k] == "step" and names else None)
     return _merged(out)
-
-
-#: The range categories by the number the query gives them.
-_CODES = ("step", "dataloader", "op")
 
 
 def calls(rows: Rows, table: str, where: str) -> dict[tuple, tuple]:
@@ -119,7 +127,7 @@ def _ints(text: str | None) -> np.ndarray:
 
 def _add(out: dict, category: str, gtid: np.ndarray, start: np.ndarray, end: np.ndarray,
          names: list | None) -> None:
-    pids = (gtid >> _PID_SHIFT) & _PID_BITS
+    pids = (gtid >> PID_SHIFT) & PID_BITS
     for pid in np.unique(pids).tolist():
         mine = pids == pid
         parts = out.setdefault((pid, category), ([], [], []))

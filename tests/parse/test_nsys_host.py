@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from pyprof.parse.nsys_host import _CODES, category_of, category_sql
+from pyprof.parse.nsys_host import CODES, category_of, category_sql
 
 TEXTS = {
     "ProfilerStep#3": "step",
@@ -22,7 +22,7 @@ TEXTS = {
 
 
 def test_inline_and_registered_texts_take_one_rule():
-    codes = {c: k for k, c in enumerate(_CODES)}
+    codes = {c: k for k, c in enumerate(CODES)}
     con = sqlite3.connect(":memory:")
     for text, expected in TEXTS.items():
         assert category_of(text) == expected, text
@@ -46,3 +46,28 @@ def test_union_sorted_unsorted_and_broken_intervals():
     # an end before its start is left out
     assert run([0, 20, 30], [10, 15, 40]) == ([0, 30], [10, 40])
     assert run([5], [1]) == ([], [])
+
+
+def test_a_step_by_its_text_alone(tmp_path):
+    """A row with an inline text that is no step and a textId that is one is no step (the text decides, as for its
+    category): the steps keep their names. Before, that row took a name too, and the names of its block, out of step
+    with the steps, were all left blank."""
+    from pyprof.parse.nsys_host import ranges_by_category
+    from pyprof.parse.sqlrows import Rows
+
+    path = tmp_path / "steps.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO StringIds VALUES (1, 'ProfilerStep#9');
+        CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER, text TEXT, globalTid INTEGER,
+            textId INTEGER);
+        INSERT INTO NVTX_EVENTS VALUES (100, 900, 59, 'ProfilerStep#1', 16777217, NULL);
+        INSERT INTO NVTX_EVENTS VALUES (200, 300, 59, 'layer:conv1', 16777217, 1);
+        INSERT INTO NVTX_EVENTS VALUES (1000, 1900, 59, NULL, 16777217, 1);
+    """)
+    db.commit()
+    got = ranges_by_category(Rows(db, str(path), str(path), {}), "NVTX_EVENTS", True, "e.eventType = 59")
+    # globalTid 16777217 = 1 << 24 | 1: process 1
+    assert {k: (s.tolist(), e.tolist(), n) for k, (s, e, n) in got.items()} == {
+        (1, "step"): ([100, 1000], [900, 1900], ["ProfilerStep#1", "ProfilerStep#9"])}

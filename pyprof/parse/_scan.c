@@ -1,0 +1,477 @@
+/* pyprof.parse._scan: one pass over a table of an nsys export, through SQLite's C API, that gives what the reader
+ * needs of it before and beside its records (pyprof/parse/nsys_scan.py: what each fact is, and which SQL of
+ * nsys.py and nsys_host.py is its reference, kept as the fallback).
+ *
+ * The row tests here are those SQL conditions written in C, on the storage class of each value (typeof): the
+ * rules of nsys._VALID_ACTIVITY, _VALID_LAUNCH, _VALID_RANGE and the push/pop event type. A comparison whose
+ * result depends on a column's type affinity (eventType = 59, textId IN (...)) is taken here only where that
+ * affinity is INTEGER (nsys_scan.takes checks it): there a value equals an integer only when it is stored as one.
+ *
+ * Every SQLite call's result is checked; an error is raised as _scan.Error with SQLite's own message.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <sqlite3.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static PyObject *ScanError;
+
+/* The column layouts of the three kinds of table, in the order nsys_scan selects them. */
+enum { ACTIVITIES, CALLS, RANGES };
+static const int N_COLUMNS[] = {2, 4, 8};
+enum { START, END, THREAD, CORRELATION };                          /* ACTIVITIES: the first two */
+enum { R_TYPE, R_START, R_END, R_THREAD, R_TEXT, R_TEXT_ID, R_JSON, R_JSON_ID }; /* RANGES */
+
+/* Rows between two looks for a pending signal (Ctrl-C during a scan of millions of rows). */
+#define SIGNAL_ROWS (1 << 16)
+/* Intervals a group holds before it is merged (then again each time it doubles): memory follows the merged
+ * intervals, not the rows (nsys_host merges block by block for the same reason). */
+#define MERGE_MIN (1 << 16)
+
+/* ---- intervals grouped by (process, category) -------------------------------------------------------------- */
+
+typedef struct {
+    int64_t start, end;
+} Interval;
+
+typedef struct {
+    int64_t pid;
+    int code;
+    Interval *iv;
+    size_t n, cap;
+    PyObject *names; /* the kept group's names (a list), else NULL */
+} Group;
+
+typedef struct {
+    Group *groups;
+    size_t n, cap;
+    size_t *slots; /* open addressing: a group's index + 1, 0 for none */
+    size_t n_slots;
+} Groups;
+
+static size_t slot_of(int64_t pid, int code, size_t n_slots) {
+    uint64_t h = ((uint64_t)pid * 16u + (uint64_t)code) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h >> 17) & (n_slots - 1);
+}
+
+static int groups_rehash(Groups *g, size_t n_slots) {
+    size_t *slots = calloc(n_slots, sizeof *slots);
+    if (slots == NULL) return -1;
+    for (size_t i = 0; i < g->n; i++) {
+        size_t s = slot_of(g->groups[i].pid, g->groups[i].code, n_slots);
+        while (slots[s]) s = (s + 1) & (n_slots - 1);
+        slots[s] = i + 1;
+    }
+    free(g->slots);
+    g->slots = slots;
+    g->n_slots = n_slots;
+    return 0;
+}
+
+/* The group of (pid, code), made when new; NULL with an exception set when out of memory. */
+static Group *group_of(Groups *g, int64_t pid, int code, int named) {
+    if (g->n_slots == 0 && groups_rehash(g, 16) < 0) return (Group *)PyErr_NoMemory();
+    size_t s = slot_of(pid, code, g->n_slots);
+    for (; g->slots[s]; s = (s + 1) & (g->n_slots - 1)) {
+        Group *x = &g->groups[g->slots[s] - 1];
+        if (x->pid == pid && x->code == code) return x;
+    }
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? 2 * g->cap : 8;
+        Group *more = realloc(g->groups, cap * sizeof *more);
+        if (more == NULL) return (Group *)PyErr_NoMemory();
+        g->groups = more;
+        g->cap = cap;
+    }
+    Group *x = &g->groups[g->n];
+    memset(x, 0, sizeof *x);
+    x->pid = pid;
+    x->code = code;
+    if (named && (x->names = PyList_New(0)) == NULL) return NULL;
+    g->slots[s] = ++g->n;
+    if (2 * g->n > g->n_slots && groups_rehash(g, 2 * g->n_slots) < 0) return (Group *)PyErr_NoMemory();
+    return x;
+}
+
+static void groups_free(Groups *g) {
+    for (size_t i = 0; i < g->n; i++) {
+        free(g->groups[i].iv);
+        Py_XDECREF(g->groups[i].names);
+    }
+    free(g->groups);
+    free(g->slots);
+    memset(g, 0, sizeof *g);
+}
+
+static int by_start(const void *a, const void *b) {
+    const Interval *x = a, *y = b;
+    return (x->start > y->start) - (x->start < y->start);
+}
+
+/* host.union in place: the disjoint intervals covering iv[0..n), in time order, touching ones joined; returns
+ * their number. Which of equal starts comes first does not change the union, so the sort need not be stable. */
+static size_t union_in_place(Interval *iv, size_t n) {
+    if (n == 0) return 0;
+    for (size_t i = 1; i < n; i++)
+        if (iv[i].start < iv[i - 1].start) {
+            qsort(iv, n, sizeof *iv, by_start);
+            break;
+        }
+    size_t last = 0;
+    for (size_t i = 1; i < n; i++) {
+        if (iv[i].start > iv[last].end)
+            iv[++last] = iv[i];
+        else if (iv[i].end > iv[last].end)
+            iv[last].end = iv[i].end;
+    }
+    return last + 1;
+}
+
+/* Add [start, end] to the group of (pid, code); a kept group (steps) keeps each interval and its name. */
+static int add_interval(Groups *g, int64_t pid, int code, int keep, int64_t start, int64_t end, PyObject *name) {
+    Group *x = group_of(g, pid, code, keep);
+    if (x == NULL) return -1;
+    if (x->n == x->cap) {
+        if (!keep && x->cap >= MERGE_MIN) x->n = union_in_place(x->iv, x->n);
+        if (x->n == x->cap || (!keep && x->n > x->cap / 2)) {
+            size_t cap = x->cap ? 2 * x->cap : 256;
+            Interval *more = realloc(x->iv, cap * sizeof *more);
+            if (more == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            x->iv = more;
+            x->cap = cap;
+        }
+    }
+    x->iv[x->n].start = start;
+    x->iv[x->n].end = end;
+    x->n++;
+    return keep ? PyList_Append(x->names, name) : 0;
+}
+
+/* [(pid, code, starts, ends, names or None)] with starts and ends as bytes of native int64 (numpy.frombuffer):
+ * kept groups in the order their rows came, the others merged. */
+static PyObject *groups_result(Groups *g, int keep_code) {
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    for (size_t i = 0; i < g->n; i++) {
+        Group *x = &g->groups[i];
+        if (x->code != keep_code) x->n = union_in_place(x->iv, x->n);
+        PyObject *starts = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(x->n * sizeof(int64_t)));
+        PyObject *ends = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(x->n * sizeof(int64_t)));
+        PyObject *item = NULL;
+        if (starts != NULL && ends != NULL) {
+            int64_t *s = (int64_t *)PyBytes_AS_STRING(starts), *e = (int64_t *)PyBytes_AS_STRING(ends);
+            for (size_t k = 0; k < x->n; k++) {
+                s[k] = x->iv[k].start;
+                e[k] = x->iv[k].end;
+            }
+            item = Py_BuildValue("(LiOOO)", (long long)x->pid, x->code, starts, ends,
+                                 x->names ? x->names : Py_None);
+        }
+        Py_XDECREF(starts);
+        Py_XDECREF(ends);
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(item);
+    }
+    return out;
+}
+
+/* ---- a range's category (nsys_host.category_of), of its inline text or its registered string --------------- */
+
+typedef struct {
+    const char *text;
+    Py_ssize_t len;
+    int code;
+} Prefix;
+
+typedef struct {
+    Prefix *prefixes; /* in the order they are tried */
+    Py_ssize_t n_prefixes;
+    const char **parts; /* a text holding all of them is a node's (node_code) */
+    Py_ssize_t *part_lens, n_parts;
+    int node_code;
+    PyObject *registered; /* registered string id -> code */
+    PyObject *names;      /* registered string id -> name, of the kept code's strings */
+    int keep_code;
+} Categories;
+
+static int contains(const char *s, Py_ssize_t n, const char *needle, Py_ssize_t k) {
+    for (Py_ssize_t i = 0; i + k <= n; i++)
+        if (s[i] == needle[0] && memcmp(s + i, needle, (size_t)k) == 0) return 1;
+    return k == 0;
+}
+
+/* category_of on a text's bytes: the prefixes are ASCII, so the SQL's substr on characters is a byte prefix. */
+static int inline_code(const Categories *c, const char *s, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < c->n_prefixes; i++)
+        if (n >= c->prefixes[i].len && memcmp(s, c->prefixes[i].text, (size_t)c->prefixes[i].len) == 0)
+            return c->prefixes[i].code;
+    for (Py_ssize_t i = 0; i < c->n_parts; i++)
+        if (!contains(s, n, c->parts[i], c->part_lens[i])) return -1;
+    return c->node_code;
+}
+
+/* The code of registered string ``id`` (-1 for none); -2 with an exception set. */
+static int registered_code(const Categories *c, int64_t id) {
+    PyObject *key = PyLong_FromLongLong(id);
+    if (key == NULL) return -2;
+    PyObject *code = PyDict_GetItemWithError(c->registered, key);
+    Py_DECREF(key);
+    if (code == NULL) return PyErr_Occurred() ? -2 : -1;
+    return (int)PyLong_AsLong(code);
+}
+
+static int categories_init(Categories *c, PyObject *prefixes, PyObject *parts) {
+    c->n_prefixes = PyTuple_GET_SIZE(prefixes);
+    c->n_parts = PyTuple_GET_SIZE(parts);
+    c->prefixes = PyMem_Calloc((size_t)c->n_prefixes + 1, sizeof *c->prefixes);
+    c->parts = PyMem_Calloc((size_t)c->n_parts + 1, sizeof *c->parts);
+    c->part_lens = PyMem_Calloc((size_t)c->n_parts + 1, sizeof *c->part_lens);
+    if (!c->prefixes || !c->parts || !c->part_lens) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < c->n_prefixes; i++) {
+        PyObject *p = PyTuple_GET_ITEM(prefixes, i);
+        char *text;
+        if (!PyTuple_Check(p) || PyTuple_GET_SIZE(p) != 2 ||
+            PyBytes_AsStringAndSize(PyTuple_GET_ITEM(p, 0), &text, &c->prefixes[i].len) < 0) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "a prefix is (bytes, code)");
+            return -1;
+        }
+        c->prefixes[i].text = text;
+        c->prefixes[i].code = (int)PyLong_AsLong(PyTuple_GET_ITEM(p, 1));
+        if (c->prefixes[i].code == -1 && PyErr_Occurred()) return -1;
+    }
+    for (Py_ssize_t i = 0; i < c->n_parts; i++) {
+        char *text;
+        if (PyBytes_AsStringAndSize(PyTuple_GET_ITEM(parts, i), &text, &c->part_lens[i]) < 0) return -1;
+        c->parts[i] = text;
+    }
+    return 0;
+}
+
+static void categories_free(Categories *c) {
+    PyMem_Free(c->prefixes);
+    PyMem_Free((void *)c->parts);
+    PyMem_Free(c->part_lens);
+}
+
+/* ---- the pass ------------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    long long invalid; /* rows of the kind the reader reads, with unusable times or ids (check()'s count) */
+    int in_order;      /* the rows read are stored (in rowid order) in start order */
+    int any_payload;   /* some range has a JSON payload */
+    int have_prev;
+    int64_t prev_start;
+} Facts;
+
+#define IS_INT(i) (sqlite3_column_type(stmt, (i)) == SQLITE_INTEGER)
+#define INT(i) ((int64_t)sqlite3_column_int64(stmt, (i)))
+
+static void saw_start(Facts *f, int64_t start) {
+    if (f->have_prev && start < f->prev_start) f->in_order = 0;
+    f->have_prev = 1;
+    f->prev_start = start;
+}
+
+/* SQL's ``column = value``, of a column of INTEGER affinity (nsys_scan.takes): a real stored there is no whole
+ * number of 64 bits (those are stored as integers), and a text no number at all, so neither equals an integer. */
+static int equals(sqlite3_stmt *stmt, int i, long long value) {
+    return sqlite3_column_type(stmt, i) == SQLITE_INTEGER && sqlite3_column_int64(stmt, i) == value;
+}
+
+static int64_t pid_of(int64_t thread, int shift, int64_t mask) {
+    return (thread >> shift) & mask; /* numpy's >> on int64, as nsys_host does it: arithmetic */
+}
+
+/* One row of a kernel, memcpy or memset table: _VALID_ACTIVITY. */
+static void activity_row(sqlite3_stmt *stmt, Facts *f) {
+    if (IS_INT(START) && IS_INT(END) && INT(END) >= INT(START))
+        saw_start(f, INT(START));
+    else
+        f->invalid++;
+}
+
+/* One row of the runtime calls: _VALID_LAUNCH decides what is read and counted; every call with integer times
+ * and thread (launch or not) is a host interval (nsys_host.calls). */
+static int call_row(sqlite3_stmt *stmt, Facts *f, Groups *host, int shift, int64_t mask) {
+    int timed = IS_INT(START) && IS_INT(END) && INT(END) >= INT(START) && IS_INT(THREAD);
+    if (timed && IS_INT(CORRELATION))
+        saw_start(f, INT(START));
+    else
+        f->invalid++;
+    if (host == NULL || !timed) return 0;
+    return add_interval(host, pid_of(INT(THREAD), shift, mask), 0, 0, INT(START), INT(END), NULL);
+}
+
+/* One row of NVTX_EVENTS: push/pop ranges (the event type) with integer times and thread are read; one with an
+ * end that is not so is counted; marks and other events are neither. */
+static int range_row(sqlite3_stmt *stmt, Facts *f, Groups *host, const Categories *c, long long event_type,
+                     int shift, int64_t mask) {
+    if (!equals(stmt, R_TYPE, event_type)) return 0;
+    int end_type = sqlite3_column_type(stmt, R_END);
+    if (!(IS_INT(R_START) && end_type == SQLITE_INTEGER && IS_INT(R_THREAD) && INT(R_END) >= INT(R_START))) {
+        if (end_type != SQLITE_NULL) f->invalid++;
+        return 0;
+    }
+    saw_start(f, INT(R_START));
+    if (sqlite3_column_type(stmt, R_JSON) != SQLITE_NULL || sqlite3_column_type(stmt, R_JSON_ID) != SQLITE_NULL)
+        f->any_payload = 1;
+    if (host == NULL) return 0;
+    int code;
+    PyObject *name = NULL;
+    if (sqlite3_column_type(stmt, R_TEXT) == SQLITE_TEXT) {
+        const char *text = (const char *)sqlite3_column_text(stmt, R_TEXT);
+        if (text == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        Py_ssize_t n = sqlite3_column_bytes(stmt, R_TEXT);
+        code = inline_code(c, text, n);
+        if (code == c->keep_code && (name = PyUnicode_DecodeUTF8(text, n, "replace")) == NULL) return -1;
+    } else if (IS_INT(R_TEXT_ID)) {
+        code = registered_code(c, INT(R_TEXT_ID));
+        if (code == -2) return -1;
+        if (code == c->keep_code) {
+            PyObject *key = PyLong_FromLongLong(INT(R_TEXT_ID));
+            if (key == NULL) return -1;
+            name = PyDict_GetItemWithError(c->names, key);
+            Py_DECREF(key);
+            if (name == NULL) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "a registered step without its name");
+                return -1;
+            }
+            Py_INCREF(name);
+        }
+    } else {
+        return 0;
+    }
+    if (code < 0) return 0;
+    int rc = add_interval(host, pid_of(INT(R_THREAD), shift, mask), code, code == c->keep_code, INT(R_START),
+                          INT(R_END), name);
+    Py_XDECREF(name);
+    return rc;
+}
+
+static int open_readonly(const char *path, sqlite3 **db) {
+    /* The same URI as sqlrows.connect: never a journal beside the user's export. No mutex: the connection lives
+     * within one call on one thread, and locking it at each column read cost a quarter of the pass. */
+    PyObject *uri = PyUnicode_FromFormat("file:%s?mode=ro", path);
+    if (uri == NULL) return -1;
+    const char *utf8 = PyUnicode_AsUTF8(uri);
+    if (utf8 == NULL) {
+        Py_DECREF(uri);
+        return -1;
+    }
+    int rc = sqlite3_open_v2(utf8, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    Py_DECREF(uri);
+    if (rc != SQLITE_OK) {
+        PyErr_SetString(ScanError, *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
+        sqlite3_close(*db);
+        *db = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(scan_doc,
+"scan(path, sql, layout, host, event_type, prefixes, node_parts, node_code, registered, names, keep_code,\n"
+"     pid_shift, pid_mask) -> (invalid, in_order, any_payload, groups or None)\n\n"
+"One pass over the rows of ``sql`` (in rowid order; its columns as ``layout`` lays them out: 0 a kernel, memcpy\n"
+"or memset table's start, end; 1 the runtime calls' start, end, globalTid, correlationId; 2 NVTX_EVENTS'\n"
+"eventType, start, end, globalTid, text, textId, jsonText, jsonTextId). With ``host``, groups lists the host\n"
+"intervals by (pid, code): (pid, code, starts, ends, names) with starts and ends as bytes of int64, the group of\n"
+"``keep_code`` as its rows came with their names, the others merged. Raises _scan.Error with SQLite's message.");
+
+static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwds) {
+    static char *kwlist[] = {"path", "sql", "layout", "host", "event_type", "prefixes", "node_parts", "node_code",
+                             "registered", "names", "keep_code", "pid_shift", "pid_mask", NULL};
+    const char *path, *sql;
+    int layout, want_host, node_code, keep_code, shift;
+    long long event_type, mask;
+    PyObject *prefixes, *parts, *registered, *names;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ssipLO!O!iO!O!iiL", kwlist, &path, &sql, &layout, &want_host,
+                                     &event_type, &PyTuple_Type, &prefixes, &PyTuple_Type, &parts, &node_code,
+                                     &PyDict_Type, &registered, &PyDict_Type, &names, &keep_code, &shift, &mask))
+        return NULL;
+    if (layout < ACTIVITIES || layout > RANGES || shift < 0 || shift > 62) {
+        PyErr_SetString(PyExc_ValueError, "layout is 0, 1 or 2; pid_shift 0 to 62");
+        return NULL;
+    }
+    Categories cats = {.node_code = node_code, .registered = registered, .names = names, .keep_code = keep_code};
+    Facts f = {.in_order = 1};
+    Groups host = {0};
+    sqlite3 *db = NULL;
+    sqlite3_stmt *stmt = NULL;
+    PyObject *result = NULL;
+    if (categories_init(&cats, prefixes, parts) < 0 || open_readonly(path, &db) < 0) goto done;
+    if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+        PyErr_SetString(ScanError, sqlite3_errmsg(db));
+        goto done;
+    }
+    if (sqlite3_column_count(stmt) != N_COLUMNS[layout]) {
+        PyErr_Format(PyExc_ValueError, "layout %d reads %d columns, the query gives %d", layout, N_COLUMNS[layout],
+                     sqlite3_column_count(stmt));
+        goto done;
+    }
+    Groups *h = (want_host && layout != ACTIVITIES) ? &host : NULL;
+    long long rows = 0;
+    int rc;
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+        int bad = 0;
+        if (layout == ACTIVITIES)
+            activity_row(stmt, &f);
+        else if (layout == CALLS)
+            bad = call_row(stmt, &f, h, shift, mask);
+        else
+            bad = range_row(stmt, &f, h, &cats, event_type, shift, mask);
+        if (bad < 0 || (++rows % SIGNAL_ROWS == 0 && PyErr_CheckSignals() < 0)) goto done;
+    }
+    if (rc != SQLITE_DONE) {
+        PyErr_SetString(ScanError, sqlite3_errmsg(db));
+        goto done;
+    }
+    PyObject *groups = h ? groups_result(h, keep_code) : Py_NewRef(Py_None);
+    if (groups != NULL) {
+        result = Py_BuildValue("(LOON)", f.invalid, f.in_order ? Py_True : Py_False,
+                               f.any_payload ? Py_True : Py_False, groups);
+    }
+done:
+    sqlite3_finalize(stmt);
+    sqlite3_close(db);
+    groups_free(&host);
+    categories_free(&cats);
+    return result;
+}
+
+static PyMethodDef scan_methods[] = {
+    {"scan", (PyCFunction)(void (*)(void))scan, METH_VARARGS | METH_KEYWORDS, scan_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef scan_module = {
+    PyModuleDef_HEAD_INIT, "pyprof.parse._scan",
+    "One pass over a table of an nsys export: what the reader needs of it before and beside its records.", -1,
+    scan_methods,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    PyObject *m = PyModule_Create(&scan_module);
+    if (m == NULL) return NULL;
+    ScanError = PyErr_NewException("pyprof.parse._scan.Error", NULL, NULL);
+    if (ScanError == NULL || PyModule_AddObjectRef(m, "Error", ScanError) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,116 @@
+"""What the nsys reader needs of a table before and beside its records, in one pass in C (``pyprof.parse._scan``).
+
+Of each table it reads, the reader needs: how many rows it leaves out (NsysSource.check counts them before any
+output), whether the rows it reads are stored in start order (then its queries need no ORDER BY:
+NsysSource._order_by), whether a push/pop range has a JSON payload (NsysSource.range_query), and of NVTX_EVENTS and
+the runtime calls, the host intervals (NsysSource.host_intervals). Its SQL answers each with a query of its own (up
+to four passes over NVTX_EVENTS, some of them handing every value to Python as text); the pass here answers all in
+one, the intervals merged as they come, so that memory follows the merged intervals and never the rows.
+
+The reader's SQL (nsys.py, nsys_host.py) is the reference and the fallback. It answers where the extension is not
+built or parse is kept to Python (native.enabled), for a table without rowids (no profiler writes one), and where an
+answer would depend on column types the pass does not follow (takes). Where the pass fails (a corrupt page), the SQL
+runs and fails as it always has, with its own message. Both give the same answers (tests/parse/test_nsys_scan.py).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from pyprof.parse import native, nsys_host
+from pyprof.parse.sqlrows import SQLITE_ERRORS, Rows
+
+try:
+    from pyprof.parse import _scan
+except ImportError:  # not built (no compiler or no sqlite3.h at install): the reader's SQL, same answers
+    _scan = None
+
+#: The kinds of table, as the pass lays out their columns (_scan.c).
+ACTIVITIES, CALLS, RANGES = 0, 1, 2
+_COLUMNS = {ACTIVITIES: ("start", "end"), CALLS: ("start", "end", "globalTid", "correlationId"),
+            RANGES: ("eventType", "start", "end", "globalTid", "text", "textId", "jsonText", "jsonTextId")}
+#: Columns read as NULL where a table lacks them (as the reader's SQL does without them).
+_OPTIONAL = {"textId", "jsonText", "jsonTextId"}
+#: Columns the reader's SQL compares with integers (eventType = 59, textId IN (...)): what that finds depends on the
+#: column's type affinity, and the pass follows INTEGER affinity only (nsys declares them INTEGER).
+_COMPARED = ("eventType", "textId")
+#: The host category of the calls' intervals, by the number the pass gives it (the ranges': nsys_host.CODES).
+_CALL_CATEGORIES = ("runtime",)
+
+
+class Facts(NamedTuple):
+    """What one pass found of a table."""
+
+    invalid: int  # rows of the kind read, left out: a time or id that is not an integer, an end before the start
+    in_order: bool  # the rows read are stored (rowid order) in start order
+    payload: bool  # some push/pop range has a JSON payload (NVTX_EVENTS; False elsewhere)
+    host: dict | None  # Source.host_intervals' part of this table; None when not asked for
+
+
+def enabled() -> bool:
+    """True when the pass is built and parse is not kept to Python (native.PURE_PYTHON_ENV)."""
+    return _scan is not None and native.enabled()
+
+
+def scan(rows: Rows, table: str, kind: int, columns: set[str], host: bool, event_type: int) -> Facts | None:
+    """The Facts of ``table`` (one of ``kind``; ``columns``: its columns), with its host intervals when ``host``
+    (``event_type``: the push/pop ranges' eventType); None where the pass does not take the table (see the module's
+    docstring): the reader's SQL answers then."""
+    if not enabled() or not takes(rows, table, kind, columns):
+        return None
+    strings = nsys_host.registered_strings(rows) if host and kind == RANGES and "textId" in columns else []
+    codes = {c: k for k, c in enumerate(nsys_host.CODES)}  # a range's category by its number
+    categories, keep = (nsys_host.CODES, codes["step"]) if kind == RANGES else (_CALL_CATEGORIES, -1)
+    select = ", ".join(c if c in columns or c not in _OPTIONAL else "NULL" for c in _COLUMNS[kind])
+    try:
+        invalid, in_order, payload, groups = _scan.scan(
+            path=rows.file, sql=f"SELECT {select} FROM {table} ORDER BY rowid", layout=kind, host=host,
+            event_type=event_type, prefixes=tuple((p.encode(), codes[c]) for p, c in nsys_host.PREFIXES),
+            node_parts=tuple(p.encode() for p in nsys_host.NODE), node_code=codes["op"],
+            registered={sid: codes[c] for sid, c, _ in strings},
+            names={sid: text for sid, c, text in strings if codes[c] == keep}, keep_code=keep,
+            pid_shift=nsys_host.PID_SHIFT, pid_mask=nsys_host.PID_BITS)
+    except _scan.Error:
+        return None  # the reader's SQL meets the same failure, and reports it as it always has
+    return Facts(invalid, in_order, payload, None if groups is None else _intervals(groups, categories, keep))
+
+
+def takes(rows: Rows, table: str, kind: int, columns: set[str]) -> bool:
+    """True when the pass gives the reader's SQL's answers for ``table``: a table with rowids, whose compared columns
+    have INTEGER affinity; for ranges, a text column, and StringIds' integer ids unique with INTEGER affinity (a
+    range's registered string is then the one row of its id)."""
+    if rows.without_rowid(table):
+        return False
+    if kind != RANGES:
+        return True
+    if "text" not in columns or not _integer_affinity(rows, table, [c for c in _COMPARED if c in columns]):
+        return False
+    if "textId" not in columns:
+        return True
+    if not _integer_affinity(rows, "StringIds", ["id"]):
+        return False
+    try:
+        (unique,) = rows.db.execute("SELECT count(id) = count(DISTINCT id) FROM StringIds "
+                                    "WHERE typeof(id) = 'integer'").fetchone()
+    except SQLITE_ERRORS:
+        return False
+    return bool(unique)
+
+
+def _integer_affinity(rows: Rows, table: str, names: list[str]) -> bool:
+    # SQLite's first rule of column affinity: a declared type containing "INT"
+    declared = {name: str(kind or "") for _cid, name, kind, *_ in rows.all(f"PRAGMA table_info('{table}')")}
+    return all("INT" in declared.get(n, "").upper() for n in names)
+
+
+def _intervals(groups: list, categories: tuple, keep: int) -> dict:
+    """(pid, category) -> (starts, ends, names), as nsys_host gives them: numpy arrays of int64, step names with
+    the separator nsys_host's SQL takes out of them taken out too."""
+    out = {}
+    for pid, code, starts, ends, names in groups:
+        out[(pid, categories[code])] = (
+            np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64),
+            [n.replace(nsys_host.NAME_SEP, " ") for n in names] if code == keep else [])
+    return out
+
