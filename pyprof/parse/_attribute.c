@@ -473,7 +473,7 @@ static PyObject *forward_link(Attributor *self, Item *items, Py_ssize_t n) {
                 continue;
             }
             Py_INCREF(f);
-            if (PyList_CheckExact(f)) {  /* a stack snapshot: attributed once, without links of its own */
+            if (PyList_CheckExact(f)) {  /* a stack snapshot: attributed once, without links of its own; kept as JSON */
                 Py_ssize_t len = PyList_GET_SIZE(f);
                 PyObject *chain = PyList_New(0);
                 long long last_end = 0;
@@ -489,7 +489,8 @@ static PyObject *forward_link(Attributor *self, Item *items, Py_ssize_t n) {
                                                             chain ? chain : Py_None, Py_False);
                 Py_XDECREF(chain);
                 Py_DECREF(f);
-                f = made;
+                f = made ? link_json(self, made, seq) : NULL;
+                Py_XDECREF(made);
                 if (f == NULL || PyDict_SetItem(self->fwd, key, f) < 0) {
                     Py_XDECREF(f);
                     Py_DECREF(key);
@@ -499,9 +500,12 @@ static PyObject *forward_link(Attributor *self, Item *items, Py_ssize_t n) {
             }
             Py_DECREF(key);
             Py_DECREF(process);
-            PyObject *out = link_json(self, f, seq);
-            Py_DECREF(f);
-            return out;
+            if (!PyUnicode_CheckExact(f)) {
+                Py_DECREF(f);
+                PyErr_SetString(PyExc_TypeError, "the forward-op memory holds stacks and link JSON");
+                return NULL;
+            }
+            return f;
         }
         Py_DECREF(process);
     }

@@ -119,8 +119,8 @@ class Correlator:
         # Per open range row, by id (the row is alive while it is on a stack; the entry goes when it is
         # popped): [decoded marker, attribution of launches directly inside it, its op call's counter].
         self._state: dict = {}
-        # (process, seq) -> a copy of the stack at that forward range (a list), or its Attribution once a
-        # backward node asked; oldest first, the newest FWD_MEMORY_OPS at least.
+        # (process, seq) -> a copy of the stack at that forward range (a list), or the JSON of its forward link once
+        # a backward node asked; oldest first, the newest FWD_MEMORY_OPS at least.
         self._fwd = BoundedDict(2 * FWD_MEMORY_OPS)
         # (process, op_id) -> attributions whose op waits for a consumer to name its output's shape
         self._wanted: dict = {}
@@ -436,10 +436,13 @@ class Correlator:
                 f = self._fwd.get(key)
                 if f is None:
                     continue
-                if type(f) is list:  # a stack snapshot: attribute it once (without links of its own), keep it
-                    f = self._fwd[key] = self._attribute([r for r in f if r[2] >= f[-1][2]], counters=False)
-                return encode.forward_link(f.mod[0] if f.mod else "", f.op[0] if f.op else "", f.args, f.callsite,
-                                           f.layer, m.seq)
+                if type(f) is list:
+                    # a stack snapshot: attributed once (without links of its own); what is kept is the link's JSON,
+                    # all a later node with this seq takes of it (the Attribution, lists and all, is 3-4x the size)
+                    a = self._attribute([r for r in f if r[2] >= f[-1][2]], counters=False)
+                    f = self._fwd[key] = encode.forward_link(a.mod[0] if a.mod else "", a.op[0] if a.op else "",
+                                                             a.args, a.callsite, a.layer, m.seq)
+                return f
         return None
 
     # -- what the sweep hands on -----------------------------------------------------------------
