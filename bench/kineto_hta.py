@@ -7,7 +7,9 @@ writing every line to /dev/null (``PYPROF_PURE_PYTHON`` as set here), (b) HTA's 
 with HTA's own interpreter (HTA reads a folder: the trace is linked alone into a temporary one). Each process
 times its own call, after its imports (HTA's pandas import would otherwise dominate a small trace); peak memory
 is the process's own peak RSS with its children's (os.wait4: HTA parses a rank in a forked pool worker),
-imports included, since a user pays for them. One line per run: both figures and the ratios pyprof / HTA.
+imports included, since a user pays for them; beside them, each process's CPU seconds, imports and children
+included (on a shared machine, wall seconds swell with the load, CPU seconds much less). One line per run: the
+figures and the ratios pyprof / HTA.
 Nothing of pyprof or HTA is imported here.
 """
 from __future__ import annotations
@@ -17,7 +19,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -42,9 +43,10 @@ with tempfile.TemporaryDirectory(prefix="hta-load-") as folder:
 """
 
 
-def measure(python: str, code: str, trace: str, env: dict) -> tuple[float, float]:
+def measure(python: str, code: str, trace: str, env: dict) -> tuple[float, float, float]:
     """(seconds the process timed itself, its peak RSS in MB: its own or its largest child's, whichever is more,
-    as os.wait4 reports it). Raises SystemExit if it fails."""
+    as os.wait4 reports it, and the CPU seconds of the whole process with its children's, imports included).
+    Raises SystemExit if it fails."""
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen([python, "-c", code, trace], stdout=subprocess.PIPE, stderr=err, env=env)
         out = proc.stdout.read()
@@ -54,7 +56,7 @@ def measure(python: str, code: str, trace: str, env: dict) -> tuple[float, float
         if proc.returncode:
             err.seek(0)
             raise SystemExit(f"{python} on {trace} failed: {err.read().decode(errors='replace')[-2000:]}")
-    return float(out.split()[-1]), usage.ru_maxrss / 1024
+    return float(out.split()[-1]), usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,12 +72,11 @@ def main(argv: list[str] | None = None) -> int:
     for trace in args.traces:
         name = os.path.basename(trace)
         for run in range(1, args.runs + 1):
-            t0 = time.time()
-            ours_s, ours_mb = measure(sys.executable, PYPROF, trace, ours_env)
-            hta_s, hta_mb = measure(args.hta_python, HTA, trace, env)
-            print(f"{name} run {run}: pyprof {ours_s:.2f} s {ours_mb:.0f} MB; HTA {hta_s:.2f} s {hta_mb:.0f} MB; "
-                  f"time x{ours_s / hta_s:.2f}, memory x{ours_mb / hta_mb:.2f} of HTA's "
-                  f"({time.time() - t0:.0f} s wall, load {os.getloadavg()[0]:.2f})", flush=True)
+            ours_s, ours_mb, ours_cpu = measure(sys.executable, PYPROF, trace, ours_env)
+            hta_s, hta_mb, hta_cpu = measure(args.hta_python, HTA, trace, env)
+            print(f"{name} run {run}: pyprof {ours_s:.2f} s {ours_mb:.0f} MB (process CPU {ours_cpu:.2f} s); "
+                  f"HTA {hta_s:.2f} s {hta_mb:.0f} MB (process CPU {hta_cpu:.2f} s); time x{ours_s / hta_s:.2f}, "
+                  f"memory x{ours_mb / hta_mb:.2f} of HTA's (load {os.getloadavg()[0]:.2f})", flush=True)
     return 0
 
 

@@ -47,43 +47,82 @@ class Guarded:
         self.last_byte = 0
 
     def read(self, n: int = -1) -> bytes:
-        import numpy as np
-
         data = self.f.read(n)
         self.read_bytes += len(data)
         if self.cap_bytes is not None and self.read_bytes > self.cap_bytes:
             raise too_expanded(self.path)
         if data:
-            b = np.frombuffer(data, np.uint8)
-            self._strings(np, b)
-            # Only the brackets are summed (a few in a hundred bytes): the running depth at each of them.
-            step = _BRACKET_STEP[b]
-            levels = np.cumsum(step[np.flatnonzero(step)], dtype=np.int64)
-            if levels.size:
+            self._strings(data)
+            # The running depth is summed over the brackets alone (a few bytes in a hundred: bytes.translate drops
+            # the rest at memory speed); its highest point is at one of them.
+            brackets = data.translate(None, _NOT_BRACKETS)
+            if brackets:
+                import numpy as np
+
+                levels = np.cumsum(_BRACKET_STEP[np.frombuffer(brackets, np.uint8)], dtype=np.int64)
                 if self.depth + int(levels.max()) > MAX_DEPTH:
                     raise InputError(self.path, f"JSON nested deeper than {MAX_DEPTH} levels: not a PyTorch "
                                                 "profiler trace")
                 self.depth += int(levels[-1])
         return data
 
-    def _strings(self, np, b) -> None:
+    def _strings(self, data: bytes) -> None:
         # A quote that no backslash precedes bounds a string (inside one, a quote is escaped); one after a
         # backslash may not, so it is not counted: the stretch measured is never shorter than the string.
+        # Within a block no stretch is longer than the block: unless the bound is shorter, only the stretches
+        # across blocks are measured, from the first and the last bounding quote.
+        if len(data) > MAX_STRING_BYTES:
+            first, last, longest = self._bounds_within(data)
+        else:
+            first = _bounding_quote(data, self.last_byte, data.find, 1)
+            last = _bounding_quote(data, self.last_byte, data.rfind, -1) if first >= 0 else -1
+            longest = 0
+        if first >= 0:
+            longest = max(self.since_quote + first, longest)
+            self.since_quote = len(data) - last - 1
+        else:
+            longest = self.since_quote = self.since_quote + len(data)
+        self.last_byte = data[-1]
+        if longest > MAX_STRING_BYTES:
+            raise InputError(self.path, f"a JSON string or value longer than {MAX_STRING_BYTES >> 20} MB: not a "
+                                        "PyTorch profiler trace")
+
+    def _bounds_within(self, data: bytes) -> tuple[int, int, int]:
+        """(first, last bounding quote or -1, the longest stretch between two of them) of a block."""
+        import numpy as np
+
+        b = np.frombuffer(data, np.uint8)
         quotes = np.flatnonzero(b == 34)
         if quotes.size:
             before = b[np.maximum(quotes - 1, 0)]
             if quotes[0] == 0:
                 before[0] = self.last_byte
             quotes = quotes[before != 92]
-        if quotes.size:
-            longest = max(self.since_quote + int(quotes[0]), int(np.diff(quotes).max()) if quotes.size > 1 else 0)
-            self.since_quote = len(b) - int(quotes[-1]) - 1
-        else:
-            longest = self.since_quote = self.since_quote + len(b)
-        self.last_byte = int(b[-1])
-        if longest > MAX_STRING_BYTES:
-            raise InputError(self.path, f"a JSON string or value longer than {MAX_STRING_BYTES >> 20} MB: not a "
-                                        "PyTorch profiler trace")
+        if not quotes.size:
+            return -1, -1, 0
+        return int(quotes[0]), int(quotes[-1]), int(np.diff(quotes).max()) if quotes.size > 1 else 0
+
+
+def _bounding_quote(data: bytes, last_byte: int, find, direction: int) -> int:
+    """The first (direction 1, find: data.find) or last (-1, data.rfind) quote of a block that no backslash
+    precedes, or -1. A run of escaped quotes longer than a few is measured with numpy instead."""
+    i = find(b'"')
+    for _ in range(64):
+        if i < 0 or (data[i - 1] if i else last_byte) != 92:
+            return i
+        i = find(b'"', i + 1) if direction > 0 else find(b'"', 0, i)
+    import numpy as np
+
+    b = np.frombuffer(data, np.uint8)
+    quotes = np.flatnonzero(b == 34)
+    before = b[np.maximum(quotes - 1, 0)]
+    if quotes[0] == 0:
+        before[0] = last_byte
+    quotes = quotes[before != 92]
+    return -1 if not quotes.size else int(quotes[0] if direction > 0 else quotes[-1])
+
+
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
 
 
 def _bracket_steps():
@@ -119,7 +158,9 @@ class Event(msgspec.Struct):
 
 class Args(msgspec.Struct):
     """The arguments pyprof reads of a kernel, copy, launch, op or ``[memory]`` event; absent ones are None,
-    except those whose presence tells a PyTorch 1.8-1.9 op from a plain range (UNSET)."""
+    except ``seq``, whose presence tells a PyTorch 1.8-1.9 op from a plain range (UNSET). An op's argument lists
+    stay undecoded JSON (empty where absent; ``shared_value`` decodes them): a trace repeats a few hundred of them
+    tens of thousands of times."""
 
     correlation: object = None
     device: object = None
@@ -131,10 +172,10 @@ class Args(msgspec.Struct):
     occupancy: object = _field("est. achieved occupancy %")
     nbytes: object = _field("bytes")
     seq: object = msgspec.field(default=UNSET, name="Sequence number")
-    dims: object = msgspec.field(default=UNSET, name="Input Dims")
-    dims_18: object = msgspec.field(default=UNSET, name="Input dims")  # PyTorch 1.8 previews
-    types: object = _field("Input type")
-    concrete: object = _field("Concrete Inputs")
+    dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
+    dims_18: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input dims")  # PyTorch 1.8 previews
+    types: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
     fwd_tid: object = _field("Fwd thread id")
     mem_bytes: object = _field("Bytes")
     device_type: object = _field("Device Type")
@@ -146,12 +187,14 @@ class Args(msgspec.Struct):
 
 NO_ARGS = Args()
 _ARG_NAMES = {f.encode_name: f.name for f in msgspec.structs.fields(Args)}
+_RAW_ARGS = frozenset(f.name for f in msgspec.structs.fields(Args) if f.type is msgspec.Raw)
 _EVENT_KEYS = frozenset(f.name for f in msgspec.structs.fields(Event)) - {"args"}
 
 _decode_args = msgspec.json.Decoder(Args, float_hook=Decimal).decode
 _decode_any = msgspec.json.Decoder(float_hook=Decimal).decode
 _decode_events = msgspec.json.Decoder(list[Event], float_hook=Decimal).decode
 _decode_keys = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_encode = msgspec.json.Encoder(decimal_format="number").encode
 
 
 def args_of(raw: msgspec.Raw) -> Args:
@@ -162,10 +205,46 @@ def args_of(raw: msgspec.Raw) -> Args:
 
 
 def from_dict(ev: dict) -> tuple[Event, Args]:
-    """An event as ijson's reference reader builds it -> the block reader's (Event, Args)."""
+    """An event as ijson's reference reader builds it -> the block reader's (Event, Args). The argument lists
+    kept undecoded are encoded again: JSON of the same values (a Decimal as its exact text), which decodes to
+    what ijson gave."""
     args = ev.get("args")
-    args = Args(**{_ARG_NAMES[k]: v for k, v in args.items() if k in _ARG_NAMES}) if type(args) is dict else NO_ARGS
-    return Event(**{k: v for k, v in ev.items() if k in _EVENT_KEYS}), args
+    if type(args) is not dict:
+        return Event(**{k: v for k, v in ev.items() if k in _EVENT_KEYS}), NO_ARGS
+    fields = {}
+    for key, value in args.items():
+        name = _ARG_NAMES.get(key)
+        if name is not None:
+            fields[name] = msgspec.Raw(_encode(value)) if name in _RAW_ARGS else value
+    return Event(**{k: v for k, v in ev.items() if k in _EVENT_KEYS}), Args(**fields)
+
+
+class SharedValues:
+    """Decoded argument lists by their JSON text, so that every op with the same text shares one value: the
+    values are read, never changed, downstream (markers keep them, records copy them into JSON). Texts longer
+    than SHARED_BYTES are decoded each time (a real one is a few hundred bytes)."""
+
+    def __init__(self) -> None:
+        from pyprof.common import BoundedDict
+
+        self.values = BoundedDict(1 << 12)
+
+    def get(self, raw: msgspec.Raw) -> object:
+        """The value of ``raw``; None where it is empty (the key was absent)."""
+        if not raw:
+            return None
+        if len(raw) > SHARED_BYTES:
+            return _decode_any(raw)
+        key = bytes(raw)
+        value = self.values.get(key, _MISSING)
+        if value is _MISSING:
+            value = _decode_any(raw)
+            self.values.add(key, value)
+        return value
+
+
+SHARED_BYTES = 1 << 12
+_MISSING = object()
 
 
 class NotBlocks(Exception):
@@ -177,7 +256,8 @@ _NOT_WS = re.compile(rb"[^ \t\n\r]")  # JSON's whitespace is these four (bytes.s
 _EVENT_END = re.compile(rb"\}[ \t\n\r]*[,\]]")
 #: The end of a block searched first for the last place where an event may end (events are kB).
 _LOOK_BACK = 1 << 16
-#: Places tried per block: in a real trace the last is an event's end, or the one before it (a "}," inside one).
+#: Places tried per block: in a real trace the last is an event's end, or the one before it (a "}," inside one
+#: that is not complete yet).
 _TRIES = 4
 #: The most bytes of keys and values before or after the events that the block reader holds at once (real traces:
 #: a few kB of device properties).
@@ -269,16 +349,24 @@ class BlockReader:
             raise NotBlocks("traceEvents is not an array")
 
     def _events(self) -> list[Event]:
-        """The next run of whole events, from pos (an event's first byte)."""
+        """The next run of whole events, from pos (an event's first byte). Where no place in the buffer ends one,
+        it is tried again once it has doubled, so that an event longer than a block costs linear time."""
+        tried, eof = 0, False
         while True:
-            events = self._cut()
-            if events is not None:
-                return events
-            if not self._more():
+            size = len(self.buf) - self.pos
+            if size >= 2 * tried or (eof and size > tried):
+                events = self._cut()
+                if events is not None:
+                    return events
+                if size > MAX_STRING_BYTES + READ_BYTES:
+                    raise NotBlocks("no event ends where one may")
+                tried = size
+            if eof:
                 raise NotBlocks("the events do not end")
+            eof = not self._more()
 
     def _cut(self) -> list[Event] | None:
-        """The events from pos up to the last place in the buffer where one ends, decoded; None where none may end.
+        """The events from pos up to the last place in the buffer where one ends, decoded; None where none does.
 
         A cut right after a "}" that decodes, bracketed, as an array of objects is the end of an element of the
         events array: a cut inside a string leaves it open, one inside an event leaves brackets open."""
@@ -293,8 +381,6 @@ class BlockReader:
                 continue
             self.pos = end + 1
             return events
-        if ends:
-            raise NotBlocks("no event ends where one may")  # never read on: each try decodes the whole buffer
         return None
 
     def _tail(self) -> None:
