@@ -53,14 +53,14 @@ def _write(tmp_path, data: bytes, name="t.json") -> Path:
     return path
 
 
-@pytest.mark.parametrize("read_bytes", [64, 1000, 4 << 20])
+@pytest.mark.parametrize("block_bytes", [64, 1000, 1 << 20])
 @pytest.mark.parametrize("fixture", ["kineto/lenet.pt.trace.json.gz", "kineto/checkpoint.pt.trace.json.gz",
                                      "paths/kineto_full.pt.trace.json.gz"])
-def test_blocks_of_any_size_read_what_the_reference_reads(monkeypatch, fixture, read_bytes):
-    # Blocks of 64 bytes cut inside every event (each is read on until one ends); 4 MB is the default.
+def test_blocks_of_any_size_read_what_the_reference_reads(monkeypatch, fixture, block_bytes):
+    # Blocks of 64 bytes cut inside every event (each is read on until one ends); 1 MB is the default.
     path = DATA / fixture
     expected = reference_output(path, monkeypatch)
-    monkeypatch.setattr(kineto_json, "READ_BYTES", read_bytes)
+    monkeypatch.setattr(kineto_json, "BLOCK_BYTES", block_bytes)
     assert blocks_output(path, monkeypatch) == expected
 
 
@@ -95,7 +95,7 @@ def _layouts() -> dict[str, bytes]:
 def test_the_block_reader_reads_every_layout_profilers_write(tmp_path, monkeypatch, name):
     path = _write(tmp_path, _layouts()[name])
     expected = reference_output(path, monkeypatch)
-    monkeypatch.setattr(kineto_json, "READ_BYTES", 97)  # cuts inside names, keys and numbers
+    monkeypatch.setattr(kineto_json, "BLOCK_BYTES", 97)  # cuts inside names, keys and numbers
     assert blocks_output(path, monkeypatch) == expected
 
 
