@@ -12,6 +12,7 @@ import os
 import warnings
 from typing import IO, Iterator
 
+from pyprof.common import no_cyclic_gc
 from pyprof.record import Record, end_line
 from pyprof.parse.activities import Source
 from pyprof.parse.correlate import Stats
@@ -60,15 +61,16 @@ def parse_file(path: str, out: IO[str], raw_markers: bool = False) -> Stats:
     """Parse ``path`` and write parse's header line, one JSON line per record and its end line to ``out``
     (``raw_markers``: keep the autograd range texts, ``seqMarker``). Returns
     the Stats; raises InputError."""
-    src = open_source(path)
-    try:
-        out_lines, stats = lines(src, raw_markers=raw_markers)
-        write = out.write
-        for line in out_lines:
-            write(line)
+    with no_cyclic_gc():  # as cli._run, for the same reason
+        src = open_source(path)
+        try:
+            out_lines, stats = lines(src, raw_markers=raw_markers)
+            write = out.write
+            for line in out_lines:
+                write(line)
+                write("\n")
+            write(end_line(stats.records))
             write("\n")
-        write(end_line(stats.records))
-        write("\n")
-    finally:
-        close_source(src)
+        finally:
+            close_source(src)
     return stats

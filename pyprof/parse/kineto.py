@@ -17,12 +17,17 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
+from sys import intern  # the names of ranges, launch calls and frames: a few hundred, each repeated thousands of times
 from decimal import Decimal
 from typing import IO, Iterator
 
-from pyprof.common import InputError, expansion_cap, too_expanded
+import msgspec
+
+from pyprof.common import BoundedDict, InputError, expansion_cap, no_cyclic_gc
 from pyprof.parse import markers as mk
 from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
+from pyprof.parse.kineto_json import READ_BYTES, UNSET, Args, BlockReader, Event, Guarded, NotBlocks, SharedValues, \
+    args_of, from_dict
 from pyprof.record import DIST_KEYS
 
 _KERNEL_CATS = {"kernel"}
@@ -45,8 +50,6 @@ _COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP")
 
 #: Times past this many ns from the epoch (year 2262) are no times (a 1e999 microsecond stamp).
 MAX_TIME_NS = 2 ** 63 - 1
-#: JSON nested deeper than this is not a trace (events nest 4-6 levels: traceEvents, event, args, Input Dims).
-MAX_DEPTH = 64
 BAD_EVENT = "events with a missing or malformed time, left out"
 BAD_MEMORY = "memory events with a missing or malformed time or size, left out"
 _MEMORY = "[memory]"
@@ -91,67 +94,6 @@ def _ints(v) -> tuple:
     return tuple(v) if type(v) is list and len(v) <= 3 and all(type(x) is int for x in v) else ()
 
 
-#: Bytes ijson reads at a time: yajl copies a string that spans reads once per read, so a string's cost grows
-#: with its length squared over this (a 20 MB name: 1.5 s at ijson's default 64 kB, 0.1 s at 4 MB).
-READ_BYTES = 4 << 20
-#: The longest stretch between two string boundaries a trace may hold (a real kernel name or call stack is kB;
-#: one of this length costs yajl about 0.5 s).
-MAX_STRING_BYTES = 64 << 20
-
-
-class _Guarded:
-    """The bytes of a trace as ijson reads them, watched for JSON nested deeper than MAX_DEPTH (whose objects
-    would grow without bound in memory), counting brackets as they pass (brackets inside strings too: they are
-    balanced in real names, and only inflate the count), and for a string longer than MAX_STRING_BYTES (whose
-    cost in yajl grows as its square)."""
-
-    def __init__(self, f: IO[bytes], path: str, cap_bytes: int | None) -> None:
-        self.f = f
-        self.path = path
-        self.depth = 0
-        self.cap_bytes = cap_bytes  # decompressed bytes allowed (detect.expansion_cap); None: not compressed
-        self.read_bytes = 0
-        self.since_quote = 0  # bytes since the last quote that surely bounds a string
-        self.last_byte = 0
-
-    def read(self, n: int = -1) -> bytes:
-        import numpy as np
-
-        data = self.f.read(n)
-        self.read_bytes += len(data)
-        if self.cap_bytes is not None and self.read_bytes > self.cap_bytes:
-            raise too_expanded(self.path)
-        if data:
-            b = np.frombuffer(data, np.uint8)
-            self._strings(np, b)
-            step = (b == 91).astype(np.int32) + (b == 123) - (b == 93) - (b == 125)  # [ { ] }
-            levels = np.cumsum(step, dtype=np.int64)
-            if self.depth + int(levels.max()) > MAX_DEPTH:
-                raise InputError(self.path, f"JSON nested deeper than {MAX_DEPTH} levels: not a PyTorch profiler "
-                                            "trace")
-            self.depth += int(levels[-1])
-        return data
-
-    def _strings(self, np, b) -> None:
-        # A quote that no backslash precedes bounds a string (inside one, a quote is escaped); one after a
-        # backslash may not, so it is not counted: the stretch measured is never shorter than the string.
-        quotes = np.flatnonzero(b == 34)
-        if quotes.size:
-            before = b[np.maximum(quotes - 1, 0)]
-            if quotes[0] == 0:
-                before[0] = self.last_byte
-            quotes = quotes[before != 92]
-        if quotes.size:
-            longest = max(self.since_quote + int(quotes[0]), int(np.diff(quotes).max()) if quotes.size > 1 else 0)
-            self.since_quote = len(b) - int(quotes[-1]) - 1
-        else:
-            longest = self.since_quote = self.since_quote + len(b)
-        self.last_byte = int(b[-1])
-        if longest > MAX_STRING_BYTES:
-            raise InputError(self.path, f"a JSON string or value longer than {MAX_STRING_BYTES >> 20} MB: not a "
-                                        "PyTorch profiler trace")
-
-
 class KinetoSource(Source):
     """Reader of one Kineto JSON trace. Raises InputError on check() for anything that is not one."""
 
@@ -171,6 +113,11 @@ class KinetoSource(Source):
         self.oddities: dict = {}  # events left out (the summary reports them)
         self._cap = expansion_cap(path) if gzipped else None
         self._dist: dict | None = None  # distributedInfo: rank, world size, backend (record.DIST_KEYS)
+        # A kernel name -> (the name, its short name): a trace repeats a few hundred names thousands of times, so
+        # each is shortened once and its activities share one string.
+        self._names = BoundedDict(1 << 14)
+        self._shared = SharedValues()  # ops' argument lists, one object per distinct text
+        self._threads = BoundedDict(1 << 12)  # see _thread
 
     def _open(self) -> IO[bytes]:
         """The trace's bytes, after a UTF-8 byte-order mark if it starts with one (some editors add one)."""
@@ -187,45 +134,28 @@ class KinetoSource(Source):
         return "item" if head[:1] == b"[" else "traceEvents.item"
 
     def check(self) -> None:
-        """Read the whole trace (two incremental passes); raise InputError if it is not a complete one."""
+        """Read the whole trace; raise InputError if it is not a complete one.
+
+        The block reader (kineto_json.BlockReader) reads it in one pass; where it cannot vouch for the file's
+        layout, or the file is broken, what it took is forgotten and ijson's event stream reads the file again:
+        that reader defines every error message and what an odd file yields."""
         try:
             import ijson
         except ImportError:
             raise InputError(self.path, "reading PyTorch profiler traces needs the ijson package "
                                         "(pip install ijson)") from None
-        try:
-            prefix = self._events_prefix()
-            with self._open() as f:
-                seen = False
-                for ev in ijson.items(_Guarded(f, self.path, self._cap), prefix, buf_size=READ_BYTES):
-                    if isinstance(ev, dict) and "ph" in ev:
-                        seen = True
-                        if ev["ph"] == "X":
-                            self._take(ev)
-                        elif ev.get("name") == _MEMORY and ev["ph"] in ("i", "I"):
-                            self._take_memory(ev)
-                if not seen and prefix == "item":
-                    raise InputError(self.path, "JSON array without trace events: not a PyTorch profiler trace")
-                if not seen and not self._has_key(ijson, "traceEvents"):
-                    raise InputError(self.path, "JSON without 'traceEvents': not a PyTorch profiler trace")
-            if prefix != "item":
-                with self._open() as f:
-                    self._dist = _distributed_info(ijson, _Guarded(f, self.path, self._cap))
-            with self._open() as f:
-                devices = ijson.items(_Guarded(f, self.path, self._cap), "deviceProperties.item",
-                                     buf_size=READ_BYTES) if prefix != "item" else ()
-                for dev in devices:
-                    if isinstance(dev, dict) and type(dev.get("id")) is int:
-                        props = {k: _num(v) for k, v in dev.items() if k not in ("id", "name")
-                                 and (type(v) in (int, Decimal, str, bool) or v is None)}
-                        name = dev.get("name")
-                        self._gpus[dev["id"]] = GpuInfo(name if type(name) is str else None, props)
-        except ijson.JSONError as e:
-            raise InputError(self.path, f"malformed or truncated JSON trace ({_first_line(e)})") from None
-        except UnicodeDecodeError as e:
-            raise InputError(self.path, f"JSON trace that is not UTF-8 (byte {e.start})") from None
-        except (OSError, EOFError, zlib.error) as e:
-            raise InputError(self.path, f"unreadable or truncated trace ({_first_line(e)})") from None
+        # What is made here (tuples, strings, markers holding lists) has no cycles: the collector's passes over
+        # it, hundreds of thousands of objects, would only cost time (0.3 s of 1 s on a ResNet-50 trace).
+        with no_cyclic_gc():
+            try:
+                self._read_blocks()
+            except (NotBlocks, msgspec.DecodeError, InputError, UnicodeDecodeError, OSError, EOFError, zlib.error):
+                self._forget()
+                self._read_stream(ijson)
+            self._arrange()
+
+    def _arrange(self) -> None:
+        """The events read, in the order and with the context the iterators promise."""
         if self._frames:
             self._python_context()
         self._ranges.sort(key=lambda r: (r[1], -r[2]))
@@ -239,6 +169,70 @@ class KinetoSource(Source):
         if len(pids) == 1 and len(self._cpu_pids) == 1:
             self._acts = [a._replace(pid=pids[0]) for a in self._acts]
         self._output_shapes()
+
+    def _read_blocks(self) -> None:
+        with self._open() as f:
+            reader = BlockReader(Guarded(f, self.path, self._cap))
+            seen = False
+            take, take_memory = self._take, self._take_memory
+            for events in reader.blocks():
+                for ev in events:
+                    ph = ev.ph
+                    if ph is UNSET:
+                        continue
+                    seen = True
+                    if ph == "X":
+                        take(ev, args_of(ev.args))
+                    elif ev.name == _MEMORY and ph in ("i", "I"):
+                        take_memory(ev, args_of(ev.args))
+        if not seen:
+            raise NotBlocks("no events")  # the reference says whether that is an error
+        if not reader.root_is_array:
+            self._dist = _dist_keys(reader.dist) if type(reader.dist) is dict else None
+            self._take_devices(reader.devices if type(reader.devices) is list else ())
+
+    def _forget(self) -> None:
+        self._ranges, self._launches, self._acts, self._frames, self._memory = [], [], [], [], []
+        self._gpus, self._cpu_pids, self.oddities, self._dist = {}, set(), {}, None
+
+    def _read_stream(self, ijson) -> None:
+        """The reference reader: ijson's event stream, in three passes."""
+        try:
+            prefix = self._events_prefix()
+            with self._open() as f:
+                seen = False
+                for ev in ijson.items(Guarded(f, self.path, self._cap), prefix, buf_size=READ_BYTES):
+                    if isinstance(ev, dict) and "ph" in ev:
+                        seen = True
+                        if ev["ph"] == "X":
+                            self._take(*from_dict(ev))
+                        elif ev.get("name") == _MEMORY and ev["ph"] in ("i", "I"):
+                            self._take_memory(*from_dict(ev))
+                if not seen and prefix == "item":
+                    raise InputError(self.path, "JSON array without trace events: not a PyTorch profiler trace")
+                if not seen and not self._has_key(ijson, "traceEvents"):
+                    raise InputError(self.path, "JSON without 'traceEvents': not a PyTorch profiler trace")
+            if prefix != "item":
+                with self._open() as f:
+                    self._dist = _distributed_info(ijson, Guarded(f, self.path, self._cap))
+            with self._open() as f:
+                devices = ijson.items(Guarded(f, self.path, self._cap), "deviceProperties.item",
+                                     buf_size=READ_BYTES) if prefix != "item" else ()
+                self._take_devices(devices)
+        except ijson.JSONError as e:
+            raise InputError(self.path, f"malformed or truncated JSON trace ({_first_line(e)})") from None
+        except UnicodeDecodeError as e:
+            raise InputError(self.path, f"JSON trace that is not UTF-8 (byte {e.start})") from None
+        except (OSError, EOFError, zlib.error) as e:
+            raise InputError(self.path, f"unreadable or truncated trace ({_first_line(e)})") from None
+
+    def _take_devices(self, devices) -> None:
+        for dev in devices:
+            if isinstance(dev, dict) and type(dev.get("id")) is int:
+                props = {k: _num(v) for k, v in dev.items() if k not in ("id", "name")
+                         and (type(v) in (int, Decimal, str, bool) or v is None)}
+                name = dev.get("name")
+                self._gpus[dev["id"]] = GpuInfo(name if type(name) is str else None, props)
 
     def _python_context(self) -> None:
         """Call sites and module ranges from the Python frames (``with_stack`` / ``with_modules`` traces): one
@@ -301,82 +295,91 @@ class KinetoSource(Source):
             return any(prefix == "" and event == "map_key" and value == key
                        for prefix, event, value in ijson.parse(f, buf_size=READ_BYTES))
 
-    def _take(self, ev: dict) -> None:
+    def _take(self, ev: Event, args: Args) -> None:
+        """A complete ("X") event: a kernel, copy, launch call, Python frame or range; others are not read."""
         try:
-            start = _ns(ev.get("ts"))
-            end = start + (_ns(ev["dur"]) if "dur" in ev else 0)
+            start = _ns(ev.ts)
+            end = start + (_ns(ev.dur) if ev.dur is not UNSET else 0)
         except BadEvent:
             self.oddities[BAD_EVENT] = self.oddities.get(BAD_EVENT, 0) + 1
             return
         if end < start or end > MAX_TIME_NS:
             self.oddities[BAD_EVENT] = self.oddities.get(BAD_EVENT, 0) + 1
             return
-        cat = str(ev.get("cat", "")).lower()
-        args = ev.get("args")
-        if type(args) is not dict:
-            args = {}
-        name = ev.get("name")
+        cat = str(ev.cat).lower()
+        name = ev.name
         name = name if type(name) is str else "" if name is None else str(name)
         if cat in _KERNEL_CATS:
-            corr = _int(args.get("correlation"))
-            occupancy = args.get("est. achieved occupancy %")
-            self._acts.append(Activity("kernel", start, end, _int(args.get("device")), _int(args.get("stream")),
-                                       None, corr, corr, name, _short(name), _ints(args.get("grid")),
-                                       _ints(args.get("block")), _int(args.get("registers per thread")),
-                                       smem_bytes=_int(args.get("shared memory")),
+            corr = _int(args.correlation)
+            occupancy = args.occupancy
+            names = self._names.get(name)
+            if names is None:
+                names = (name, _short(name))
+                self._names.add(name, names)
+            self._acts.append(Activity("kernel", start, end, _int(args.device), _int(args.stream), None, corr, corr,
+                                       names[0], names[1], _ints(args.grid), _ints(args.block),
+                                       _int(args.registers), smem_bytes=_int(args.smem),
                                        est_occupancy_pct=_num(occupancy) if type(occupancy) in (int, Decimal)
                                        else None))
         elif cat in _COPY_CATS:
             kind = _COPY_CATS[cat]
-            corr = _int(args.get("correlation"))
+            corr = _int(args.correlation)
             ck = next((k for k in _COPY_KINDS if k in name), None) if kind == "memcpy" else None
-            self._acts.append(Activity(kind, start, end, _int(args.get("device")), _int(args.get("stream")), None,
-                                       corr, corr, name, name, bytes=_int(args.get("bytes")), copy_kind=ck))
+            self._acts.append(Activity(kind, start, end, _int(args.device), _int(args.stream), None, corr, corr, name,
+                                       name, bytes=_int(args.nbytes), copy_kind=ck))
         elif cat in _LAUNCH_CATS:
-            corr = _int(args.get("correlation"))
+            corr = _int(args.correlation)
             if corr is not None:
-                pid, tid = _ident(ev.get("pid")), _ident(ev.get("tid"))
+                thread = self._thread(ev)
+                pid, tid = thread
                 self._cpu_pids.add(pid)
-                self._launches.append(Launch((pid, tid), start, end, name, corr,
+                self._launches.append(Launch(thread, start, end, intern(name), corr,
                                              pid if type(pid) is int else None, tid if type(tid) is int else None))
         elif cat in _PYTHON_CATS:
-            self._frames.append(((_ident(ev.get("pid")), _ident(ev.get("tid"))), start, end, name))
+            self._frames.append((self._thread(ev), start, end, intern(name)))
         elif cat in _RANGE_CATS:
-            pid, tid = _ident(ev.get("pid")), _ident(ev.get("tid"))
+            thread = self._thread(ev)
             marker = None
             if name[:1] == "{":
                 # A marker pyprof wrote as a record_function name (a compiled kernel's: pyprof.nvtx.inductor).
                 marker = mk.decode(name)
             elif cat in _OP_CATS and not (cat == "operator" and _legacy_annotation(name, args)):
-                seq = _int(args.get("Sequence number"))
-                dims = args.get("Input Dims", args.get("Input dims"))  # "Input dims" in PyTorch 1.8 previews
-                types, concrete = args.get("Input type"), args.get("Concrete Inputs")
-                marker = mk.seq_marker(name, seq, dims if type(dims) is list else None,
+                shared = self._shared.get
+                dims = shared(args.dims if args.dims else args.dims_18)
+                types, concrete = shared(args.types), shared(args.concrete)
+                marker = mk.seq_marker(name, _int(args.seq), dims if type(dims) is list else None,
                                        types if type(types) is list else None,
-                                       concrete if type(concrete) is list else None,
-                                       _int(args.get("Fwd thread id")))
-            self._ranges.append(((pid, tid), start, end, name, None, marker))
+                                       concrete if type(concrete) is list else None, _int(args.fwd_tid))
+            self._ranges.append((thread, start, end, intern(name), None, marker))
 
-    def _take_memory(self, ev: dict) -> None:
+    def _take_memory(self, ev: Event, args: Args) -> None:
         """A ``[memory]`` instant event: an allocation (Bytes > 0) or free of PyTorch's allocator on one device,
         with the allocator's totals after it. One without a time or a size is left out and counted."""
-        args = ev.get("args")
-        args = args if type(args) is dict else {}
-        size = _int(args.get("Bytes"))
+        size = _int(args.mem_bytes)
         try:
-            t = _ns(ev.get("ts"))
+            t = _ns(ev.ts)
         except BadEvent:
             t = None
         if t is None or size is None or not 0 <= t <= MAX_TIME_NS:
             self.oddities[BAD_MEMORY] = self.oddities.get(BAD_MEMORY, 0) + 1
             return
-        kind, dev = _int(args.get("Device Type")), _int(args.get("Device Id"))
-        device = "cpu" if kind == 0 else f"cuda:{dev}" if kind == 1 and dev is not None else \
-            f"device type {kind}:{dev}"
-        pid, tid = _ident(ev.get("pid")), _ident(ev.get("tid"))
-        self._memory.append(MemoryEvent((pid, tid), t, t, pid if type(pid) is int else None, device, "allocator",
-                                        size, _int(args.get("Total Allocated")), _int(args.get("Total Reserved")),
-                                        _int(args.get("Addr"))))
+        kind, dev = _int(args.device_type), _int(args.device_id)
+        device = intern("cpu" if kind == 0 else f"cuda:{dev}" if kind == 1 and dev is not None else
+                        f"device type {kind}:{dev}")
+        thread = self._thread(ev)
+        pid = thread[0]
+        self._memory.append(MemoryEvent(thread, t, t, pid if type(pid) is int else None, device, "allocator",
+                                        size, _int(args.allocated), _int(args.reserved), _int(args.addr)))
+
+    def _thread(self, ev: Event) -> tuple:
+        """``(pid, tid)`` of an event: one tuple per thread, which all its events share (a trace has a few threads
+        and hundreds of thousands of events)."""
+        key = (_ident(ev.pid), _ident(ev.tid))
+        thread = self._threads.get(key)
+        if thread is None:
+            self._threads.add(key, key)
+            thread = key
+        return thread
 
     def host_intervals(self) -> dict[tuple, tuple[list, list, list]]:
         """Steps, DataLoader ranges and ops (cpu_op events, autograd nodes among them) from the ranges, and the
@@ -454,6 +457,11 @@ def _distributed_info(ijson, f) -> dict | None:
             builder.event(event, value)
     else:
         return None
+    return _dist_keys(info)
+
+
+def _dist_keys(info: dict) -> dict:
+    """A ``distributedInfo`` object as record.DIST_KEYS (a value of another type: null)."""
     kinds = {"int": int, "str": str}
     return {key: info.get(key) if type(info.get(key)) is kinds[kind] else None for key, kind in DIST_KEYS.items()}
 
@@ -475,13 +483,13 @@ def _first_line(e: BaseException) -> str:
     return str(e).splitlines()[0][:200] if str(e) else type(e).__name__
 
 
-def _legacy_annotation(name: str, args: dict) -> bool:
+def _legacy_annotation(name: str, args: Args) -> bool:
     """True for a PyTorch 1.8-1.9 ``record_function`` range written with cat "Operator", like an op
     (``ProfilerStep#5``, ``Optimizer.step#SGD.step``, ``enumerate(DataLoader)#...``): an op has a namespace
     (``aten::add``) or is an autograd node, and carries "Input Dims" when shapes are recorded."""
     if "::" in name or mk.is_backward_text(name):
         return False
-    return "#" in name or not ("Input Dims" in args or "Input dims" in args or "Sequence number" in args)
+    return "#" in name or not (args.dims or args.dims_18 or args.seq is not UNSET)
 
 
 def internal_file(path: str) -> bool:

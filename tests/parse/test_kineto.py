@@ -209,11 +209,11 @@ def test_pytorch_1_8_preview_layout(tmp_path):
 
 @pytest.mark.parametrize("filler", ["x", 'x\\"'], ids=["plain", "escaped quotes"])
 def test_a_string_past_the_bound_is_refused(tmp_path, monkeypatch, filler):
-    # kineto.MAX_STRING_BYTES lowered to 1 MB for the test: a kernel name of 2 MB (escaped quotes inside it do not
-    # end it) is refused before any output; one of half a MB parses, name whole.
-    import pyprof.parse.kineto as kineto
+    # kineto_json.MAX_STRING_BYTES lowered to 1 MB for the test: a kernel name of 2 MB (escaped quotes inside it do
+    # not end it) is refused before any output; one of half a MB parses, name whole.
+    import pyprof.parse.kineto_json as kineto_json
 
-    monkeypatch.setattr(kineto, "MAX_STRING_BYTES", 1 << 20)
+    monkeypatch.setattr(kineto_json, "MAX_STRING_BYTES", 1 << 20)
     for mb, ok in ((0.5, True), (2, False)):
         name = "void k<" + filler * int((mb * (1 << 20)) // len(filler)) + ">(int)"
         t = trace()
