@@ -26,7 +26,6 @@ class Parts:
 
     def __init__(self, source, gpu_names: dict, raw_markers: bool, encoded: bool = False) -> None:
         self._source = source
-        self._strings = source.strings
         self._gpu_names = gpu_names
         self._no_gpu = lineparts.no_gpu_name(gpu_names)
         self._raw_markers = raw_markers
@@ -35,8 +34,9 @@ class Parts:
     def name(self, table: int, *ids) -> str:
         """The name part of a kernel (table 0: its short and long name ids), memcpy (1: its copyKind) or memset."""
         if table == 0:
-            long_name = self._strings.get(ids[1], "")
-            return encode.part(lineparts._NAME, ("kernel", self._strings.get(ids[0], long_name), long_name), first=True)
+            strings = self._source.strings  # read at the first part that names one, as the Python path reads them
+            long_name = strings.get(ids[1], "")
+            return encode.part(lineparts._NAME, ("kernel", strings.get(ids[0], long_name), long_name), first=True)
         name, _ = self._source.copy_name(_TABLES[table], ids[0] if ids else None)
         return encode.part(lineparts._NAME, ("memcpy" if table == 1 else "memset", name, name), first=True)
 
@@ -56,7 +56,7 @@ class Parts:
 
     def api(self, name_id: int | None) -> str:
         """The launch part up to the call's start time."""
-        return lineparts.API_JSON % encode.string(_api_name(self._strings.get(name_id, "")))
+        return lineparts.API_JSON % encode.string(_api_name(self._source.strings.get(name_id, "")))
 
     def attribution(self, fields: tuple) -> tuple[str, str]:
         """The attribution parts (head, tail) of a launch's attribution fields (the parts themselves where the

@@ -129,6 +129,20 @@ def test_odd_ranges_same_bytes_both_paths(nsys_builder, monkeypatch):
     assert c_path[1]["records"] == 10 + len(edges) and c_path[1]["oddities"]
 
 
+@needs_core
+def test_strings_read_as_the_python_path_reads_them(nsys_builder, monkeypatch):
+    """An export without GPU work whose StringIds hold a text that is not UTF-8: the Python path never reads the
+    strings, so neither may the core (it read them for its parts up front, and counted the oddity alone)."""
+    b = nsys_builder()
+    b.range(1, 1, 1000, 2000, "aten::mm, seq = 1, op_id = 1")
+    b.db.execute("INSERT INTO StringIds VALUES (99, CAST(x'6b65726e656cff' AS TEXT))")
+    for table in ("KERNEL", "MEMCPY", "RUNTIME"):  # an export of CPU work only (nsys without CUDA tracing)
+        b.db.execute(f"DROP TABLE CUPTI_ACTIVITY_KIND_{table}")
+    path = b.close()
+    c_path, py_path = _outcome(path, False, monkeypatch), _outcome(path, True, monkeypatch)
+    assert c_path == py_path
+
+
 _WITHOUT_CORE = """
 import io, sys
 sys.modules["pyprof.parse._core"] = None  # as if it were never built: importing it raises ImportError
