@@ -29,6 +29,10 @@ class Parts:
         self._gpu_names = gpu_names
         self._no_gpu = lineparts.no_gpu_name(gpu_names)
         self._raw_markers = raw_markers
+        if KERNEL in source.cols:
+            # read when the Python path reads them (its kernel reader, at its start; else at the first launch call
+            # named): reading counts a text that is not UTF-8, and the summaries of both paths are the same
+            source.strings
         self._encoded = encoded  # the sweep hands the attribution parts already (native.attributor)
 
     def name(self, table: int, *ids) -> str:
