@@ -2,9 +2,10 @@
  *
  * RangeFeed reads an export's push/pop ranges through SQLite's C API, builds the row tuples the sweep keeps
  * (activities.RANGE_ROW) and pushes each on its thread's open-range stack: the same work as
- * correlate.Correlator._push, on the Correlator's own dicts and lists, so that the Python attribution code
- * finds the state it would have built itself. What is rare or odd (a text that is not ASCII, an engine range,
- * a consumer op naming waiting producers) goes back to the Python functions that define it.
+ * correlate.Correlator._push, on the Correlator's own dicts and lists, which the attributions (_attribute.c, or
+ * the Python code) then read. What is rare or odd (a text that is not ASCII, a consumer op naming waiting
+ * producers) goes back to the Python functions that define it. LineWriter writes the record lines, joined to the
+ * sweep's infos (_sweep.c).
  *
  * Every SQLite call's result is checked; an error is raised as _core.Error with SQLite's own message.
  */
@@ -14,7 +15,7 @@
 
 PyObject *CoreError;
 /* texts compared with a range's when it is not plain ASCII (made once, at import) */
-static PyObject *INPUT_KEY_STR, *SEQ_KEY_STR, *ENGINE_PREFIX_STR, *ATTRIBUTION_STR, *ONE;
+static PyObject *INPUT_KEY_STR, *SEQ_KEY_STR, *ENGINE_PREFIX_STR, *ONE;
 
 /* ---- SQLite ---------------------------------------------------------------------------------------------- */
 
@@ -762,12 +763,11 @@ typedef struct {
     sqlite3 *db;
     sqlite3_stmt *acts[N_TABLES];  /* each positioned on its next row, or NULL at its end */
     sqlite3_stmt *launches;        /* positioned on the next launch not yet taken, or NULL */
-    PyObject *infos;               /* the sweep's (attribution, call, flags) per launch, in launch order */
+    PyObject *infos;  /* the sweep's ((number, (head, tail)) or None, call, flags) per launch, in launch order */
     PyObject *next_info;           /* the info of the launch the launch statement is on */
     PyObject *segments[N_SEGMENTS];
     PyObject *parts;               /* native.Parts: the JSON of a distinct name, place, shape, API, attribution */
-    PyObject *names, *places, *shapes, *apis, *encoded;  /* caches of the parts' JSON */
-    PyObject *received;    /* attribution number -> fields, the window a sweep worker keeps in step with */
+    PyObject *names, *places, *shapes, *apis;  /* caches of the parts' JSON */
     PyObject *pending, *recent, *counts;  /* as writer._merge_lines' */
     PyObject *no_call, *empty_head, *empty_tail, *api_end_key;
     PyObject *stats;
@@ -845,26 +845,12 @@ static int take_launch(LineWriter *self) {
         goto done;
     }
     PyObject *att = PyTuple_GET_ITEM(info, 0);
-    if (PyLong_Check(att)) {
-        /* from a sweep worker: an attribution it sent before, which the window still holds */
-        PyObject *fields = PyDict_GetItemWithError(self->received, att);
-        if (fields == NULL) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "the sweep worker sent an unknown attribution");
-            goto done;
-        }
-        att = PyTuple_Pack(2, att, fields);
-        if (att == NULL) goto done;
-    } else {
-        if (att != Py_None && (!PyTuple_Check(att) || PyTuple_GET_SIZE(att) != 2)) {
-            PyErr_SetString(PyExc_TypeError, "an attribution is (number, fields)");
-            goto done;
-        }
-        /* kept in arrival order, as the worker sent them (writer._merge_lines' ``received``) */
-        if (att != Py_None &&
-            bounded_add(self->received, PyTuple_GET_ITEM(att, 0), PyTuple_GET_ITEM(att, 1), self->window_max) < 0)
-            goto done;
-        Py_INCREF(att);
+    if (att != Py_None && (!PyTuple_Check(att) || PyTuple_GET_SIZE(att) != 2 ||
+                           !PyTuple_Check(PyTuple_GET_ITEM(att, 1)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(att, 1)) != 2)) {
+        PyErr_SetString(PyExc_TypeError, "an attribution is (number, (head, tail))");
+        goto done;
     }
+    Py_INCREF(att);
     long long gtid = sqlite3_column_int64(st, L_GTID);
     key = call_key(1, gtid & ~(long long)0xFFFFFF, sqlite3_column_type(st, L_CORR) != SQLITE_NULL,
                    sqlite3_column_int64(st, L_CORR));
@@ -897,32 +883,8 @@ done:
 /* The launch's part of a record (R_...), made once at its first activity (writer._merge_lines' ``info``). */
 static PyObject *launch_record(LineWriter *self, PyObject *entry) {
     PyObject *att = PyTuple_GET_ITEM(entry, E_ATT);
-    PyObject *pair;
-    if (att == Py_None) {
-        pair = PyTuple_Pack(2, self->empty_head, self->empty_tail);
-    } else {
-        if (!PyTuple_Check(att) || PyTuple_GET_SIZE(att) != 2) {
-            PyErr_SetString(PyExc_TypeError, "an attribution is (number, fields)");
-            return NULL;
-        }
-        pair = PyDict_GetItemWithError(self->encoded, PyTuple_GET_ITEM(att, 0));
-        if (pair != NULL) {
-            Py_INCREF(pair);
-        } else {
-            if (PyErr_Occurred()) return NULL;
-            pair = PyObject_CallMethodOneArg(self->parts, ATTRIBUTION_STR, PyTuple_GET_ITEM(att, 1));
-            if (pair == NULL) return NULL;
-            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-                Py_DECREF(pair);
-                PyErr_SetString(PyExc_TypeError, "an attribution's parts are (head, tail)");
-                return NULL;
-            }
-            if (bounded_add(self->encoded, PyTuple_GET_ITEM(att, 0), pair, self->window_max) < 0) {
-                Py_DECREF(pair);
-                return NULL;
-            }
-        }
-    }
+    PyObject *pair = att == Py_None ? PyTuple_Pack(2, self->empty_head, self->empty_tail)
+                                    : Py_NewRef(PyTuple_GET_ITEM(att, 1));
     if (pair == NULL) return NULL;
     PyObject *record = PyTuple_Pack(R_SIZE, PyTuple_GET_ITEM(entry, E_API), PyTuple_GET_ITEM(entry, E_START),
                                     PyTuple_GET_ITEM(entry, E_END), PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1),
@@ -1194,8 +1156,8 @@ static void writer_close_db(LineWriter *self) {
     self->db = NULL;
 }
 
-#define WRITER_OBJECTS(X) X(infos) X(next_info) X(parts) X(names) X(places) X(shapes) X(apis) X(encoded) X(pending) X(recent) \
-    X(counts) X(received) X(no_call) X(empty_head) X(empty_tail) X(api_end_key) X(stats)
+#define WRITER_OBJECTS(X) X(infos) X(next_info) X(parts) X(names) X(places) X(shapes) X(apis) X(pending) X(recent) \
+    X(counts) X(no_call) X(empty_head) X(empty_tail) X(api_end_key) X(stats)
 
 static int LineWriter_traverse(LineWriter *self, visitproc visit, void *arg) {
 #define VISIT(f) Py_VISIT(self->f);
@@ -1278,9 +1240,9 @@ static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
     self->clock_skew_ns = skew;
     self->recent_max = recent_max;
     self->window_max = window_max;
-    PyObject **caches[] = {&self->names, &self->places, &self->shapes, &self->apis, &self->encoded, &self->pending,
-                           &self->recent, &self->counts, &self->received};
-    for (int i = 0; i < 9; i++)
+    PyObject **caches[] = {&self->names, &self->places, &self->shapes, &self->apis, &self->pending, &self->recent,
+                           &self->counts};
+    for (int i = 0; i < 7; i++)
         if ((*caches[i] = PyDict_New()) == NULL) return -1;
     if (open_readonly(path, &self->db) < 0) return -1;
     int columns[N_TABLES] = {K_COLUMNS, C_COLUMNS, C_COLUMNS};
@@ -1322,9 +1284,8 @@ PyMODINIT_FUNC PyInit__core(void) {
     INPUT_KEY_STR = PyUnicode_InternFromString(", input_op_ids = ");
     SEQ_KEY_STR = PyUnicode_InternFromString(SEQ_KEY);
     ENGINE_PREFIX_STR = PyUnicode_InternFromString(ENGINE_PREFIX);
-    ATTRIBUTION_STR = PyUnicode_InternFromString("attribution");
     ONE = PyLong_FromLong(1);
-    if (!INPUT_KEY_STR || !SEQ_KEY_STR || !ENGINE_PREFIX_STR || !ATTRIBUTION_STR || !ONE) return NULL;
+    if (!INPUT_KEY_STR || !SEQ_KEY_STR || !ENGINE_PREFIX_STR || !ONE) return NULL;
     PyObject *m = PyModule_Create(&core_module);
     if (m == NULL) return NULL;
     CoreError = PyErr_NewException("pyprof.parse._core.Error", NULL, NULL);

@@ -21,24 +21,22 @@ def takes(source) -> bool:
 
 class Parts:
     """The JSON of each distinct part of a line, made by the Python code that makes it on the Python path; the core
-    asks once per distinct key (a kernel's name ids, a device and stream, a launch configuration, an API name id,
-    an attribution) and keeps the answer."""
+    asks once per distinct key (a kernel's name ids, a device and stream, a launch configuration, an API name id)
+    and keeps the answer. The attributions' parts come with the sweep's infos (native.attributor)."""
 
-    def __init__(self, source, gpu_names: dict, raw_markers: bool, encoded: bool = False) -> None:
+    def __init__(self, source, gpu_names: dict) -> None:
         self._source = source
         self._gpu_names = gpu_names
         self._no_gpu = lineparts.no_gpu_name(gpu_names)
-        self._raw_markers = raw_markers
         if KERNEL in source.cols:
             # read when the Python path reads them (its kernel reader, at its start; else at the first launch call
             # named): reading counts a text that is not UTF-8, and the summaries of both paths are the same
             source.strings
-        self._encoded = encoded  # the sweep hands the attribution parts already (native.attributor)
 
     def name(self, table: int, *ids) -> str:
         """The name part of a kernel (table 0: its short and long name ids), memcpy (1: its copyKind) or memset."""
         if table == 0:
-            strings = self._source.strings  # read at the first part that names one, as the Python path reads them
+            strings = self._source.strings
             long_name = strings.get(ids[1], "")
             return encode.part(lineparts._NAME, ("kernel", strings.get(ids[0], long_name), long_name), first=True)
         name, _ = self._source.copy_name(_TABLES[table], ids[0] if ids else None)
@@ -62,38 +60,25 @@ class Parts:
         """The launch part up to the call's start time."""
         return lineparts.API_JSON % encode.string(_api_name(self._source.strings.get(name_id, "")))
 
-    def attribution(self, fields: tuple) -> tuple[str, str]:
-        """The attribution parts (head, tail) of a launch's attribution fields (the parts themselves where the
-        sweep encoded them)."""
-        return fields if self._encoded else encode.attribution(fields, self._raw_markers)
 
-
-def record_lines(source, stats, raw_markers: bool, worker: bool):
+def record_lines(source, stats, raw_markers: bool):
     """parse's header line, then the records' lines of ``source`` made by the compiled core (writer._merge_lines is
-    the reference): the launch calls swept in a worker process (``worker``) or in this one, the activities read,
-    joined and written in C."""
+    the reference): the launch calls swept and attributed in C in this process (a worker process, as the Python path
+    may use, would only add the pickling), the activities read, joined and written in C."""
     head_line, gpu_names = lineparts.header(source)
     yield head_line
     activity_sql, launch_sql = source.native_queries()
     correlator = Correlator(source, stats.oddities)
     attributor = native.attributor(correlator, raw_markers)
     swept = None
-    if attributor is not None:  # swept and attributed in C, in this process: a worker would only add the pickling
-        if launch_sql is not None:
-            feed = native.range_feed(source, correlator, DEEP_RANGES, MAX_RANGE_DEPTH)
-            swept = native.sweep(source, launch_sql, attributor, feed, OUTPUT_WAIT_NS)
-        infos = iter(()) if swept is None else swept
-    elif worker:
-        from pyprof.parse.sweep_worker import swept_in_worker
-
-        infos = swept_in_worker(source, stats.oddities)
-    else:
-        infos = correlator.sweep(source.launch_times())
+    if launch_sql is not None:
+        feed = native.range_feed(source, correlator, DEEP_RANGES, MAX_RANGE_DEPTH)
+        swept = native.sweep(source, launch_sql, attributor, feed, OUTPUT_WAIT_NS)
+    infos = iter(()) if swept is None else swept
     segments = tuple(lineparts.LINE.split("%s"))
     try:
         lines = native._core.LineWriter(source.file, activity_sql, launch_sql, infos, segments,
-                                        Parts(source, gpu_names, raw_markers, attributor is not None),
-                                        lineparts.NO_CALL,
+                                        Parts(source, gpu_names), lineparts.NO_CALL,
                                         encode.attribution(None), lineparts.API_END_KEY, stats,
                                         lineparts.CLOCK_SKEW_NS, 2 * lineparts.RECENT, 2 * WINDOW)
         try:

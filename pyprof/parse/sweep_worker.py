@@ -153,16 +153,3 @@ def launch_infos_from_worker(source, oddities: dict) -> Iterator[tuple]:
         for (att, call, flags), (_thread, start, end, api, key, pid, tid, *_) in zip(batch, launches):
             n += 1
             yield key, api, start, end, pid, tid, att, call, flags
-
-
-def swept_in_worker(source, oddities: dict) -> Iterator[tuple]:
-    """Yield the end of each LAUNCH_INFO of ``source``, ``(attribution, call, flags)``, in launch order, swept in a
-    forked worker process, for a writer that reads the launch calls itself (the compiled core's): ``attribution`` is
-    the number alone where the writer holds it (activities.attribution_window). Raises as launch_infos_from_worker."""
-    n = 0
-    for batch in _received(source):
-        if type(batch) is tuple:
-            _ended(batch, n, False, oddities)
-            return
-        n += len(batch)
-        yield from batch

@@ -35,14 +35,14 @@ def lines(source: Source, worker: bool | None = None, raw_markers: bool = False)
     """Return (parse's header line, then the records' JSON lines in activity start order, without newlines;
     their Stats). The end line is the caller's to write (record.end_line), once the lines are consumed.
 
-    ``worker``: sweep in a worker process (None: when a core is free, the source can be reopened there
-    and the file is large). ``raw_markers``: keep the raw autograd range texts (``seqMarker``). The Stats fill
+    ``worker``: sweep in a worker process on the Python path (None: when a core is free, the source can be reopened
+    there and the file is large; the compiled core sweeps in this process). ``raw_markers``: keep the raw autograd range texts (``seqMarker``). The Stats fill
     in as the lines are consumed."""
+    if native_lines.takes(source):  # the compiled core reads, sweeps and writes the whole file (native_lines.py)
+        stats = Stats(oddities=source.oddities)
+        return _merge(source, native_lines.record_lines(source, stats, raw_markers), stats), stats
     if worker is None:
         worker = _worth_a_worker(source)
-    if native_lines.takes(source):  # the compiled core reads and writes the whole file (native_lines.py)
-        stats = Stats(oddities=source.oddities)
-        return _merge(source, native_lines.record_lines(source, stats, raw_markers, worker), stats), stats
     if worker and source.reopen_args() is not None:  # Kineto traces are read in memory
         from pyprof.parse.sweep_worker import launch_infos_from_worker
 
