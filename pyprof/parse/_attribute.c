@@ -907,19 +907,14 @@ static PyObject *outside(Attributor *self, PyObject *thread) {
 }
 
 /* Correlator._launch_attribution(thread, start_ns, end_ns) */
-static PyObject *Attributor_launch_attribution(Attributor *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "launch_attribution(thread, start_ns, end_ns)");
-        return NULL;
-    }
-    PyObject *thread = args[0];
+static PyObject *launch_attribution(Attributor *self, PyObject *thread, PyObject *start_obj, PyObject *end_obj) {
     long long start_ns, end_ns;
     int o1, o2;
-    start_ns = PyLong_AsLongLongAndOverflow(args[1], &o1);
+    start_ns = PyLong_AsLongLongAndOverflow(start_obj, &o1);
     if (start_ns == -1 && PyErr_Occurred()) return NULL;
-    end_ns = PyLong_AsLongLongAndOverflow(args[2], &o2);
+    end_ns = PyLong_AsLongLongAndOverflow(end_obj, &o2);
     if (end_ns == -1 && PyErr_Occurred()) return NULL;
-    if (o1 || o2) return PyObject_CallMethod(self->correlator, "_launch_attribution", "OOO", thread, args[1], args[2]);
+    if (o1 || o2) return PyObject_CallMethod(self->correlator, "_launch_attribution", "OOO", thread, start_obj, end_obj);
     PyObject *st = PyDict_GetItemWithError(self->stacks, thread);
     if (st == NULL && PyErr_Occurred()) return NULL;
     if (st == NULL || PyList_GET_SIZE(st) == 0) return outside(self, thread);
@@ -928,7 +923,7 @@ static PyObject *Attributor_launch_attribution(Attributor *self, PyObject *const
         int odd = row_ll(PyList_GET_ITEM(st, k), 1, &v);
         if (odd == 0) odd = row_ll(PyList_GET_ITEM(st, k), 2, &v);
         if (odd < 0) return NULL;
-        if (odd) return PyObject_CallMethod(self->correlator, "_launch_attribution", "OOO", thread, args[1], args[2]);
+        if (odd) return PyObject_CallMethod(self->correlator, "_launch_attribution", "OOO", thread, start_obj, end_obj);
     }
     Py_ssize_t n = PyList_GET_SIZE(st);
     while (n > 0) {
@@ -1326,26 +1321,19 @@ static int Attributor_init(Attributor *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
-static PyMethodDef Attributor_methods[] = {
-    {"launch_attribution", (PyCFunction)(void (*)(void))Attributor_launch_attribution, METH_FASTCALL,
-     "The Attribution of a launch call (thread, start_ns, end_ns): Correlator._launch_attribution."},
-    {"info", (PyCFunction)Attributor_info, METH_O,
-     "((number, (head, tail)), call, flags) of an Attribution, kept as its info: correlate._info, encoded."},
-    {NULL, NULL, 0, NULL},
-};
+
 
 static PyTypeObject AttributorType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "pyprof.parse._core.Attributor",
     .tp_basicsize = sizeof(Attributor),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "A Correlator's launch attributions and their JSON parts, in C.",
+    .tp_doc = "A Correlator's launch attributions and their JSON parts, in C, for a Sweep.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)Attributor_init,
     .tp_dealloc = (destructor)Attributor_dealloc,
     .tp_traverse = (traverseproc)Attributor_traverse,
     .tp_clear = (inquiry)Attributor_clear,
-    .tp_methods = Attributor_methods,
 };
 
 int core_add_attributor(PyObject *module) {
@@ -1358,8 +1346,7 @@ int core_add_attributor(PyObject *module) {
 int attributor_check(PyObject *o) { return Py_IS_TYPE(o, &AttributorType); }
 
 PyObject *attributor_launch(PyObject *att, PyObject *thread, PyObject *start_ns, PyObject *end_ns) {
-    PyObject *args[3] = {thread, start_ns, end_ns};
-    return Attributor_launch_attribution((Attributor *)att, args, 3);
+    return launch_attribution((Attributor *)att, thread, start_ns, end_ns);
 }
 
 /* a.info, made once */

@@ -112,6 +112,9 @@ class _EngineSeq(NamedTuple):
 class Correlator:
     """Attributes one source's launch calls to their ranges; iterate :meth:`launch_infos` once."""
 
+    #: What the compiled core's range feed needs to name engine ranges as _name_engine_range does (native.RangeFeed).
+    ENGINE_TYPES = (mk.Marker, _EngineSeq, _UNDECODED)
+
     def __init__(self, source: Source, oddities: dict | None = None):
         self.source = source
         self.oddities = {} if oddities is None else oddities  # what was left out of the input, and how often
@@ -456,21 +459,18 @@ class Correlator:
         for launch, info in zip(launches, self.sweep(swept)):
             yield (launch.key, launch.api, launch.start_ns, launch.end_ns, launch.pid, launch.tid) + info
 
-    def sweep(self, launches: Iterable[tuple], attributor=None) -> Iterator[tuple]:
+    def sweep(self, launches: Iterable[tuple]) -> Iterator[tuple]:
         """Yield ``(attribution, call, flags)`` (the end of LAUNCH_INFO) for each launch call, given as a
         tuple that starts ``(thread, start_ns, end_ns)`` (a Launch, or a reader's ``launch_times`` row), in
-        launch start order. A sweep worker needs no more of a launch than this (pipeline.py).
-
-        ``attributor``: the compiled core's (native.attributor), which attributes launches as this class does and
-        hands the attribution's JSON parts instead of its fields."""
+        launch start order. A sweep worker needs no more of a launch than this (pipeline.py). The compiled core's
+        sweep (_core.Sweep, native_lines.record_lines) does the same in C."""
         # The sweep creates millions of small acyclic objects; generational GC passes over them cost more
         # than the parse itself, and there are no cycles to collect. Collection resumes at the end.
         with no_cyclic_gc():
             feed = native.range_feed(self.source, self, DEEP_RANGES, MAX_RANGE_DEPTH) or \
                 RowFeed(self.source.ranges(), self._push)
             push_until = feed.push_until
-            attribute = self._launch_attribution if attributor is None else attributor.launch_attribution
-            info_of = _info if attributor is None else attributor.info
+            attribute = self._launch_attribution
             empty = (None, None, 0)
             held: deque = deque()  # (launch start, attribution) behind one that waits for an output shape
             sited = self._sited
@@ -480,7 +480,7 @@ class Correlator:
                 while held and held[0][0] + OUTPUT_WAIT_NS < start:
                     h = held.popleft()[1]
                     h.waiting = False
-                    yield empty if h is _EMPTY else (h.info or info_of(h))
+                    yield empty if h is _EMPTY else (h.info or _info(h))
                 push_until(start)
                 a = attribute(launch[0], start, launch[2])
                 if sited is not None and a.callsite is None and launch.site is not None and not a.waiting:
@@ -488,12 +488,12 @@ class Correlator:
                 if not held and not a.waiting:
                     if self._wanted:
                         self._wanted.clear()  # what still waits is handed on already: too late for it
-                    yield empty if a is _EMPTY else (a.info or info_of(a))
+                    yield empty if a is _EMPTY else (a.info or _info(a))
                     continue
                 held.append((start, a))
                 while held and not held[0][1].waiting:
                     h = held.popleft()[1]
-                    yield empty if h is _EMPTY else (h.info or info_of(h))
+                    yield empty if h is _EMPTY else (h.info or _info(h))
             # Ranges after the last launch may still name the shapes that held launches wait for.
             while held and self._wanted and (nxt := feed.next_start()) is not None \
                     and nxt <= held[-1][0] + OUTPUT_WAIT_NS:
@@ -501,7 +501,7 @@ class Correlator:
             feed.close()
             for _, h in held:
                 h.waiting = False
-                yield empty if h is _EMPTY else (h.info or info_of(h))
+                yield empty if h is _EMPTY else (h.info or _info(h))
 
     def _with_site(self, a: Attribution, site: str) -> Attribution:
         """``a`` with the calling line of a launch's own Python backtrace as its callsite (where no range named

@@ -41,9 +41,7 @@ class RangeFeed:
                 source.file, sql, c._stacks, c._state, c._fwd, c._backward_thread, c._wanted, c.oddities,
                 c._process_of, c._take_output_shapes, c._name_engine_range, mk.quick_seq, mk.is_backward_text,
                 deep_ranges, max_depth, source.rows.oddities, NOT_UTF8)
-            from pyprof.parse.correlate import _UNDECODED, _EngineSeq
-
-            self._feed.engine_types(mk.Marker, _EngineSeq, _UNDECODED)
+            self._feed.engine_types(*c.ENGINE_TYPES)
         except _core.Error as e:
             raise self._rows.error(sqlite3.DatabaseError(str(e))) from None
 
@@ -81,31 +79,6 @@ def range_feed(source, correlator, deep_ranges: str, max_depth: int) -> RangeFee
     if sql is None:
         return None
     return RangeFeed(source, correlator, sql, deep_ranges, max_depth)
-
-
-def attributor(correlator, raw_markers: bool):
-    """The compiled attributions of ``correlator``'s launches (correlate.Correlator._launch_attribution and
-    correlate._info, the reference, with encode.attribution's JSON parts): None where the core is not built or
-    switched off. Its ``info`` gives ``((number, (head, tail)), call, flags)``: the parts already JSON."""
-    if not enabled():
-        return None
-    from pyprof.parse import correlate, encode
-    from pyprof.record import COMPILED_MOD
-
-    # its own bare backward attribution: the module's keeps the info of the Python path's form (correlate._info)
-    bare = correlate.Attribution()
-    bare.dir = correlate._BACKWARD_BARE.dir
-    defs = {
-        "Attribution": correlate.Attribution, "Marker": mk.Marker, "decode": mk.decode,
-        "output_ops": mk.OUTPUT_OPS.search, "EngineSeq": correlate._EngineSeq, "UNDECODED": correlate._UNDECODED,
-        "EMPTY": correlate._EMPTY, "BACKWARD_BARE": bare, "serials": correlate._serials,
-        "string": encode.string, "COMPILED_MOD": COMPILED_MOD, "BACKWARD_OP": "backward", "ENCODERS": encode.ENCODERS,
-        "names": mk._names, "split_name": mk._split_name,
-        "SEQ": mk.SEQ, "OP": mk.OP, "MODULE": mk.MODULE, "LAYER": mk.LAYER, "TRACE": mk.TRACE, "REPR": mk.REPR,
-    }
-    runs = tuple(tuple((f.name, f.json, int(f.always), encode.DEFAULT_JSON[f.name]) for f in run)
-                 for run in encode._RUNS)
-    return _core.Attributor(correlator, defs, runs, raw_markers)
 
 
 def sweep(source, launch_sql: str, attributor, feed: RangeFeed | None, output_wait_ns: int):

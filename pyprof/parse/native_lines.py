@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from pyprof.parse import encode, lineparts, native
+from pyprof.parse import correlate, encode, lineparts, native
+from pyprof.parse import markers as mk
 from pyprof.parse.activities import WINDOW
 from pyprof.common import no_cyclic_gc
 from pyprof.parse.correlate import DEEP_RANGES, MAX_RANGE_DEPTH, OUTPUT_WAIT_NS, Correlator
 from pyprof.parse.nsys import KERNEL, MEMCPY, MEMSET, NsysSource, _api_name
+from pyprof.record import COMPILED_MOD
 
 
 def takes(source) -> bool:
@@ -61,6 +63,26 @@ class Parts:
         return lineparts.API_JSON % encode.string(_api_name(self._source.strings.get(name_id, "")))
 
 
+def _attributor(correlator, raw_markers: bool):
+    """The compiled attributions of ``correlator``'s launches (_core.Attributor; correlate.Correlator's
+    _launch_attribution and correlate._info are the reference, with encode.attribution's JSON parts): its infos are
+    ``((number, (head, tail)), call, flags)``, the parts already JSON."""
+    # its own bare backward attribution: the module's keeps the info of the Python path's form (correlate._info)
+    bare = correlate.Attribution()
+    bare.dir = correlate._BACKWARD_BARE.dir
+    defs = {
+        "Attribution": correlate.Attribution, "Marker": mk.Marker, "decode": mk.decode,
+        "output_ops": mk.OUTPUT_OPS.search, "EngineSeq": correlate._EngineSeq, "UNDECODED": correlate._UNDECODED,
+        "EMPTY": correlate._EMPTY, "BACKWARD_BARE": bare, "serials": correlate._serials,
+        "string": encode.string, "COMPILED_MOD": COMPILED_MOD, "BACKWARD_OP": "backward", "ENCODERS": encode.ENCODERS,
+        "names": mk._names, "split_name": mk._split_name,
+        "SEQ": mk.SEQ, "OP": mk.OP, "MODULE": mk.MODULE, "LAYER": mk.LAYER, "TRACE": mk.TRACE, "REPR": mk.REPR,
+    }
+    runs = tuple(tuple((f.name, f.json, int(f.always), encode.DEFAULT_JSON[f.name]) for f in run)
+                 for run in encode._RUNS)
+    return native._core.Attributor(correlator, defs, runs, raw_markers)
+
+
 def record_lines(source, stats, raw_markers: bool):
     """parse's header line, then the records' lines of ``source`` made by the compiled core (writer._merge_lines is
     the reference): the launch calls swept and attributed in C in this process (a worker process, as the Python path
@@ -69,7 +91,7 @@ def record_lines(source, stats, raw_markers: bool):
     yield head_line
     activity_sql, launch_sql = source.native_queries()
     correlator = Correlator(source, stats.oddities)
-    attributor = native.attributor(correlator, raw_markers)
+    attributor = _attributor(correlator, raw_markers)
     swept = None
     if launch_sql is not None:
         feed = native.range_feed(source, correlator, DEEP_RANGES, MAX_RANGE_DEPTH)
