@@ -314,14 +314,7 @@ static PyObject *range_marker(Attributor *self, PyObject *row, PyObject *text, i
     m = decode_text(self, text);
     if (m == NULL) goto done;
     if (s == NULL) {
-        PyObject *fresh = PyList_New(3);
-        if (fresh == NULL) goto fail;
-        PyList_SET_ITEM(fresh, 0, Py_NewRef(m));
-        PyList_SET_ITEM(fresh, 1, Py_NewRef(Py_None));
-        PyList_SET_ITEM(fresh, 2, Py_NewRef(Py_None));
-        int rc = PyDict_SetItem(self->state, key, fresh);
-        Py_DECREF(fresh);
-        if (rc < 0) goto fail;
+        if (new_range_state(self->state, key, m) == NULL) goto fail;
     } else if (s0 == self->undecoded) {
         PyList_SetItem(s, 0, Py_NewRef(m));
     } else {  /* an engine range whose node's seq is known (_EngineSeq) */
@@ -517,17 +510,8 @@ static PyObject *call_id(Attributor *self, PyObject *row) {
     PyObject *key = row_key(row);
     if (key == NULL) return NULL;
     PyObject *s = PyDict_GetItemWithError(self->state, key), *out = NULL;
-    if (s == NULL) {
-        if (PyErr_Occurred()) goto done;
-        s = PyList_New(3);
-        if (s == NULL) goto done;
-        PyList_SET_ITEM(s, 0, Py_NewRef(self->undecoded));
-        PyList_SET_ITEM(s, 1, Py_NewRef(Py_None));
-        PyList_SET_ITEM(s, 2, Py_NewRef(Py_None));
-        int rc = PyDict_SetItem(self->state, key, s);
-        Py_DECREF(s);
-        if (rc < 0) goto done;
-    }
+    if (s == NULL && (PyErr_Occurred() || (s = new_range_state(self->state, key, self->undecoded)) == NULL))
+        goto done;
     if (PyList_GET_ITEM(s, 2) == Py_None) {
         PyObject *n = PyIter_Next(self->calls);
         if (n == NULL) goto done;
@@ -982,14 +966,8 @@ static PyObject *launch_attribution(Attributor *self, PyObject *thread, PyObject
     if (whole) {
         /* as the Python method: a range without an entry before gets a fresh one, over any attribute() made */
         if (s == NULL) {
-            if ((s = PyList_New(3)) == NULL) goto fail_info;
-            PyList_SET_ITEM(s, 0, Py_NewRef(self->undecoded));
-            PyList_SET_ITEM(s, 1, Py_NewRef(Py_None));
-            PyList_SET_ITEM(s, 2, Py_NewRef(Py_None));
-            if (PyDict_SetItem(self->state, key, s) < 0) {
-                Py_DECREF(s);
-                goto fail_info;
-            }
+            if ((s = new_range_state(self->state, key, self->undecoded)) == NULL) goto fail_info;
+            Py_INCREF(s);  /* released below, as the entry taken before */
         }
         int rc = PyList_SetItem(s, 1, Py_NewRef(info));
         Py_DECREF(s);

@@ -254,15 +254,8 @@ static int name_engine_range(RangeFeed *self, PyObject *st, PyObject *row) {
     }
     if ((key = PyLong_FromVoidPtr(parent)) == NULL) goto done;
     PyObject *state = PyDict_GetItemWithError(self->state, key);
-    if (state == NULL) {
-        if (PyErr_Occurred() || (state = PyList_New(3)) == NULL) goto done;
-        PyList_SET_ITEM(state, 0, Py_NewRef(self->undecoded));
-        PyList_SET_ITEM(state, 1, Py_NewRef(Py_None));
-        PyList_SET_ITEM(state, 2, Py_NewRef(Py_None));
-        int set = PyDict_SetItem(self->state, key, state);
-        Py_DECREF(state);
-        if (set < 0) goto done;
-    }
+    if (state == NULL && (PyErr_Occurred() || (state = new_range_state(self->state, key, self->undecoded)) == NULL))
+        goto done;
     if (!PyList_CheckExact(state) || PyList_GET_SIZE(state) != 3) {
         PyErr_SetString(PyExc_TypeError, "a range's state is [marker, attribution, call]");
         goto done;
@@ -718,6 +711,17 @@ static int buf_difference(Buffer *b, long long end, long long start) {
     Py_XDECREF(diff);
     Py_XDECREF(text);
     return rc;
+}
+
+PyObject *new_range_state(PyObject *state, PyObject *key, PyObject *first) {
+    PyObject *fresh = PyList_New(3);
+    if (fresh == NULL) return NULL;
+    PyList_SET_ITEM(fresh, 0, Py_NewRef(first));
+    PyList_SET_ITEM(fresh, 1, Py_NewRef(Py_None));
+    PyList_SET_ITEM(fresh, 2, Py_NewRef(Py_None));
+    int rc = PyDict_SetItem(state, key, fresh);
+    Py_DECREF(fresh);  /* the dict holds it */
+    return rc < 0 ? NULL : fresh;
 }
 
 int bounded_add(PyObject *d, PyObject *key, PyObject *value, Py_ssize_t max_entries) {

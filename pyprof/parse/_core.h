@@ -19,6 +19,9 @@ int buf_put(Buffer *b, const char *s, Py_ssize_t n);
 int buf_str(Buffer *b, PyObject *s);
 int buf_ll(Buffer *b, long long v);
 
+/* state[key] = [first, None, None], a range's fresh entry in Correlator._state: borrowed, or NULL on error */
+PyObject *new_range_state(PyObject *state, PyObject *key, PyObject *first);
+
 /* common.BoundedDict.add on a dict: past max_entries, the oldest half goes at once */
 int bounded_add(PyObject *d, PyObject *key, PyObject *value, Py_ssize_t max_entries);
 
