@@ -116,10 +116,25 @@ def help_text() -> str:
     return "\n".join(f"{name:<10} {c.meaning}" for name, c in COLUMNS.items())
 
 
-def _inline_na(expr: str, k: int) -> str:
-    """``_na(x)`` as ``('na' if (v := x) is None else v)``: the same value without a function call per row."""
-    if expr.startswith("_na(") and expr.endswith(")"):
-        return f"('na' if (_v{k} := {expr[4:-1]}) is None else _v{k})"
+#: The helpers a column's whole expression may be a call of, written out inline by ``compile_row``: the same
+#: value without a Python function call per row (a third of the cost of a row of the default columns). The
+#: argument is a record field or a result's attribute, never a call with commas inside.
+_INLINE = [
+    (re.compile(r"_na\(([\w.]+(?:\('\w+'\))?)\)"), "('na' if ({v} := {0}) is None else {v})"),
+    (re.compile(r"_f\(([\w.]+(?:\('\w+'\))?), (\d+)\)"), "('na' if ({v} := {0}) is None else round({v}, {1}))"),
+    # results.first_name: a string is the name itself (or the default when empty), a list its first item
+    (re.compile(r"_first\((d\.get\('\w+'\))(?:, ('\w+'))?\)"),
+     "(({v} or {1}) if type({v} := {0}) is str else {v}[0] if {v} else {1})"),
+]
+
+
+def _inline(expr: str, k: int) -> str:
+    """``expr`` with a call of one of _INLINE's helpers that is the whole of it written out inline."""
+    for pattern, template in _INLINE:
+        m = pattern.fullmatch(expr)
+        if m is not None:
+            args = [a if a is not None else "None" for a in m.groups()]
+            return "(" + template.format(*args, v=f"_v{k}") + ")"
     return expr
 
 
@@ -151,6 +166,33 @@ def record_keys(cols: list[str]) -> set[str]:
     return keys
 
 
+def row_function(cols: list[str], fmt) -> tuple[Callable, bool]:
+    """The per-kernel table's function (i, d, m, r) -> row for these columns in format class ``fmt``, and
+    whether it makes lines (``fmt.lines``; compile_line) rather than tuples (``fmt.rows``; compile_row).
+
+    Lines where the format has LineFields and there are two columns or more: the csv module writes a row of
+    one empty field as ``""``, a field of its own kind."""
+    if fmt.fields is not None and len(cols) > 1:
+        return compile_line(cols, fmt.fields()), True
+    return compile_row(cols, raw=fmt.raw, short_trace=(fmt.name == "columns")), False
+
+
+def compile_line(cols: list[str], fields) -> Callable:
+    """One function (i, d, m, r) -> the row's line of text: the selected columns' text values, each written as
+    ``fields`` (formats.LineFields) writes it, joined by its separator. An int goes in as it is (its text is
+    the same in every such format), a string through the cache of texts, anything else through
+    ``fields.text``."""
+    parts = []
+    for k, c in enumerate(cols):
+        e = _inline(COLUMNS[c].text, k)
+        assert '"' not in e and "\\" not in e and "{" not in e  # it goes inside an f-string of this module
+        v = f"_w{k}"
+        parts.append(f"{{({v} if (_c{k} := ({v} := {e}).__class__) is int else "
+                     f"(_get({v}) or _text({v})) if _c{k} is str else _text({v}))}}")
+    src = 'lambda i, d, m, r: f"' + fields.separator.join(parts) + '"'
+    return eval(src, dict(_ENV, _get=fields.get, _text=fields.text))  # noqa: S307
+
+
 def compile_row(cols: list[str], raw: bool = False, short_trace: bool = False) -> Callable:
     """One function (i, d, m, r) -> tuple of the selected columns' values (text form unless ``raw``)."""
     exprs = []
@@ -161,6 +203,6 @@ def compile_row(cols: list[str], raw: bool = False, short_trace: bool = False) -
             e = "_last_site(d.get('trace'))"
         exprs.append(e)
     # Generated from the fixed expressions above (never from input data): one call per row.
-    exprs = [_inline_na(e, k) for k, e in enumerate(exprs)]
+    exprs = [_inline(e, k) for k, e in enumerate(exprs)]
     src = "lambda i, d, m, r: (" + "".join(f"{e}, " for e in exprs) + ")"
     return eval(src, dict(_ENV))  # noqa: S307

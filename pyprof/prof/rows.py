@@ -9,16 +9,18 @@ from typing import IO, Container, Iterable, Sequence
 from pyprof.common import InputError
 
 from pyprof.record import END_PREFIX, HEADER_PREFIX, OMITTABLE, SIDE_PREFIX
-from pyprof.prof.columns import record_keys
+from pyprof.prof.columns import COLUMNS, record_keys
 from pyprof.prof.contract import Ending, Header, check
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.modeller import Modeller, Result
 from pyprof.prof.reader import DECODE_ERRORS, LEAN_ERRORS, legacy_loads, lean_loads, loads
 from pyprof.prof.registry import Family
 from pyprof.prof.results import Pending
-from pyprof.prof.roofline import NO_ROOFLINE, Peaks, Roofline, roofline
+from pyprof.prof.roofline import NO_ROOFLINE, Peaks, Roofline, at_duration, roofline, time_at_peaks
 
 _EMPTY_LINES = frozenset({b"", b"\r", b"\n", b"\r\n"})
+_PARSE_LINE = b'{"pyprof_'  # the start of parse's end, header and side lines
+assert all(p.startswith(_PARSE_LINE) for p in (END_PREFIX, HEADER_PREFIX, SIDE_PREFIX))
 BATCH = 2048  # rows handed to the format at a time
 COMMIT_BATCHES = 32  # a spooling output (the CLI's) is written out every 64k rows
 
@@ -74,6 +76,14 @@ def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks |
     yield from out(first + len(held))
 
 
+#: The keys a schema-3 line may leave out that a row reads, with a default other than None: (key, default,
+#: factory of a fresh copy for a list or dict). Only those are put back on the hot path: the model, the
+#: roofline and the columns read a record with ``d.get``, which gives None for an absent key anyway, and
+#: no key outside these is read at all (a dozen dict stores a row cost a tenth of the row's time).
+_OMITTED_READ = tuple((k, v, type(v) if type(v) in (list, dict) else None) for k, v in OMITTABLE.items()
+                      if v is not None and k in {*Modeller.RECORD_KEYS, "gpu", *record_keys(list(COLUMNS))})
+
+
 def lean_decoder(columns: Sequence[str]):
     """reader.lean_loads for what the rows of these columns read: the model's keys (the duration among them:
     every column's values are the same whatever other columns are selected), the GPU name (roofline) and the
@@ -94,8 +104,7 @@ class RowStream:
                  keep: tuple[int, int | None] = (0, None)) -> None:
         self.modeller, self.row, self.peaks, self.need_roofline = modeller, row, peaks, need_roofline
         self.coverage, self.lean = coverage, lean
-        # The keys a schema-3 line may leave out: (key, default, factory of a fresh copy for a list or dict).
-        self.omitted = tuple((k, v, type(v) if type(v) in (list, dict) else None) for k, v in OMITTABLE.items())
+        self.omitted = _OMITTED_READ
         self.lo, self.hi = keep
         self.ending = Ending("")  # named at the first feed: whether the input ended as parse ends its records
         self.held: list = []  # a row per record from index ``first`` on (None for a line of spaces)
@@ -118,25 +127,26 @@ class RowStream:
             self.first = idx
         # Coverage is tallied per distinct model result (a few hundred in a run: formulas' results are cached)
         # and added up once per batch: a Coverage.add call per row costs more than the rest of the bookkeeping.
-        tally: dict = {}  # id(result) -> [result, kernels, ns]
+        tally: dict = {}  # id(result) -> [result, kernels, ns, GPU name, roofline?, time at its peaks]
         append = self.held.append
         n0 = idx
         ending = self.ending
         omitted = self.omitted
         for line in lines:
             lineno += 1
-            if line[:14] == END_PREFIX:  # parse's end line: no row; it keeps an index as every non-empty line
-                ending.end()
-                append(None)
-                self.spaces = True
-                idx += 1
-                continue
-            if line[:17] == HEADER_PREFIX:  # parse's header line: no row and no index (the records' idx are
-                Header().read(line, path, lineno)  # their order among the records, as before schema 3 wrote a
-                ending.header()  # header); a newer schema is refused here
-                continue
-            if line[:15] == SIDE_PREFIX:  # a side line (memory events): no row and no index
-                continue
+            if line[:9] == _PARSE_LINE:  # one test per record line for parse's three other kinds of line
+                if line[:14] == END_PREFIX:  # parse's end line: no row; it keeps an index as every non-empty line
+                    ending.end()
+                    append(None)
+                    self.spaces = True
+                    idx += 1
+                    continue
+                if line[:17] == HEADER_PREFIX:  # parse's header line: no row and no index (the records' idx are
+                    Header().read(line, path, lineno)  # their order among the records, as before schema 3 wrote
+                    ending.header()  # a header); a newer schema is refused here
+                    continue
+                if line[:15] == SIDE_PREFIX:  # a side line (memory events): no row and no index
+                    continue
             try:
                 d = decode(line)
             except errors:
@@ -167,15 +177,20 @@ class RowStream:
                     append(None)
                     idx += 1
                     continue
+                # The tally keeps, with the counts, the time the result's work takes at its GPU's peaks:
+                # each row then only divides by its own duration.
                 t = tally.get(id(m))
+                gpu = d.get("gpu")
                 if t is None:
-                    tally[id(m)] = [m, 1, dur]
+                    roof = need_roofline and m.family != Family.TRANSFER
+                    t = tally[id(m)] = [m, 1, dur, gpu, roof, time_at_peaks(
+                        m.flops, m.bytes, for_gpu(gpu), m.dtype, m.tc) if roof else None]
                 else:
                     t[1] += 1
                     t[2] += dur
-                r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
-                    if need_roofline and m.family != Family.TRANSFER else NO_ROOFLINE
-                append(row(idx, d, m, r))
+                    if t[3] != gpu and t[4]:  # the same result on another GPU (several in one input)
+                        t[3], t[5] = gpu, time_at_peaks(m.flops, m.bytes, for_gpu(gpu), m.dtype, m.tc)
+                append(row(idx, d, m, at_duration(m.flops, m.bytes, dur, t[5]) if t[4] else NO_ROOFLINE))
             except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
                 if count:
                     _add_tally(self.coverage, tally)
@@ -233,7 +248,7 @@ def _whole(line: bytes, path: str, lineno: int):
 
 
 def _add_tally(coverage: Coverage, tally: dict) -> None:
-    for m, kernels, ns in tally.values():
+    for m, kernels, ns, *_ in tally.values():
         coverage.add(ns, m, kernels)
 
 
