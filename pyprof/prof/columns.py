@@ -177,20 +177,53 @@ def row_function(cols: list[str], fmt) -> tuple[Callable, bool]:
     return compile_row(cols, raw=fmt.raw, short_trace=(fmt.name == "columns")), False
 
 
+#: The type of a number column's text value where it has one (where not, the string 'na', or None): the type
+#: compile_line tests first. The others are text columns, whose values are strings.
+NUMBER_TYPES: dict[str, type] = {**dict.fromkeys(("idx", "tid", "sub", "sil", "device", "stream", "flops", "bytes",
+                                                  "start"), int),
+                                 **dict.fromkeys(("tflops", "gbps", "intensity", "roofline"), float)}
+_ROUNDED = re.compile(r"_f\((.+), (\d+)\)")
+_FIXED = ["%%.%df" % n for n in range(5)]
+
+
+def round_text(v: float, digits: int) -> str:
+    """``str(round(v, digits))`` for a float ``v`` (the text a line format writes for it), in one formatting
+    instead of two. ``'%.Nf'`` rounds the exact binary value to N decimals as ``round`` does (both are
+    CPython's dtoa in the same mode), and the decimal it gives, cut of its trailing zeros, is the shortest
+    text of the double ``round`` returns, which ``str`` writes: a decimal of at most 15 significant digits
+    (DBL_DIG) is the only one of its length that reads back as that double. Hence the bounds: 1 to 4
+    decimals and under 1e9 in size (at most 13 digits, and ``str`` writes no exponent from 1e-4 to 1e16);
+    elsewhere (nan, inf) ``round``."""
+    if -1e9 < v < 1e9 and 0 < digits <= 4:
+        t = (_FIXED[digits] % v).rstrip("0")
+        return t + "0" if t[-1] == "." else t
+    return str(round(v, digits))
+
+
 def compile_line(cols: list[str], fields) -> Callable:
     """One function (i, d, m, r) -> the row's line of text: the selected columns' text values, each written as
-    ``fields`` (formats.LineFields) writes it, joined by its separator. An int goes in as it is (its text is
-    the same in every such format), a string through the cache of texts, anything else through
-    ``fields.text``."""
+    ``fields`` (formats.LineFields) writes it, joined by its separator. An int or a float goes in as its
+    ``str`` (its text in every such format: the csv module writes a float's ``repr``, which is its ``str``), a
+    string through the cache of texts, anything else (None) through ``fields.text``."""
     parts = []
     for k, c in enumerate(cols):
         e = _inline(COLUMNS[c].text, k)
         assert '"' not in e and "\\" not in e and "{" not in e  # it goes inside an f-string of this module
-        v = f"_w{k}"
-        parts.append(f"{{({v} if (_c{k} := ({v} := {e}).__class__) is int else "
-                     f"(_get({v}) or _text({v})) if _c{k} is str else _text({v}))}}")
+        w, kind = f"_w{k}", NUMBER_TYPES.get(c)
+        rounded = _ROUNDED.fullmatch(COLUMNS[c].text) if kind is float else None
+        if rounded is not None:  # a float rounded for the table: its text at once (round_text), 'na' for None
+            x, n = rounded.groups()
+            p = f"_na if ({w} := {x}) is None else round_text({w}, {n}) if {w}.__class__ is float else " \
+                f"_text(round({w}, {n}))"
+        elif kind is not None:
+            p = f"{w} if (_c{k} := ({w} := {e}).__class__) is int or _c{k} is float else " \
+                f"(_get({w}) or _text({w})) if _c{k} is str else _text({w})"
+        else:
+            p = f"(_get({w}) or _text({w})) if ({w} := {e}).__class__ is str else _text({w})"
+        parts.append("{(" + p + ")}")
     src = 'lambda i, d, m, r: f"' + fields.separator.join(parts) + '"'
-    return eval(src, dict(_ENV, _get=fields.get, _text=fields.text))  # noqa: S307
+    return eval(src, dict(_ENV, _get=fields.get, _text=fields.text, _na=fields.text("na"),  # noqa: S307
+                          round_text=round_text))
 
 
 def compile_row(cols: list[str], raw: bool = False, short_trace: bool = False) -> Callable:

@@ -91,7 +91,8 @@ def _plain(lines: list[str]) -> bool:
 
 class LineFields:
     """How a format whose rows are lines of fields joined by one ``separator`` (csv, space) writes a field:
-    ``text(value)`` is the field's text, the same as the format's ``rows`` writes it. The per-kernel table
+    ``text(value)`` is the field's text, the same as the format's ``rows`` writes it; an int's or a float's is
+    its ``str`` in every such format (``compile_line`` writes those as they are). The per-kernel table
     makes each row's line itself with it (columns.compile_line): kernel names, ops, shapes and directions
     repeat from row to row, so a string's text is looked up in ``cache`` (``get``) before it is worked out,
     where ``rows`` would pass every field through ``printable`` and the csv module again (the csv module

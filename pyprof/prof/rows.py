@@ -4,9 +4,10 @@ workers); ``rows`` does the same for records already decoded (the views, the sum
 """
 from __future__ import annotations
 
+import io
 from typing import IO, Container, Iterable, Sequence
 
-from pyprof.common import InputError
+from pyprof.common import BoundedDict, InputError
 
 from pyprof.record import END_PREFIX, HEADER_PREFIX, OMITTABLE, SIDE_PREFIX
 from pyprof.prof.columns import COLUMNS, record_keys
@@ -110,6 +111,7 @@ class RowStream:
         self.held: list = []  # a row per record from index ``first`` on (None for a line of spaces)
         self.first = 0
         self.spaces = False  # ``held`` has a None
+        self.peak_times = BoundedDict(1 << 16)  # id(result) -> (GPU name, roofline?, time at its peaks, result)
 
     def feed(self, lines: Sequence[bytes], path: str, lineno: int, idx: int, count: bool = True) -> tuple[int, int]:
         """The hot loop: decode, model and make the rows of a run of input lines.
@@ -122,12 +124,13 @@ class RowStream:
         lean = self.lean
         decode, errors, fallback = (lean, LEAN_ERRORS, _whole) if lean is not None else (loads, DECODE_ERRORS,
                                                                                            legacy_loads)
-        model, for_gpu, row, need_roofline = self.modeller.model, self.peaks.for_gpu, self.row, self.need_roofline
+        model, row = self.modeller.model, self.row
         if not self.held:
             self.first = idx
         # Coverage is tallied per distinct model result (a few hundred in a run: formulas' results are cached)
         # and added up once per batch: a Coverage.add call per row costs more than the rest of the bookkeeping.
-        tally: dict = {}  # id(result) -> [result, kernels, ns, GPU name, roofline?, time at its peaks]
+        tally: dict = {}  # id(result) -> [result, kernels, ns, *peak_times' entry]
+        peak_times = self.peak_times
         append = self.held.append
         n0 = idx
         ending = self.ending
@@ -177,19 +180,17 @@ class RowStream:
                     append(None)
                     idx += 1
                     continue
-                # The tally keeps, with the counts, the time the result's work takes at its GPU's peaks:
-                # each row then only divides by its own duration.
+                # The tally keeps, with the counts, whether the result has a roofline and the time its work
+                # takes at its GPU's peaks (from ``peak_times``): each row then only divides by its duration.
                 t = tally.get(id(m))
                 gpu = d.get("gpu")
                 if t is None:
-                    roof = need_roofline and m.family != Family.TRANSFER
-                    t = tally[id(m)] = [m, 1, dur, gpu, roof, time_at_peaks(
-                        m.flops, m.bytes, for_gpu(gpu), m.dtype, m.tc) if roof else None]
+                    t = tally[id(m)] = [m, 1, dur, *(peak_times.get(id(m)) or self._peak_time(m, gpu))]
                 else:
                     t[1] += 1
                     t[2] += dur
-                    if t[3] != gpu and t[4]:  # the same result on another GPU (several in one input)
-                        t[3], t[5] = gpu, time_at_peaks(m.flops, m.bytes, for_gpu(gpu), m.dtype, m.tc)
+                if t[4] and t[3] != gpu:  # the same result on another GPU (several in one input)
+                    t[3:] = self._peak_time(m, gpu)
                 append(row(idx, d, m, at_duration(m.flops, m.bytes, dur, t[5]) if t[4] else NO_ROOFLINE))
             except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
                 if count:
@@ -201,25 +202,34 @@ class RowStream:
             _add_tally(self.coverage, tally)
         return len(lines), idx - n0
 
+    def _peak_time(self, m: Result, gpu) -> tuple:
+        """(GPU name, whether result ``m`` has a roofline, the time its work takes at that GPU's peaks, ``m``),
+        kept in ``peak_times``."""
+        roof = self.need_roofline and m.family != Family.TRANSFER
+        # m is kept with them: alive, its id names no other result
+        t = (gpu, roof, time_at_peaks(m.flops, m.bytes, self.peaks.for_gpu(gpu), m.dtype, m.tc) if roof else None, m)
+        self.peak_times.add(id(m), t)
+        return t
+
     def ready(self, line: int | None) -> list:
         """Settle the op calls (those more than WINDOW lines before ``line``, or all at the end of the input:
         None), remake their rows, and return the rows that can no longer change, in input order."""
-        first, held, cov = self.first, self.held, self.coverage
-        for fix in self.modeller.settle(line):
-            d, m = fix.record, fix.final
+        first, held, cov, row, lo, hi = self.first, self.held, self.coverage, self.row, self.lo, self.hi
+        need_roofline, for_gpu = self.need_roofline, self.peaks.for_gpu
+        for idx, d, given, m in self.modeller.settle(line):  # share.Fix
             dur = d.get("kDuration") or 0
-            r = roofline(m.flops, m.bytes, dur, self.peaks.for_gpu(d.get("gpu")), m.dtype, m.tc) \
-                if self.need_roofline and m.family != Family.TRANSFER else NO_ROOFLINE
-            held[fix.idx - first] = self.row(fix.idx, d, m, r)
-            if fix.idx >= self.lo and (self.hi is None or fix.idx < self.hi):
-                if type(fix.given) is Pending:  # never counted
+            r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
+                if need_roofline and m.family != Family.TRANSFER else NO_ROOFLINE
+            held[idx - first] = row(idx, d, m, r)
+            if idx >= lo and (hi is None or idx < hi):
+                if type(given) is Pending:  # never counted
                     cov.add(dur, m)
                 else:
-                    cov.swap(dur, fix.given, m)
+                    cov.swap(dur, given, m)
         oldest = None if line is None else self.modeller.oldest_open()
         upto = len(held) if oldest is None else oldest - first
-        lo = max(0, self.lo - first)
-        hi = upto if self.hi is None else max(lo, min(upto, self.hi - first))
+        lo = max(0, lo - first)
+        hi = upto if hi is None else max(lo, min(upto, hi - first))
         out = held[lo:hi] if lo or hi != upto else held[:upto]
         del held[:upto]
         self.first = first + upto
@@ -258,8 +268,10 @@ def first_line(e: BaseException) -> str:
 
 
 def line_blocks(stream: IO[bytes], block_bytes: int = 1 << 20) -> Iterable[list]:
-    """Lists of whole lines (with their newlines) read in large blocks: one read and one C-level split per
-    block instead of one readline call per line."""
+    """Lists of whole lines, each with its newline (the last line of the input may have none), read in large
+    blocks: one read and one C-level split per block instead of one readline call per line. BytesIO's
+    ``readlines`` finds each line's end with memchr, where ``bytes.split`` looks at every byte in turn: on
+    records of a few kB a line, half the cost of splitting."""
     rest = b""
     read = getattr(stream, "read1", stream.read)
     while True:
@@ -268,7 +280,6 @@ def line_blocks(stream: IO[bytes], block_bytes: int = 1 << 20) -> Iterable[list]
             if rest:
                 yield [rest]
             return
-        data = rest + block if rest else block
-        lines = data.split(b"\n")
-        rest = lines.pop()
+        lines = io.BytesIO(rest + block if rest else block).readlines()
+        rest = lines.pop() if lines[-1][-1:] != b"\n" else b""
         yield lines
