@@ -98,16 +98,21 @@ class LineFields:
     where ``rows`` would pass every field through ``printable`` and the csv module again (the csv module
     looks at each character of each field: a fifth of a row's time)."""
 
+    #: Strings longer than this are not kept, so that the cache stays under about 25 MB whatever the names are
+    #: (escapes make a text up to ten times as long as its string); a long one (a call stack) is rare in a
+    #: column that repeats, and costs a few scans of it to write.
+    CACHED_CHARS = 256
+
     def __init__(self, separator: str, encode: Callable[[object], str]) -> None:
         self.separator = separator
         self._encode = encode
-        self.cache = BoundedDict(1 << 15)  # a string -> its field text
+        self.cache = BoundedDict(1 << 12)  # a string -> its field text
         self.get = self.cache.get
 
     def text(self, value) -> str:
         """The field text of ``value`` (any value a column gives); kept in ``cache`` when a string."""
         t = self._encode(value)
-        if type(value) is str:
+        if type(value) is str and len(value) <= self.CACHED_CHARS:
             self.cache.add(value, t)
         return t
 
