@@ -1,6 +1,7 @@
 """The output columns: name, header, meaning, and how each is computed from (idx, record, model result,
-roofline.Roofline). ``compile_row`` turns a column selection into one function per run: the per-row cost is
-then a single call, which is what keeps ``prof`` above 300k rows/s (bench/prof_speed.py).
+roofline.Roofline). ``compile_row`` turns a column selection into one function per run, giving a row's values
+(a tuple), and ``compile_line`` into one giving a row's line of text for the csv and space formats (formats'
+LineFields): the per-row cost is then a single call (bench/prof_speed.py).
 
 Text formats show ``na`` where a value is not known; JSON Lines gives null.
 """

@@ -3,7 +3,8 @@
 ``space`` (default: one line per row, fields separated by one space, for awk, as the original), ``csv``
 (the csv module), ``columns`` (``-w WIDTH``: aligned, never wider than WIDTH; buffers the table, since column
 widths depend on every row) and ``jsonl`` (one JSON object per row, null for na).
-Rows stream out as they come except for ``columns``.
+Rows stream out as they come except for ``columns``. The per-kernel table writes csv and space rows as lines it
+makes itself (LineFields: the same text, each distinct string's worked out once).
 
 The text formats (space, csv, columns) print every field through ``printable``: one line per row whatever a
 name holds (no newline, escape sequence or other control character reaches the terminal), and no field longer
