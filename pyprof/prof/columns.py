@@ -117,9 +117,9 @@ def help_text() -> str:
     return "\n".join(f"{name:<10} {c.meaning}" for name, c in COLUMNS.items())
 
 
-#: The helpers a column's whole expression may be a call of, written out inline by ``compile_row``: the same
-#: value without a Python function call per row (a third of the cost of a row of the default columns). The
-#: argument is a record field or a result's attribute, never a call with commas inside.
+#: The helpers a column's whole expression may be a call of, written out inline by ``compile_row`` and
+#: ``compile_line``: the same value without a Python function call per row. The argument is a record field or
+#: a result's attribute, never a call with commas inside.
 _INLINE = [
     (re.compile(r"_na\(([\w.]+(?:\('\w+'\))?)\)"), "('na' if ({v} := {0}) is None else {v})"),
     (re.compile(r"_f\(([\w.]+(?:\('\w+'\))?), (\d+)\)"), "('na' if ({v} := {0}) is None else round({v}, {1}))"),
@@ -190,7 +190,7 @@ _FIXED = ["%%.%df" % n for n in range(5)]
 def round_text(v: float, digits: int) -> str:
     """``str(round(v, digits))`` for a float ``v`` (the text a line format writes for it), in one formatting
     instead of two. ``'%.Nf'`` rounds the exact binary value to N decimals as ``round`` does (both are
-    CPython's dtoa in the same mode), and the decimal it gives, cut of its trailing zeros, is the shortest
+    CPython's dtoa in the same mode), and the decimal it gives, less its trailing zeros, is the shortest
     text of the double ``round`` returns, which ``str`` writes: a decimal of at most 15 significant digits
     (DBL_DIG) is the only one of its length that reads back as that double. Hence the bounds: 1 to 4
     decimals and under 1e9 in size (at most 13 digits, and ``str`` writes no exponent from 1e-4 to 1e16);
@@ -214,7 +214,7 @@ def compile_line(cols: list[str], fields) -> Callable:
         rounded = _ROUNDED.fullmatch(COLUMNS[c].text) if kind is float else None
         if rounded is not None:  # a float rounded for the table: its text at once (round_text), 'na' for None
             x, n = rounded.groups()
-            p = f"_na if ({w} := {x}) is None else round_text({w}, {n}) if {w}.__class__ is float else " \
+            p = f"_na_text if ({w} := {x}) is None else round_text({w}, {n}) if {w}.__class__ is float else " \
                 f"_text(round({w}, {n}))"
         elif kind is not None:
             p = f"{w} if (_c{k} := ({w} := {e}).__class__) is int or _c{k} is float else " \
@@ -223,7 +223,7 @@ def compile_line(cols: list[str], fields) -> Callable:
             p = f"(_get({w}) or _text({w})) if ({w} := {e}).__class__ is str else _text({w})"
         parts.append("{(" + p + ")}")
     src = 'lambda i, d, m, r: f"' + fields.separator.join(parts) + '"'
-    return eval(src, dict(_ENV, _get=fields.get, _text=fields.text, _na=fields.text("na"),  # noqa: S307
+    return eval(src, dict(_ENV, _get=fields.get, _text=fields.text, _na_text=fields.text("na"),  # noqa: S307
                           round_text=round_text))
 
 

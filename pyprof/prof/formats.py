@@ -97,7 +97,7 @@ class LineFields:
     makes each row's line itself with it (columns.compile_line): kernel names, ops, shapes and directions
     repeat from row to row, so a string's text is looked up in ``cache`` (``get``) before it is worked out,
     where ``rows`` would pass every field through ``printable`` and the csv module again (the csv module
-    looks at each character of each field: a fifth of a row's time)."""
+    looks at each character of each field: about an eighth of a row's instructions on real records)."""
 
     #: Strings longer than this are not kept, so that the cache stays under about 25 MB whatever the names are
     #: (escapes make a text up to ten times as long as its string); a long one (a call stack) is rare in a

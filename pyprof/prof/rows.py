@@ -80,7 +80,8 @@ def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks |
 #: The keys a schema-3 line may leave out that a row reads, with a default other than None: (key, default,
 #: factory of a fresh copy for a list or dict). Only those are put back on the hot path: the model, the
 #: roofline and the columns read a record with ``d.get``, which gives None for an absent key anyway, and
-#: no key outside these is read at all (a dozen dict stores a row cost a tenth of the row's time).
+#: no key outside these is read at all (putting back all of them cost a dozen dict stores and a few fresh
+#: lists a row).
 _OMITTED_READ = tuple((k, v, type(v) if type(v) in (list, dict) else None) for k, v in OMITTABLE.items()
                       if v is not None and k in {*Modeller.RECORD_KEYS, "gpu", *record_keys(list(COLUMNS))})
 
