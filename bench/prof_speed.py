@@ -161,6 +161,7 @@ c = time.process_time()
 with open(sys.argv[1], "rb") as f:
     run_stream(f, sys.argv[1], Sink(), DEFAULT, "csv", jobs=1)
 print(time.process_time() - c)
+print(run_stream.__code__.co_filename)
 """
 
 
@@ -169,8 +170,14 @@ def cpu_seconds(checkout: str, path: str) -> float:
     import subprocess
 
     env = {**os.environ, "PYTHONPATH": checkout, "OPENBLAS_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", _CHILD, path], env=env, capture_output=True, text=True, check=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    # Run in the checkout: ``python -c`` puts the working folder first on sys.path, ahead of PYTHONPATH, so
+    # that a bench started inside another checkout would time that one's pyprof for both.
+    out = subprocess.run([sys.executable, "-c", _CHILD, path], env=env, capture_output=True, text=True, check=True,
+                         cwd=checkout)
+    seconds, module = out.stdout.strip().splitlines()[-2:]
+    if not os.path.realpath(module).startswith(os.path.realpath(checkout) + os.sep):
+        raise SystemExit(f"--against: {checkout}'s run imported pyprof from {module}")
+    return float(seconds)
 
 
 def main() -> int:

@@ -1,6 +1,7 @@
 """The output columns: name, header, meaning, and how each is computed from (idx, record, model result,
-roofline.Roofline). ``compile_row`` turns a column selection into one function per run: the per-row cost is
-then a single call, which is what keeps ``prof`` above 300k rows/s (bench/prof_speed.py).
+roofline.Roofline). ``compile_row`` turns a column selection into one function per run, giving a row's values
+(a tuple), and ``compile_line`` into one giving a row's line of text for the csv and space formats (formats'
+LineFields): the per-row cost is then a single call (bench/prof_speed.py).
 
 Text formats show ``na`` where a value is not known; JSON Lines gives null.
 """
@@ -116,10 +117,25 @@ def help_text() -> str:
     return "\n".join(f"{name:<10} {c.meaning}" for name, c in COLUMNS.items())
 
 
-def _inline_na(expr: str, k: int) -> str:
-    """``_na(x)`` as ``('na' if (v := x) is None else v)``: the same value without a function call per row."""
-    if expr.startswith("_na(") and expr.endswith(")"):
-        return f"('na' if (_v{k} := {expr[4:-1]}) is None else _v{k})"
+#: The helpers a column's whole expression may be a call of, written out inline by ``compile_row`` and
+#: ``compile_line``: the same value without a Python function call per row. The argument is a record field or
+#: a result's attribute, never a call with commas inside.
+_INLINE = [
+    (re.compile(r"_na\(([\w.]+(?:\('\w+'\))?)\)"), "('na' if ({v} := {0}) is None else {v})"),
+    (re.compile(r"_f\(([\w.]+(?:\('\w+'\))?), (\d+)\)"), "('na' if ({v} := {0}) is None else round({v}, {1}))"),
+    # results.first_name: a string is the name itself (or the default when empty), a list its first item
+    (re.compile(r"_first\((d\.get\('\w+'\))(?:, ('\w+'))?\)"),
+     "(({v} or {1}) if type({v} := {0}) is str else {v}[0] if {v} else {1})"),
+]
+
+
+def _inline(expr: str, k: int) -> str:
+    """``expr`` with a call of one of _INLINE's helpers that is the whole of it written out inline."""
+    for pattern, template in _INLINE:
+        m = pattern.fullmatch(expr)
+        if m is not None:
+            args = [a if a is not None else "None" for a in m.groups()]
+            return "(" + template.format(*args, v=f"_v{k}") + ")"
     return expr
 
 
@@ -151,6 +167,66 @@ def record_keys(cols: list[str]) -> set[str]:
     return keys
 
 
+def row_function(cols: list[str], fmt) -> tuple[Callable, bool]:
+    """The per-kernel table's function (i, d, m, r) -> row for these columns in format class ``fmt``, and
+    whether it makes lines (``fmt.lines``; compile_line) rather than tuples (``fmt.rows``; compile_row).
+
+    Lines where the format has LineFields and there are two columns or more: the csv module writes a row of
+    one empty field as ``""``, a field of its own kind."""
+    if fmt.fields is not None and len(cols) > 1:
+        return compile_line(cols, fmt.fields()), True
+    return compile_row(cols, raw=fmt.raw, short_trace=(fmt.name == "columns")), False
+
+
+#: The type of a number column's text value where it has one (where not, the string 'na', or None): the type
+#: compile_line tests first. The others are text columns, whose values are strings.
+NUMBER_TYPES: dict[str, type] = {**dict.fromkeys(("idx", "tid", "sub", "sil", "device", "stream", "flops", "bytes",
+                                                  "start"), int),
+                                 **dict.fromkeys(("tflops", "gbps", "intensity", "roofline"), float)}
+_ROUNDED = re.compile(r"_f\((.+), (\d+)\)")
+_FIXED = ["%%.%df" % n for n in range(5)]
+
+
+def round_text(v: float, digits: int) -> str:
+    """``str(round(v, digits))`` for a float ``v`` (the text a line format writes for it), in one formatting
+    instead of two. ``'%.Nf'`` rounds the exact binary value to N decimals as ``round`` does (both are
+    CPython's dtoa in the same mode), and the decimal it gives, less its trailing zeros, is the shortest
+    text of the double ``round`` returns, which ``str`` writes: a decimal of at most 15 significant digits
+    (DBL_DIG) is the only one of its length that reads back as that double. Hence the bounds: 1 to 4
+    decimals and under 1e9 in size (at most 13 digits, and ``str`` writes no exponent from 1e-4 to 1e16);
+    elsewhere (nan, inf) ``round``."""
+    if -1e9 < v < 1e9 and 0 < digits <= 4:
+        t = (_FIXED[digits] % v).rstrip("0")
+        return t + "0" if t[-1] == "." else t
+    return str(round(v, digits))
+
+
+def compile_line(cols: list[str], fields) -> Callable:
+    """One function (i, d, m, r) -> the row's line of text: the selected columns' text values, each written as
+    ``fields`` (formats.LineFields) writes it, joined by its separator. An int or a float goes in as its
+    ``str`` (its text in every such format: the csv module writes a float's ``repr``, which is its ``str``), a
+    string through the cache of texts, anything else (None) through ``fields.text``."""
+    parts = []
+    for k, c in enumerate(cols):
+        e = _inline(COLUMNS[c].text, k)
+        assert '"' not in e and "\\" not in e and "{" not in e  # it goes inside an f-string of this module
+        w, kind = f"_w{k}", NUMBER_TYPES.get(c)
+        rounded = _ROUNDED.fullmatch(COLUMNS[c].text) if kind is float else None
+        if rounded is not None:  # a float rounded for the table: its text at once (round_text), 'na' for None
+            x, n = rounded.groups()
+            p = f"_na_text if ({w} := {x}) is None else round_text({w}, {n}) if {w}.__class__ is float else " \
+                f"_text(round({w}, {n}))"
+        elif kind is not None:
+            p = f"{w} if (_c{k} := ({w} := {e}).__class__) is int or _c{k} is float else " \
+                f"(_get({w}) or _text({w})) if _c{k} is str else _text({w})"
+        else:
+            p = f"(_get({w}) or _text({w})) if ({w} := {e}).__class__ is str else _text({w})"
+        parts.append("{(" + p + ")}")
+    src = 'lambda i, d, m, r: f"' + fields.separator.join(parts) + '"'
+    return eval(src, dict(_ENV, _get=fields.get, _text=fields.text, _na_text=fields.text("na"),  # noqa: S307
+                          round_text=round_text))
+
+
 def compile_row(cols: list[str], raw: bool = False, short_trace: bool = False) -> Callable:
     """One function (i, d, m, r) -> tuple of the selected columns' values (text form unless ``raw``)."""
     exprs = []
@@ -161,6 +237,6 @@ def compile_row(cols: list[str], raw: bool = False, short_trace: bool = False) -
             e = "_last_site(d.get('trace'))"
         exprs.append(e)
     # Generated from the fixed expressions above (never from input data): one call per row.
-    exprs = [_inline_na(e, k) for k, e in enumerate(exprs)]
+    exprs = [_inline(e, k) for k, e in enumerate(exprs)]
     src = "lambda i, d, m, r: (" + "".join(f"{e}, " for e in exprs) + ")"
     return eval(src, dict(_ENV))  # noqa: S307

@@ -3,7 +3,8 @@
 ``space`` (default: one line per row, fields separated by one space, for awk, as the original), ``csv``
 (the csv module), ``columns`` (``-w WIDTH``: aligned, never wider than WIDTH; buffers the table, since column
 widths depend on every row) and ``jsonl`` (one JSON object per row, null for na).
-Rows stream out as they come except for ``columns``.
+Rows stream out as they come except for ``columns``. The per-kernel table writes csv and space rows as lines it
+makes itself (LineFields: the same text, each distinct string's worked out once).
 
 The text formats (space, csv, columns) print every field through ``printable``: one line per row whatever a
 name holds (no newline, escape sequence or other control character reaches the terminal), and no field longer
@@ -18,7 +19,7 @@ import io
 import json
 from typing import IO, Callable, Sequence
 
-from pyprof.common import PyprofError, UsageError
+from pyprof.common import BoundedDict, PyprofError, UsageError
 
 #: How messages and usage name the command: as users type it (``pyprof prof``), also when it was started as
 #: ``python -m pyprof.prof``, so that a message reads the same in both and names the command to run again.
@@ -89,6 +90,34 @@ def _plain(lines: list[str]) -> bool:
     return " ".join(lines).isprintable() and max(map(len, lines), default=0) <= MAX_FIELD_CHARS
 
 
+class LineFields:
+    """How a format whose rows are lines of fields joined by one ``separator`` (csv, space) writes a field:
+    ``text(value)`` is the field's text, the same as the format's ``rows`` writes it; an int's or a float's is
+    its ``str`` in every such format (``compile_line`` writes those as they are). The per-kernel table
+    makes each row's line itself with it (columns.compile_line): kernel names, ops, shapes and directions
+    repeat from row to row, so a string's text is looked up in ``cache`` (``get``) before it is worked out,
+    where ``rows`` would pass every field through ``printable`` and the csv module again (the csv module
+    looks at each character of each field: about an eighth of a row's instructions on real records)."""
+
+    #: Strings longer than this are not kept, so that the cache stays under about 25 MB whatever the names are
+    #: (escapes make a text up to ten times as long as its string); a long one (a call stack) is rare in a
+    #: column that repeats, and costs a few scans of it to write.
+    CACHED_CHARS = 256
+
+    def __init__(self, separator: str, encode: Callable[[object], str]) -> None:
+        self.separator = separator
+        self._encode = encode
+        self.cache = BoundedDict(1 << 12)  # a string -> its field text
+        self.get = self.cache.get
+
+    def text(self, value) -> str:
+        """The field text of ``value`` (any value a column gives); kept in ``cache`` when a string."""
+        t = self._encode(value)
+        if type(value) is str and len(value) <= self.CACHED_CHARS:
+            self.cache.add(value, t)
+        return t
+
+
 FORMATS: dict[str, type["Format"]] = {}
 
 
@@ -121,13 +150,46 @@ class Format:
     def rows(self, rows: list[tuple]) -> None:
         raise NotImplementedError
 
+    #: A format whose rows are lines of fields joined by one separator: a factory of its LineFields, with
+    #: which the per-kernel table makes rows as lines (``lines``) instead of tuples (``rows``).
+    fields: Callable[[], LineFields] | None = None
+
+    def lines(self, lines: list[str]) -> None:
+        """Write rows already made as lines of text (columns.compile_line with this format's ``fields``)."""
+        if lines:
+            self.stream.write("\n".join(lines) + "\n")
+
     def close(self) -> None:
         self.stream.flush()
+
+
+def _space_text(value) -> str:
+    """A field of the space-separated format: as SpaceFormat.rows writes it (printable, spaces as '_')."""
+    return printable(str(value)).replace(" ", "_")
+
+
+def _csv_text(value) -> str:
+    """A field of the CSV format, as CsvFormat.rows writes it: None empty, an int or a float as the csv module
+    writes it, anything else printable, then quoted by the csv module where it needs to be (a field that is
+    not alone in its row: a row of one empty field is written ``""``)."""
+    if type(value) is float:
+        return repr(value)  # what the csv module writes for a float
+    if value is not None and type(value) is not int:
+        value = printable(str(value))
+        if value.isprintable() and "," not in value and '"' not in value:  # (printable: no line break left)
+            return value
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow((value, ""))
+    return buf.getvalue()[:-2]  # less the empty second field's separator and the line's end
 
 
 @register_format("space")
 class SpaceFormat(Format):
     """Fields separated by single spaces; spaces inside a field become '_' so that awk sees one field."""
+
+    @staticmethod
+    def fields() -> LineFields:
+        return LineFields(" ", _space_text)
 
     def header(self) -> None:
         self.stream.write(" ".join([printable(h).replace(" ", "_") for h in self.headers]) + "\n")
@@ -145,6 +207,10 @@ class CsvFormat(Format):
     """RFC 4180 CSV through the csv module (a comma or a quote in a field: the field is quoted), one line per
     row: a line break inside a field is escaped by ``printable`` as the other control characters, since
     line-based tools (grep, wc -l, head) would take a quoted one for two rows."""
+
+    @staticmethod
+    def fields() -> LineFields:
+        return LineFields(",", _csv_text)
 
     def __init__(self, *a, **k):
         super().__init__(*a, **k)

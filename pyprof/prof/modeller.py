@@ -167,33 +167,33 @@ class Modeller:
     def model(self, d: dict, line: int = 0, idx: int = 0, raw: bytes | None = None) -> Result:
         """Model one record (a dict with Record's keys). ``line``/``idx``: its input line and record index
         (share mode); ``raw``: the line's bytes when ``d`` was decoded lean (read only to word a reason)."""
-        kind = d.get("kind")
+        get = d.get  # (this runs once per kernel: a dozen lookups of the method saved)
+        kind = get("kind")
         if kind == "memcpy" or kind == "memset":
-            n = d.get("bytes")
-            ck = d.get("copy_kind")
+            n = get("bytes")
+            ck = get("copy_kind")
             k = (kind, n, ck)
             hit = self._copies.get(k)
             if hit is None:
                 hit = copy_result(kind, n, ck)
                 self._copies.add(k, hit)
             return hit
-        ops, mods = d.get("op"), d.get("mod")
+        ops, mods = get("op"), get("mod")
         op = (ops if type(ops) is str else ops[0]) if ops else ""
         mod = (mods if type(mods) is str else mods[0]) if mods else ""
-        direction = d.get("dir") or ""
-        fwd = d.get("fwd") if direction == "bprop" else None
-        args = d.get("args") or ()
-        outputs = d.get("outputs")
-        long_name = d.get("kLongName") or d.get("kShortName") or ""
+        direction = get("dir") or ""
+        fwd = get("fwd") if direction == "bprop" else None
+        args = get("args") or ()
+        outputs = get("outputs")
+        long_name = get("kLongName") or get("kShortName") or ""
         try:  # everything below except the call bookkeeping depends only on this key: computed once per key
             # Lean decoding (reader.lean_loads) leaves arguments as raw JSON: their bytes are the key.
             akey = (bytes(args) if type(args) is Raw else json_key(args)) if args else b""
             if outputs:
                 akey += json_key(outputs)
-            fkey = _fwd_key(fwd) if fwd else b""
-            skey = (long_name, mod, op, direction, akey, fkey)
+            skey = (long_name, mod, op, direction, akey, _fwd_key(fwd) if fwd else b"")
         except TypeError:
-            skey = akey = fkey = None
+            skey = akey = None
         s = self._static.get(skey) if skey is not None else None
         if s is None:
             if type(args) is Raw:
@@ -204,19 +204,19 @@ class Modeller:
                 args = [*args, {"name": "out", "type": "tensor", "shape": outputs[0], "dtype": first_dtype(args)}]
             if fwd and type(fwd.get("args")) is Raw:
                 fwd = {**fwd, "args": raw_value(fwd["args"], level=3)}
-            s = self._static_info(long_name, mod, op, direction, args, fwd, fkey, d, raw)
+            s = self._static_info(long_name, mod, op, direction, args, fwd, skey and skey[5], d, raw)
             if skey is not None:
                 self._static.add(skey, s)
         if s.result is not None:  # no formula: the same answer for every kernel
             return s.result if s.joins is None else self._join(d, s, line, idx)
         # Which kernels of the call carry the numbers.
-        sub = d.get("subSeqId")
-        seq = d.get("seqId")
+        sub = get("subSeqId")
+        seq = get("seqId")
         # parse numbers the kernels of a backward node, not of each aten op inside it: the op's arguments
         # tell two calls of one backward node apart.
         # seqId lists the sequence numbers of the op stack down to the kernel; the first is the call's own.
-        key = (direction, op, (seq[0] if seq else None) if type(seq) is list else seq, d.get("callsite"), akey)
-        tid = d.get("tid")
+        key = (direction, op, (seq[0] if seq else None) if type(seq) is list else seq, get("callsite"), akey)
+        tid = get("tid")
         st = self._calls.get(tid)
         if st is None or sub == 0 or st.key != key or line - st.last_line > WINDOW:
             blind = False

@@ -30,7 +30,7 @@ from pyprof import forked
 from pyprof.common import InputError, no_cyclic_gc
 from pyprof.record import HEADER_PREFIX, SIDE_PREFIX
 from pyprof.prof.contract import Ending
-from pyprof.prof.columns import ROOFLINE_COLUMNS, compile_row
+from pyprof.prof.columns import ROOFLINE_COLUMNS, row_function
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.formats import FORMATS, Format
 from pyprof.prof.coverage import Coverage
@@ -55,8 +55,9 @@ available = forked.available
 
 def _init(columns: list, fmt: str, peaks: Peaks) -> None:
     cls = FORMATS[fmt]
+    row, as_lines = row_function(columns, cls)
     _state.update(columns=columns, cls=cls, peaks=peaks, modeller=Modeller(share=True), lean=lean_decoder(columns),
-                  row=compile_row(columns, raw=cls.raw), need_roof=bool(ROOFLINE_COLUMNS.intersection(columns)))
+                  row=row, as_lines=as_lines, need_roof=bool(ROOFLINE_COLUMNS.intersection(columns)))
 
 
 def _lines(data) -> list:
@@ -177,7 +178,8 @@ def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str,
         rows += stream.ready(at)
     rows += stream.ready(None)
     buf = io.StringIO()
-    s["cls"](buf, s["columns"], s["columns"]).rows(rows)
+    writer = s["cls"](buf, s["columns"], s["columns"])
+    (writer.lines if s["as_lines"] else writer.rows)(rows)
     return buf.getvalue(), ending
 
 

@@ -9,7 +9,7 @@ from typing import IO, Iterable, Sequence
 
 from pyprof.common import no_cyclic_gc
 from pyprof.prof import parallel
-from pyprof.prof.columns import COLUMNS, ROOFLINE_COLUMNS, compile_row
+from pyprof.prof.columns import COLUMNS, ROOFLINE_COLUMNS, row_function
 from pyprof.prof.contract import check_file_ending
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.formats import FORMATS
@@ -35,27 +35,27 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
         coverage = parallel.run_parallel(stream, path, out, writer, list(columns), fmt, peaks, jobs)
         writer.close()
         return coverage
-    row = compile_row(list(columns), raw=cls.raw, short_trace=(fmt == "columns"))
+    row, as_lines = row_function(list(columns), cls)
     coverage = Coverage()
     need_roof = bool(ROOFLINE_COLUMNS.intersection(columns))
     rows_ = RowStream(Modeller(share=True), row, peaks, need_roof, coverage, lean_decoder(columns))
     with no_cyclic_gc():
-        _serial(stream, path, writer, rows_, getattr(out, "commit", None), fmt)
+        _serial(stream, path, writer.lines if as_lines else writer.rows, rows_, getattr(out, "commit", None), fmt)
     writer.close()
     return coverage
 
 
-def _serial(stream: IO[bytes], path: str, writer, rows_: RowStream, commit, fmt: str) -> None:
+def _serial(stream: IO[bytes], path: str, write, rows_: RowStream, commit, fmt: str) -> None:
     lineno = idx = n_batches = 0
     for lines in line_blocks(stream):
         n_lines, n_recs = rows_.feed(lines, path, lineno, idx)
         lineno += n_lines
         idx += n_recs
-        writer.rows(rows_.ready(lineno))
+        write(rows_.ready(lineno))
         n_batches += 1
         if commit is not None and n_batches % COMMIT_BATCHES == 0 and fmt != "columns":
             commit()
-    writer.rows(rows_.ready(None))
+    write(rows_.ready(None))
     rows_.ending.done()
 
 
@@ -65,7 +65,8 @@ def run(records: Iterable[tuple[int, dict]], out: IO[str], columns: Sequence[str
     ``fmt``; return the coverage (the caller reports it)."""
     cls = FORMATS[fmt]
     writer = cls(out, columns, [COLUMNS[c].header for c in columns], width)
-    row = compile_row(list(columns), raw=cls.raw, short_trace=(fmt == "columns"))
+    row, as_lines = row_function(list(columns), cls)
+    write = writer.lines if as_lines else writer.rows
     coverage = Coverage()
     need_roof = bool(ROOFLINE_COLUMNS.intersection(columns))
     if header:
@@ -74,8 +75,8 @@ def run(records: Iterable[tuple[int, dict]], out: IO[str], columns: Sequence[str
     for i, d, m, r in rows(records, Modeller(share=True), peaks or Peaks(), need_roof, coverage):
         batch.append(row(i, d, m, r))
         if len(batch) >= BATCH:
-            writer.rows(batch)
+            write(batch)
             batch.clear()
-    writer.rows(batch)
+    write(batch)
     writer.close()
     return coverage

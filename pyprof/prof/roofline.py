@@ -86,19 +86,33 @@ def roofline(flops: int | None, nbytes: int | None, duration_ns: int, peaks: Gpu
     GPU is unknown, or it has no peak for the unit the kernel needs and no bandwidth (zero work is 0%)."""
     if not duration_ns or duration_ns <= 0:
         return NO_ROOFLINE
-    tflops = flops / duration_ns / 1e3 if flops is not None else None  # FLOP/ns = GFLOP/s
-    gbps = nbytes / duration_ns if nbytes is not None else None  # byte/ns = GB/s
-    intensity = flops / nbytes if flops is not None and nbytes else None
-    frac = None
-    if peaks is not None and (flops is not None or nbytes is not None):
-        t_ns = None
-        if flops:
-            pk = peak_tflops(peaks, dtype, tc)
-            if pk:
-                t_ns = flops / (pk * 1e3)
-        if nbytes and peaks.bandwidth_gbps:
-            t_ns = max(t_ns or 0.0, nbytes / peaks.bandwidth_gbps)
-        if t_ns is None and not flops and not nbytes:  # nothing to do takes no time at any peak
-            t_ns = 0.0
-        frac = None if t_ns is None else 100.0 * t_ns / duration_ns
-    return _new_tuple(Roofline, (tflops, gbps, intensity, frac))
+    return at_duration(flops, nbytes, duration_ns, time_at_peaks(flops, nbytes, peaks, dtype, tc))
+
+
+def time_at_peaks(flops: int | None, nbytes: int | None, peaks: GpuPeaks | None, dtype: str | None,
+                  tc: bool | None) -> float | None:
+    """The ns that ``flops`` and ``nbytes`` take at the GPU's peaks (the slower of the two), or None where
+    neither can be set against a peak. It does not depend on the kernel's duration: the per-kernel table
+    works it out once per distinct result (rows.RowStream) and each row only divides (``at_duration``)."""
+    if peaks is None or (flops is None and nbytes is None):
+        return None
+    t_ns = None
+    if flops:
+        pk = peak_tflops(peaks, dtype, tc)
+        if pk:
+            t_ns = flops / (pk * 1e3)
+    if nbytes and peaks.bandwidth_gbps:
+        t_ns = max(t_ns or 0.0, nbytes / peaks.bandwidth_gbps)
+    if t_ns is None and not flops and not nbytes:  # nothing to do takes no time at any peak
+        t_ns = 0.0
+    return t_ns
+
+
+def at_duration(flops: int | None, nbytes: int | None, duration_ns, t_ns: float | None) -> Roofline:
+    """The Roofline of a kernel of ``duration_ns`` whose work takes ``t_ns`` at the peaks (time_at_peaks)."""
+    if not duration_ns or duration_ns <= 0:
+        return NO_ROOFLINE
+    return _new_tuple(Roofline, (flops / duration_ns / 1e3 if flops is not None else None,  # FLOP/ns = GFLOP/s
+                                 nbytes / duration_ns if nbytes is not None else None,  # byte/ns = GB/s
+                                 flops / nbytes if flops is not None and nbytes else None,
+                                 None if t_ns is None else 100.0 * t_ns / duration_ns))

@@ -4,21 +4,24 @@ workers); ``rows`` does the same for records already decoded (the views, the sum
 """
 from __future__ import annotations
 
+import io
 from typing import IO, Container, Iterable, Sequence
 
-from pyprof.common import InputError
+from pyprof.common import BoundedDict, InputError
 
 from pyprof.record import END_PREFIX, HEADER_PREFIX, OMITTABLE, SIDE_PREFIX
-from pyprof.prof.columns import record_keys
+from pyprof.prof.columns import COLUMNS, record_keys
 from pyprof.prof.contract import Ending, Header, check
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.modeller import Modeller, Result
 from pyprof.prof.reader import DECODE_ERRORS, LEAN_ERRORS, legacy_loads, lean_loads, loads
 from pyprof.prof.registry import Family
 from pyprof.prof.results import Pending
-from pyprof.prof.roofline import NO_ROOFLINE, Peaks, Roofline, roofline
+from pyprof.prof.roofline import NO_ROOFLINE, Peaks, Roofline, at_duration, roofline, time_at_peaks
 
 _EMPTY_LINES = frozenset({b"", b"\r", b"\n", b"\r\n"})
+_PARSE_LINE = b'{"pyprof_'  # the start of parse's end, header and side lines
+assert all(p.startswith(_PARSE_LINE) for p in (END_PREFIX, HEADER_PREFIX, SIDE_PREFIX))
 BATCH = 2048  # rows handed to the format at a time
 COMMIT_BATCHES = 32  # a spooling output (the CLI's) is written out every 64k rows
 
@@ -74,6 +77,15 @@ def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks |
     yield from out(first + len(held))
 
 
+#: The keys a schema-3 line may leave out that a row reads, with a default other than None: (key, default,
+#: factory of a fresh copy for a list or dict). Only those are put back on the hot path: the model, the
+#: roofline and the columns read a record with ``d.get``, which gives None for an absent key anyway, and
+#: no key outside these is read at all (putting back all of them cost a dozen dict stores and a few fresh
+#: lists a row).
+_OMITTED_READ = tuple((k, v, type(v) if type(v) in (list, dict) else None) for k, v in OMITTABLE.items()
+                      if v is not None and k in {*Modeller.RECORD_KEYS, "gpu", *record_keys(list(COLUMNS))})
+
+
 def lean_decoder(columns: Sequence[str]):
     """reader.lean_loads for what the rows of these columns read: the model's keys (the duration among them:
     every column's values are the same whatever other columns are selected), the GPU name (roofline) and the
@@ -94,13 +106,13 @@ class RowStream:
                  keep: tuple[int, int | None] = (0, None)) -> None:
         self.modeller, self.row, self.peaks, self.need_roofline = modeller, row, peaks, need_roofline
         self.coverage, self.lean = coverage, lean
-        # The keys a schema-3 line may leave out: (key, default, factory of a fresh copy for a list or dict).
-        self.omitted = tuple((k, v, type(v) if type(v) in (list, dict) else None) for k, v in OMITTABLE.items())
+        self.omitted = _OMITTED_READ
         self.lo, self.hi = keep
         self.ending = Ending("")  # named at the first feed: whether the input ended as parse ends its records
         self.held: list = []  # a row per record from index ``first`` on (None for a line of spaces)
         self.first = 0
         self.spaces = False  # ``held`` has a None
+        self.peak_times = BoundedDict(1 << 16)  # id(result) -> (GPU name, roofline?, time at its peaks, result)
 
     def feed(self, lines: Sequence[bytes], path: str, lineno: int, idx: int, count: bool = True) -> tuple[int, int]:
         """The hot loop: decode, model and make the rows of a run of input lines.
@@ -113,30 +125,32 @@ class RowStream:
         lean = self.lean
         decode, errors, fallback = (lean, LEAN_ERRORS, _whole) if lean is not None else (loads, DECODE_ERRORS,
                                                                                            legacy_loads)
-        model, for_gpu, row, need_roofline = self.modeller.model, self.peaks.for_gpu, self.row, self.need_roofline
+        model, row = self.modeller.model, self.row
         if not self.held:
             self.first = idx
         # Coverage is tallied per distinct model result (a few hundred in a run: formulas' results are cached)
         # and added up once per batch: a Coverage.add call per row costs more than the rest of the bookkeeping.
-        tally: dict = {}  # id(result) -> [result, kernels, ns]
+        tally: dict = {}  # id(result) -> [result, kernels, ns, *peak_times' entry]
+        peak_times = self.peak_times
         append = self.held.append
         n0 = idx
         ending = self.ending
         omitted = self.omitted
         for line in lines:
             lineno += 1
-            if line[:14] == END_PREFIX:  # parse's end line: no row; it keeps an index as every non-empty line
-                ending.end()
-                append(None)
-                self.spaces = True
-                idx += 1
-                continue
-            if line[:17] == HEADER_PREFIX:  # parse's header line: no row and no index (the records' idx are
-                Header().read(line, path, lineno)  # their order among the records, as before schema 3 wrote a
-                ending.header()  # header); a newer schema is refused here
-                continue
-            if line[:15] == SIDE_PREFIX:  # a side line (memory events): no row and no index
-                continue
+            if line[:9] == _PARSE_LINE:  # one test per record line for parse's three other kinds of line
+                if line[:14] == END_PREFIX:  # parse's end line: no row; it keeps an index as every non-empty line
+                    ending.end()
+                    append(None)
+                    self.spaces = True
+                    idx += 1
+                    continue
+                if line[:17] == HEADER_PREFIX:  # parse's header line: no row and no index (the records' idx are
+                    Header().read(line, path, lineno)  # their order among the records, as before schema 3 wrote
+                    ending.header()  # a header); a newer schema is refused here
+                    continue
+                if line[:15] == SIDE_PREFIX:  # a side line (memory events): no row and no index
+                    continue
             try:
                 d = decode(line)
             except errors:
@@ -167,15 +181,18 @@ class RowStream:
                     append(None)
                     idx += 1
                     continue
+                # The tally keeps, with the counts, whether the result has a roofline and the time its work
+                # takes at its GPU's peaks (from ``peak_times``): each row then only divides by its duration.
                 t = tally.get(id(m))
+                gpu = d.get("gpu")
                 if t is None:
-                    tally[id(m)] = [m, 1, dur]
+                    t = tally[id(m)] = [m, 1, dur, *(peak_times.get(id(m)) or self._peak_time(m, gpu))]
                 else:
                     t[1] += 1
                     t[2] += dur
-                r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
-                    if need_roofline and m.family != Family.TRANSFER else NO_ROOFLINE
-                append(row(idx, d, m, r))
+                if t[4] and t[3] != gpu:  # the same result on another GPU (several in one input)
+                    t[3:] = self._peak_time(m, gpu)
+                append(row(idx, d, m, at_duration(m.flops, m.bytes, dur, t[5]) if t[4] else NO_ROOFLINE))
             except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
                 if count:
                     _add_tally(self.coverage, tally)
@@ -186,25 +203,34 @@ class RowStream:
             _add_tally(self.coverage, tally)
         return len(lines), idx - n0
 
+    def _peak_time(self, m: Result, gpu) -> tuple:
+        """(GPU name, whether result ``m`` has a roofline, the time its work takes at that GPU's peaks, ``m``),
+        kept in ``peak_times``."""
+        roof = self.need_roofline and m.family != Family.TRANSFER
+        # m is kept with them: alive, its id names no other result
+        t = (gpu, roof, time_at_peaks(m.flops, m.bytes, self.peaks.for_gpu(gpu), m.dtype, m.tc) if roof else None, m)
+        self.peak_times.add(id(m), t)
+        return t
+
     def ready(self, line: int | None) -> list:
         """Settle the op calls (those more than WINDOW lines before ``line``, or all at the end of the input:
         None), remake their rows, and return the rows that can no longer change, in input order."""
-        first, held, cov = self.first, self.held, self.coverage
-        for fix in self.modeller.settle(line):
-            d, m = fix.record, fix.final
+        first, held, cov, row, lo, hi = self.first, self.held, self.coverage, self.row, self.lo, self.hi
+        need_roofline, for_gpu = self.need_roofline, self.peaks.for_gpu
+        for idx, d, given, m in self.modeller.settle(line):  # share.Fix
             dur = d.get("kDuration") or 0
-            r = roofline(m.flops, m.bytes, dur, self.peaks.for_gpu(d.get("gpu")), m.dtype, m.tc) \
-                if self.need_roofline and m.family != Family.TRANSFER else NO_ROOFLINE
-            held[fix.idx - first] = self.row(fix.idx, d, m, r)
-            if fix.idx >= self.lo and (self.hi is None or fix.idx < self.hi):
-                if type(fix.given) is Pending:  # never counted
+            r = roofline(m.flops, m.bytes, dur, for_gpu(d.get("gpu")), m.dtype, m.tc) \
+                if need_roofline and m.family != Family.TRANSFER else NO_ROOFLINE
+            held[idx - first] = row(idx, d, m, r)
+            if idx >= lo and (hi is None or idx < hi):
+                if type(given) is Pending:  # never counted
                     cov.add(dur, m)
                 else:
-                    cov.swap(dur, fix.given, m)
+                    cov.swap(dur, given, m)
         oldest = None if line is None else self.modeller.oldest_open()
         upto = len(held) if oldest is None else oldest - first
-        lo = max(0, self.lo - first)
-        hi = upto if self.hi is None else max(lo, min(upto, self.hi - first))
+        lo = max(0, lo - first)
+        hi = upto if hi is None else max(lo, min(upto, hi - first))
         out = held[lo:hi] if lo or hi != upto else held[:upto]
         del held[:upto]
         self.first = first + upto
@@ -233,7 +259,7 @@ def _whole(line: bytes, path: str, lineno: int):
 
 
 def _add_tally(coverage: Coverage, tally: dict) -> None:
-    for m, kernels, ns in tally.values():
+    for m, kernels, ns, *_ in tally.values():
         coverage.add(ns, m, kernels)
 
 
@@ -243,8 +269,10 @@ def first_line(e: BaseException) -> str:
 
 
 def line_blocks(stream: IO[bytes], block_bytes: int = 1 << 20) -> Iterable[list]:
-    """Lists of whole lines (with their newlines) read in large blocks: one read and one C-level split per
-    block instead of one readline call per line."""
+    """Lists of whole lines, each with its newline (the last line of the input may have none), read in large
+    blocks: one read and one C-level split per block instead of one readline call per line. BytesIO's
+    ``readlines`` finds each line's end with memchr, where ``bytes.split`` looks at every byte in turn: on
+    records of a few kB a line, half the cost of splitting."""
     rest = b""
     read = getattr(stream, "read1", stream.read)
     while True:
@@ -253,7 +281,6 @@ def line_blocks(stream: IO[bytes], block_bytes: int = 1 << 20) -> Iterable[list]
             if rest:
                 yield [rest]
             return
-        data = rest + block if rest else block
-        lines = data.split(b"\n")
-        rest = lines.pop()
+        lines = io.BytesIO(rest + block if rest else block).readlines()
+        rest = lines.pop() if lines[-1][-1:] != b"\n" else b""
         yield lines
