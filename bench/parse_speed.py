@@ -151,7 +151,8 @@ def _core_takes(path: str) -> bool:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     probe = ("import sys; from pyprof.parse import open_source, close_source, native_lines; "
              "s = open_source(sys.argv[1]); print(native_lines.takes(s)); close_source(s)")
-    env = dict(os.environ, PYTHONPATH=here, PYPROF_PURE_PYTHON="0")
+    # this checkout first, the environment's own path after it (where its packages may be: a machine's kit)
+    env = dict(os.environ, PYTHONPATH=here + os.pathsep + os.environ.get("PYTHONPATH", ""), PYPROF_PURE_PYTHON="0")
     out = subprocess.run([sys.executable, "-c", probe, path], env=env, check=True, capture_output=True, text=True)
     return out.stdout.strip() == "True"
 
