@@ -1,6 +1,7 @@
-"""The record lines of an nsys export written by the compiled core (pyprof.parse._core.LineWriter): which exports it
-takes, and the JSON of each distinct part of a line, made by the Python path's own code (docs/parse.md, "The
-compiled core"). writer._merge_lines is the reference.
+"""The record lines of an nsys export made by the compiled core (docs/parse.md, "The compiled core"): which exports it
+takes; its sweep and attributions (pyprof.parse._core.Sweep, Attributor), given the Python definitions they follow;
+and the JSON of each distinct part of a line, made by the Python path's own code, for its line writer
+(pyprof.parse._core.LineWriter). writer._merge_lines and correlate.Correlator are the reference.
 """
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import sqlite3
 from pyprof.parse import correlate, encode, lineparts, native
 from pyprof.parse import markers as mk
 from pyprof.parse.activities import WINDOW
-from pyprof.common import no_cyclic_gc
 from pyprof.parse.correlate import DEEP_RANGES, MAX_RANGE_DEPTH, OUTPUT_WAIT_NS, Correlator
 from pyprof.parse.nsys import KERNEL, MEMCPY, MEMSET, NsysSource, _api_name
 from pyprof.record import COMPILED_MOD
@@ -24,7 +24,7 @@ def takes(source) -> bool:
 class Parts:
     """The JSON of each distinct part of a line, made by the Python code that makes it on the Python path; the core
     asks once per distinct key (a kernel's name ids, a device and stream, a launch configuration, an API name id)
-    and keeps the answer. The attributions' parts come with the sweep's infos (native.attributor)."""
+    and keeps the answer. The attributions' parts come with the sweep's infos (_attributor)."""
 
     def __init__(self, source, gpu_names: dict) -> None:
         self._source = source
@@ -104,8 +104,7 @@ def record_lines(source, stats, raw_markers: bool):
                                         encode.attribution(None), lineparts.API_END_KEY, stats,
                                         lineparts.CLOCK_SKEW_NS, 2 * lineparts.RECENT, 2 * WINDOW)
         try:
-            with no_cyclic_gc():  # as Correlator.sweep: millions of small acyclic objects
-                yield from lines
+            yield from lines  # the cyclic collector is off around them (writer._merge)
         finally:
             lines.close()
             if swept is not None:
