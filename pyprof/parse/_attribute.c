@@ -1179,7 +1179,7 @@ static void Attributor_dealloc(Attributor *self) {
 static PyObject *attr(PyObject *o, const char *name) { return PyObject_GetAttrString(o, name); }
 
 /* Attributor(correlator, defs, runs, raw_markers)
- *   defs: a dict of what the Python definitions provide (native.attributor builds it);
+ *   defs: a dict of what the Python definitions provide (native_lines._attributor builds it);
  *   runs: for each run of attribution fields on a line, ((slot name, encoder name, always, default JSON), ...) */
 static int Attributor_init(Attributor *self, PyObject *args, PyObject *kwds) {
     PyObject *correlator, *defs, *runs;
