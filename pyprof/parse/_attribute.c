@@ -5,12 +5,13 @@
  * decoded-marker cache) and on the Python classes that define the data: correlate.Attribution and markers.Marker.
  * Their slots are read and written at the offsets their member descriptors give, so the Python code that reads
  * or changes them (Correlator._take_output_shapes, _name_engine_range) sees one object, and the classes stay the
- * one definition. Texts are decoded by markers.decode, once per open range as on the Python path.
+ * one definition. Texts are decoded once per open range as on the Python path (_attribute_emit.c); the JSON is
+ * written by _attribute_json.c.
  *
  * Where the input is odd for C (a range time that is no 64-bit int, a text that is not a str), the chain is handed
  * to the Python method, which defines the answer.
  */
-#include "_core.h"
+#include "_attribute.h"
 
 #include <string.h>
 #ifndef Py_T_OBJECT_EX  /* before Python 3.12 */
@@ -18,80 +19,17 @@
 #define Py_T_OBJECT_EX T_OBJECT_EX
 #endif
 
-/* Attribution's slots (correlate.Attribution) the code touches, by name */
-enum { A_RANGES, A_LAYER, A_TRACE, A_MARKER, A_REPR, A_SEQ_MARKER, A_SEQ_ID, A_ALT_SEQ_ID, A_DIR, A_RECOMPUTE,
-       A_MOD, A_OP, A_ARGS, A_OUTPUTS, A_WAITING, A_CALLSITE, A_HOST_NS, A_FWD, A_CALL, A_UNTIL_NS, A_INFO,
-       N_A_SLOTS };
+/* the slots' and encoders' names, as the Python classes and record.Field.json spell them */
 static const char *A_NAMES[N_A_SLOTS] = {
     "ranges", "layer", "trace", "marker", "reprMarkers", "seqMarker", "seqId", "altSeqId", "dir", "recompute",
     "mod", "op", "args", "outputs", "waiting", "callsite", "host_ns", "fwd", "call", "until_ns", "info"};
-/* Marker's slots (markers.Marker) */
-enum { M_KIND, M_NAME, M_MOD, M_OP, M_ARGS, M_SITE, M_STACK, M_SEQ, M_STASHED, M_OP_ID, M_RAW_SIZES, M_OUTPUTS,
-       M_BACKWARD, M_DATA, M_CONTAINER, M_ARGS_JSON, M_LEAN_JSON, N_M_SLOTS };
 static const char *M_NAMES[N_M_SLOTS] = {"kind", "name", "mod", "op", "args", "site", "stack", "seq", "stashed",
                                          "op_id", "raw_sizes", "outputs", "backward", "data", "container",
                                          "_args_json", "_lean_json"};
-/* the JSON encoders of the attribution fields (record.Field.json) */
-enum { E_STRINGS, E_NESTED, E_JSON_ITEMS, E_INTS, E_STR, E_BOOL, E_JSON, E_STR_OPT, E_INT_OPT, N_ENCODERS };
 static const char *E_NAMES[N_ENCODERS] = {"strings", "nested", "json_items", "ints", "str", "bool", "json", "str?",
                                           "int?"};
-enum { K_SEQ, K_OP, K_MODULE, K_LAYER, K_TRACE, K_REPR, N_KINDS };
-#define MAX_FIELDS 24
-#define N_RUNS 2
 
 static const char ENGINE[] = "autograd::engine::evaluate_function: ";
-
-typedef struct {
-    Py_ssize_t slot;  /* offset in Attribution */
-    int encoder, always;
-    PyObject *key;      /* '"name":' */
-    PyObject *fallback; /* the Python encoder (encode.ENCODERS) for what C does not write itself */
-    PyObject *default_json;
-} FieldSpec;
-
-typedef struct {
-    PyObject_HEAD
-    /* the Correlator's state */
-    PyObject *correlator, *stacks, *state, *fwd, *markers, *wanted, *backward_thread, *calls, *process_of;
-    Py_ssize_t markers_max;
-    /* what the Python definitions provide */
-    PyObject *attribution_type, *decode, *python_attribute, *output_ops, *engine_seq_type, *undecoded, *empty,
-        *backward_bare, *serials, *string_json, *compiled_mod, *backward_op;
-    PyObject *kinds[N_KINDS];
-    Py_ssize_t a_off[N_A_SLOTS], m_off[N_M_SLOTS];
-    /* emit_nvtx texts decoded in C (markers._decode_emit_nvtx's common case) */
-    PyObject *marker_type, *names, *split_name, *call_key;
-    Py_ssize_t names_max, n_marker_slots, *marker_slots, raw_inputs_off;
-    FieldSpec fields[N_RUNS][MAX_FIELDS];
-    int n_fields[N_RUNS];
-    int raw_markers;
-    Buffer buf;
-} Attributor;
-
-#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
-#define A(self, obj, i) SLOT(obj, (self)->a_off[i])
-#define M(self, obj, i) SLOT(obj, (self)->m_off[i])
-
-/* obj.<slot> = value (a reference is taken) */
-static void set_slot(PyObject *obj, Py_ssize_t off, PyObject *value) {
-    PyObject *old = SLOT(obj, off);
-    SLOT(obj, off) = Py_NewRef(value);
-    Py_XDECREF(old);
-}
-
-/* A marker's slot, borrowed; an unset one raises as Python would. */
-static PyObject *mslot(Attributor *self, PyObject *m, int i) {
-    PyObject *v = M(self, m, i);
-    if (v == NULL) PyErr_Format(PyExc_AttributeError, "a Marker without %s", M_NAMES[i]);
-    return v;
-}
-
-static int kind_is(Attributor *self, PyObject *m, int k) {
-    PyObject *kind = M(self, m, M_KIND);
-    if (kind == self->kinds[k]) return 1;
-    if (kind == NULL || !PyUnicode_Check(kind)) return 0;
-    return PyUnicode_Compare(kind, self->kinds[k]) == 0;
-}
 
 /* offsets of a slotted class's members, by name */
 int slot_offsets(PyObject *type, const char **names, int n, Py_ssize_t *out) {
@@ -157,132 +95,6 @@ static PyObject *new_attribution(Attributor *self) {
     return a;
 }
 
-
-/* ---- emit_nvtx texts ------------------------------------------------------------------------------------------ */
-
-static int is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f); }
-
-/* text[from:to].strip() (str.strip's ASCII whitespace) */
-static PyObject *stripped(PyObject *text, Py_ssize_t from, Py_ssize_t to) {
-    const unsigned char *d = PyUnicode_DATA(text);
-    while (from < to && is_space(d[from])) from++;
-    while (to > from && is_space(d[to - 1])) to--;
-    return PyUnicode_Substring(text, from, to);
-}
-
-static Py_ssize_t find_in(const char *s, Py_ssize_t from, Py_ssize_t to, const char *needle, Py_ssize_t k) {
-    for (Py_ssize_t i = from; i + k <= to; i++)
-        if (s[i] == needle[0] && memcmp(s + i, needle, (size_t)k) == 0) return i;
-    return -1;
-}
-
-/* ", KEY = <digits>" at *at: the number (at most 18 digits), *at moved past it; -1 when not there */
-static long long number_field(const char *s, Py_ssize_t n, Py_ssize_t *at, const char *key, Py_ssize_t k) {
-    if (*at + k > n || memcmp(s + *at, key, (size_t)k) != 0) return -1;
-    Py_ssize_t i = *at + k, from = i;
-    long long v = 0;
-    while (i < n && s[i] >= '0' && s[i] <= '9' && i - from < 18) v = v * 10 + (s[i++] - '0');
-    if (i == from || (i < n && s[i] >= '0' && s[i] <= '9')) return -1;
-    *at = i;
-    return v;
-}
-
-#define KEY(s) s, (Py_ssize_t)(sizeof(s) - 1)
-
-/* A Marker of the common emit_nvtx text, "name[, seq = N][, op_id = M][, sizes = S[, input_op_ids = I]]" with a seq
- * or an op_id, built as markers._decode_emit_nvtx builds it; Py_None (a new reference) where that function's common
- * case does not apply, and markers.decode is asked. */
-static PyObject *emit_marker(Attributor *self, PyObject *text) {
-    if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
-    const char *s = (const char *)PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
-    if (n == 0 || s[0] == '{' || memchr(s, '\n', (size_t)n) != NULL || memchr(s, '=', (size_t)n) == NULL ||
-        (n >= 6 && memcmp(s, "layer:", 6) == 0))
-        Py_RETURN_NONE;
-    const char *comma = memchr(s, ',', (size_t)n);
-    Py_ssize_t at = comma ? comma - s : n, name_end = at;
-    long long seq = number_field(s, n, &at, KEY(", seq = "));
-    long long op_id = number_field(s, n, &at, KEY(", op_id = "));
-    Py_ssize_t sizes_from = -1, sizes_to = -1, inputs_from = -1;
-    if (at + 10 <= n && memcmp(s + at, ", sizes = ", 10) == 0) {
-        sizes_from = at + 10;
-        Py_ssize_t in = find_in(s, sizes_from, n, KEY(", input_op_ids = "));
-        sizes_to = in < 0 ? n : in;
-        inputs_from = in < 0 ? -1 : in + 17;
-        at = n;
-    } else if (at + 17 <= n && memcmp(s + at, ", input_op_ids = ", 17) == 0) {
-        at = n;  /* inputs without sizes: matched, and not kept (the Python case keeps inputs only after sizes) */
-    }
-    if (at != n || (seq < 0 && op_id < 0)) Py_RETURN_NONE;
-    if (sizes_from >= 0 && (find_in(s, sizes_from, sizes_to, KEY(" = ")) >= 0 ||
-                            (inputs_from >= 0 && find_in(s, inputs_from, n, KEY(" = ")) >= 0)))
-        Py_RETURN_NONE;
-    PyTypeObject *type = (PyTypeObject *)self->marker_type;
-    PyObject *m = type->tp_alloc(type, 0);
-    if (m == NULL) return NULL;
-    for (Py_ssize_t k = 0; k < self->n_marker_slots; k++) SLOT(m, self->marker_slots[k]) = Py_NewRef(Py_None);
-    set_slot(m, self->m_off[M_KIND], self->kinds[K_SEQ]);
-    set_slot(m, self->m_off[M_BACKWARD], Py_False);
-    set_slot(m, self->m_off[M_CONTAINER], Py_False);
-    PyObject *name = PyUnicode_Substring(text, 0, name_end), *v = NULL, *parts = NULL;
-    if (name == NULL) goto fail;
-    if (seq >= 0) {
-        if ((v = PyLong_FromLongLong(seq)) == NULL) goto fail;
-        set_slot(m, self->m_off[M_SEQ], v);
-        Py_CLEAR(v);
-    }
-    if (op_id >= 0) {
-        if ((v = PyLong_FromLongLong(op_id)) == NULL) goto fail;
-        set_slot(m, self->m_off[M_OP_ID], v);
-        Py_CLEAR(v);
-    }
-    if (sizes_from >= 0) {
-        if ((v = stripped(text, sizes_from, sizes_to)) == NULL) goto fail;
-        set_slot(m, self->m_off[M_RAW_SIZES], v);
-        Py_CLEAR(v);
-        if (inputs_from >= 0) {
-            if ((v = stripped(text, inputs_from, n)) == NULL) goto fail;
-            set_slot(m, self->raw_inputs_off, v);
-            Py_CLEAR(v);
-        }
-    }
-    /* markers._name_op: the name's parts, split once per distinct name */
-    parts = PyDict_GetItemWithError(self->names, name);
-    if (parts != NULL) {
-        Py_INCREF(parts);
-    } else {
-        if (PyErr_Occurred() || (parts = PyObject_CallOneArg(self->split_name, name)) == NULL) goto fail;
-        if (bounded_add(self->names, name, parts, self->names_max) < 0) goto fail;
-    }
-    if (!PyTuple_Check(parts) || PyTuple_GET_SIZE(parts) != 5) {
-        PyErr_SetString(PyExc_TypeError, "a name's parts are (name, mod, op, backward, container)");
-        goto fail;
-    }
-    static const int order[] = {M_NAME, M_MOD, M_OP, M_BACKWARD, M_CONTAINER};
-    for (int k = 0; k < 5; k++) set_slot(m, self->m_off[order[k]], PyTuple_GET_ITEM(parts, k));
-    /* markers._unnumbered */
-    if (seq < 0) {
-        int has_mod = PyObject_IsTrue(M(self, m, M_MOD)), backward = PyObject_IsTrue(M(self, m, M_BACKWARD));
-        if (has_mod < 0 || backward < 0) goto fail;
-        if (!has_mod && !backward) set_slot(m, self->m_off[M_CONTAINER], Py_True);
-    }
-    Py_DECREF(parts);
-    Py_DECREF(name);
-    return m;
-fail:
-    Py_XDECREF(parts);
-    Py_XDECREF(name);
-    Py_DECREF(m);
-    return NULL;
-}
-
-/* markers.decode(text), its emit_nvtx common case in C */
-static PyObject *decode_text(Attributor *self, PyObject *text) {
-    PyObject *m = emit_marker(self, text);
-    if (m != Py_None) return m;
-    Py_DECREF(m);
-    return PyObject_CallOneArg(self->decode, text);
-}
 
 /* ---- markers ---------------------------------------------------------------------------------------------- */
 
@@ -367,54 +179,6 @@ typedef struct {
 enum { OPS, FWD_SEQ, BWD_SEQ };
 
 static PyObject *attribute(Attributor *self, PyObject *chain, int counters);
-
-/* encode.forward_link */
-static PyObject *link_json(Attributor *self, PyObject *f, PyObject *seq) {
-    PyObject *mods = A(self, f, A_MOD), *ops = A(self, f, A_OP);
-    PyObject *mod = PyList_GET_SIZE(mods) ? PyList_GET_ITEM(mods, 0) : NULL;
-    PyObject *op = PyList_GET_SIZE(ops) ? PyList_GET_ITEM(ops, 0) : NULL;
-    PyObject *empty = PyUnicode_New(0, 0);
-    if (empty == NULL) return NULL;
-    PyObject *mj = PyObject_CallOneArg(self->string_json, mod ? mod : empty);
-    PyObject *oj = mj ? PyObject_CallOneArg(self->string_json, op ? op : empty) : NULL;
-    Py_DECREF(empty);
-    PyObject *callsite = A(self, f, A_CALLSITE), *cj = NULL, *lj = NULL, *out = NULL;
-    if (oj == NULL) goto done;
-    cj = callsite == Py_None ? PyUnicode_FromString("null") : PyObject_CallOneArg(self->string_json, callsite);
-    if (cj == NULL) goto done;
-    /* layer: encode.strings */
-    PyObject *layer = A(self, f, A_LAYER);
-    if (PyList_GET_SIZE(layer) == 0) {
-        lj = PyUnicode_FromString("[]");
-    } else {
-        PyObject *items = PyList_New(PyList_GET_SIZE(layer));
-        if (items == NULL) goto done;
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(layer); k++) {
-            PyObject *e = PyObject_CallOneArg(self->string_json, PyList_GET_ITEM(layer, k));
-            if (e == NULL) {
-                Py_DECREF(items);
-                goto done;
-            }
-            PyList_SET_ITEM(items, k, e);
-        }
-        PyObject *comma = PyUnicode_FromString(",");
-        PyObject *joined = comma ? PyUnicode_Join(comma, items) : NULL;
-        Py_XDECREF(comma);
-        Py_DECREF(items);
-        if (joined == NULL) goto done;
-        lj = PyUnicode_FromFormat("[%U]", joined);
-        Py_DECREF(joined);
-    }
-    if (lj == NULL) goto done;
-    out = PyUnicode_FromFormat("{\"mod\":%U,\"op\":%U,\"args\":%S,\"callsite\":%U,\"layer\":%U,\"seq\":%S}", mj, oj,
-                               A(self, f, A_ARGS), cj, lj, seq);
-done:
-    Py_XDECREF(mj);
-    Py_XDECREF(oj);
-    Py_XDECREF(cj);
-    Py_XDECREF(lj);
-    return out;
-}
 
 /* correlate._forward_link: the JSON of the forward op of the innermost numbered backward range, or None */
 static PyObject *forward_link(Attributor *self, Item *items, Py_ssize_t n) {
@@ -532,26 +296,6 @@ static int append_all(PyObject *list, PyObject *items) {
 static int truthy_slot(Attributor *self, PyObject *m, int i) {
     PyObject *v = mslot(self, m, i);
     return v == NULL ? -1 : PyObject_IsTrue(v);
-}
-
-/* Marker.lean_json(call): the op marker's JSON without its arguments, with its call id last; the common case (the
- * common part encoded already, an int call, a payload without a "call" of its own) here, the rest by the method */
-static PyObject *lean_json(Attributor *self, PyObject *m, PyObject *call) {
-    PyObject *lean = M(self, m, M_LEAN_JSON), *data = M(self, m, M_DATA);
-    if (lean != NULL && PyUnicode_CheckExact(lean) && PyUnicode_GET_LENGTH(lean) >= 2 && PyLong_CheckExact(call) &&
-        data != NULL && PyDict_CheckExact(data)) {
-        int own = PyDict_Contains(data, self->call_key);
-        if (own < 0) return NULL;
-        if (!own) {
-            PyObject *head = PyUnicode_Substring(lean, 0, PyUnicode_GET_LENGTH(lean) - 1);
-            if (head == NULL) return NULL;
-            PyObject *out = PyUnicode_GET_LENGTH(lean) == 2 ? PyUnicode_FromFormat("{\"call\":%S}", call)
-                                                           : PyUnicode_FromFormat("%U,\"call\":%S}", head, call);
-            Py_DECREF(head);
-            return out;
-        }
-    }
-    return PyObject_CallMethod(m, "lean_json", "O", call);
 }
 
 /* _backward_graph(m): a kernel of a compiled backward graph */
@@ -986,114 +730,6 @@ fail:
 
 /* ---- the launch info and its JSON -------------------------------------------------------------------------- */
 
-/* a str's JSON as encode.string (json's encode_basestring_ascii): plain ASCII copied, anything else by Python */
-static int put_string(Attributor *self, PyObject *s) {
-    if (PyUnicode_CheckExact(s) && PyUnicode_IS_ASCII(s)) {
-        const unsigned char *d = PyUnicode_DATA(s);
-        Py_ssize_t n = PyUnicode_GET_LENGTH(s), k = 0;
-        while (k < n && d[k] >= 0x20 && d[k] != '"' && d[k] != '\\' && d[k] != 0x7f) k++;
-        if (k == n) return buf_put(&self->buf, "\"", 1) || buf_put(&self->buf, (const char *)d, n) ||
-                           buf_put(&self->buf, "\"", 1) ? -1 : 0;
-    }
-    PyObject *e = PyObject_CallOneArg(self->string_json, s);
-    if (e == NULL) return -1;
-    int rc = buf_str(&self->buf, e);
-    Py_DECREF(e);
-    return rc;
-}
-
-static int put_int(Attributor *self, PyObject *v) {
-    if (PyLong_CheckExact(v)) {
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (!overflow && !(x == -1 && PyErr_Occurred())) return buf_ll(&self->buf, x);
-        PyErr_Clear();
-    }
-    PyObject *text = PyObject_Str(v);
-    if (text == NULL) return -1;
-    int rc = buf_str(&self->buf, text);
-    Py_DECREF(text);
-    return rc;
-}
-
-/* one field's JSON (encode.ENCODERS[field.json]) into the buffer */
-static int put_field(Attributor *self, FieldSpec *f, PyObject *v) {
-    Buffer *b = &self->buf;
-    switch (f->encoder) {
-    case E_STRINGS:
-    case E_JSON_ITEMS:
-    case E_INTS:
-        if (PyList_CheckExact(v)) {
-            Py_ssize_t n = PyList_GET_SIZE(v);
-            if (buf_put(b, "[", 1) < 0) return -1;
-            for (Py_ssize_t k = 0; k < n; k++) {
-                PyObject *x = PyList_GET_ITEM(v, k);
-                if (k && buf_put(b, ",", 1) < 0) return -1;
-                int rc = f->encoder == E_STRINGS ? put_string(self, x)
-                         : f->encoder == E_INTS  ? (x == Py_None ? buf_put(b, "null", 4) : put_int(self, x))
-                                                 : buf_str(b, x);
-                if (rc < 0) return -1;
-            }
-            return buf_put(b, "]", 1);
-        }
-        break;
-    case E_STR:
-        if (PyUnicode_Check(v)) return put_string(self, v);
-        break;
-    case E_STR_OPT:
-        if (v == Py_None) return buf_put(b, "null", 4);
-        if (PyUnicode_Check(v)) return put_string(self, v);
-        break;
-    case E_INT_OPT:
-        if (v == Py_None) return buf_put(b, "null", 4);
-        if (PyLong_CheckExact(v)) return put_int(self, v);
-        break;
-    case E_BOOL: {
-        int t = PyObject_IsTrue(v);
-        return t < 0 ? -1 : t ? buf_put(b, "true", 4) : buf_put(b, "false", 5);
-    }
-    case E_JSON:
-        if (v == Py_None) return buf_put(b, "null", 4);
-        if (PyUnicode_Check(v)) return buf_str(b, v);
-        break;
-    case E_NESTED:
-        if (v == Py_None) return buf_put(b, "null", 4);
-        if (PyList_CheckExact(v) && PyList_GET_SIZE(v) == 0) return buf_put(b, "[]", 2);
-        break;
-    }
-    PyObject *text = PyObject_CallOneArg(f->fallback, v);
-    if (text == NULL) return -1;
-    int rc = buf_str(b, text);
-    Py_DECREF(text);
-    return rc;
-}
-
-/* one run of attribution fields (encode.part with first=False) */
-static PyObject *run_json(Attributor *self, PyObject *a, int run) {
-    Buffer *b = &self->buf;
-    b->size = 0;
-    for (int k = 0; k < self->n_fields[run]; k++) {
-        FieldSpec *f = &self->fields[run][k];
-        PyObject *v = SLOT(a, f->slot);
-        if (v == NULL) {
-            PyErr_SetString(PyExc_AttributeError, "an Attribution field is unset");
-            return NULL;
-        }
-        if (f->slot == self->a_off[A_SEQ_MARKER] && !self->raw_markers) v = NULL;  /* written only when asked */
-        Py_ssize_t at = b->size;
-        if (buf_put(b, ",", 1) < 0 || buf_str(b, f->key) < 0) return NULL;
-        Py_ssize_t value_at = b->size;
-        if (v == NULL ? buf_put(b, "[]", 2) : put_field(self, f, v) < 0) return NULL;
-        if (!f->always) {
-            Py_ssize_t n;
-            const char *d = PyUnicode_AsUTF8AndSize(f->default_json, &n);
-            if (d == NULL) return NULL;
-            if (b->size - value_at == n && memcmp(b->data + value_at, d, (size_t)n) == 0) b->size = at;
-        }
-    }
-    return PyUnicode_DecodeUTF8(b->data, b->size, "strict");
-}
-
 /* correlate._info in the form the compiled line writer takes: ((number, (head, tail)), call, flags) */
 static PyObject *Attributor_info(Attributor *self, PyObject *a) {
     if (!Py_IS_TYPE(a, (PyTypeObject *)self->attribution_type)) {
@@ -1133,7 +769,7 @@ static PyObject *Attributor_info(Attributor *self, PyObject *a) {
 static int Attributor_traverse(Attributor *self, visitproc visit, void *arg) {
     PyObject **all[] = {&self->correlator, &self->stacks, &self->state, &self->fwd, &self->markers, &self->wanted,
                         &self->backward_thread, &self->calls, &self->process_of, &self->attribution_type,
-                        &self->decode, &self->python_attribute, &self->output_ops, &self->engine_seq_type,
+                        &self->decode, &self->output_ops, &self->engine_seq_type,
                         &self->undecoded, &self->empty, &self->backward_bare, &self->serials, &self->string_json,
                         &self->compiled_mod, &self->backward_op, &self->marker_type, &self->names,
                         &self->split_name, &self->call_key};
@@ -1151,7 +787,7 @@ static int Attributor_traverse(Attributor *self, visitproc visit, void *arg) {
 static int Attributor_clear(Attributor *self) {
     PyObject **all[] = {&self->correlator, &self->stacks, &self->state, &self->fwd, &self->markers, &self->wanted,
                         &self->backward_thread, &self->calls, &self->process_of, &self->attribution_type,
-                        &self->decode, &self->python_attribute, &self->output_ops, &self->engine_seq_type,
+                        &self->decode, &self->output_ops, &self->engine_seq_type,
                         &self->undecoded, &self->empty, &self->backward_bare, &self->serials, &self->string_json,
                         &self->compiled_mod, &self->backward_op, &self->marker_type, &self->names,
                         &self->split_name, &self->call_key};
