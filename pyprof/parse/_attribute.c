@@ -77,16 +77,13 @@ static PyObject *new_attribution(Attributor *self) {
         }
         A(self, a, lists[i]) = l;
     }
-    PyObject *empty_str = PyUnicode_New(0, 0), *args = PyUnicode_FromString("[]"), *zero = PyLong_FromLong(0);
-    if (!empty_str || !args || !zero) {
-        Py_XDECREF(empty_str);
-        Py_XDECREF(args);
-        Py_XDECREF(zero);
+    PyObject *zero = PyLong_FromLong(0);
+    if (zero == NULL) {
         Py_DECREF(a);
         return NULL;
     }
-    A(self, a, A_DIR) = empty_str;
-    A(self, a, A_ARGS) = args;
+    A(self, a, A_DIR) = Py_NewRef(self->no_text);
+    A(self, a, A_ARGS) = Py_NewRef(self->no_args);
     A(self, a, A_UNTIL_NS) = zero;
     A(self, a, A_RECOMPUTE) = Py_NewRef(Py_False);
     A(self, a, A_WAITING) = Py_NewRef(Py_False);
@@ -198,10 +195,7 @@ static PyObject *forward_link(Attributor *self, Item *items, Py_ssize_t n) {
         }
         PyObject *text = PyTuple_GET_ITEM(items[k].row, 3);
         if (PyUnicode_Check(text) && PyUnicode_GET_LENGTH(text) > 0) {
-            PyObject *prefix = PyUnicode_FromString(ENGINE);
-            if (prefix == NULL) return NULL;
-            Py_ssize_t is = PyUnicode_Tailmatch(text, prefix, 0, PY_SSIZE_T_MAX, -1);
-            Py_DECREF(prefix);
+            Py_ssize_t is = PyUnicode_Tailmatch(text, self->engine_prefix, 0, PY_SSIZE_T_MAX, -1);
             if (is < 0) return NULL;
             engines += (int)is;
         }
@@ -340,39 +334,34 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
     if (until != NULL) set_slot(a, self->a_off[A_UNTIL_NS], until);
     PyObject *ranges = A(self, a, A_RANGES), *trace = A(self, a, A_TRACE), *layer = A(self, a, A_LAYER);
     int in_engine = 0, node;
-    PyObject *engine_prefix = PyUnicode_FromString(ENGINE);
-    if (engine_prefix == NULL) goto fail;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *row = PyList_GET_ITEM(chain, i), *text = PyTuple_GET_ITEM(row, 3);
         int has_text = text != Py_None && PyUnicode_GET_LENGTH(text) > 0;
         node = in_engine;
         in_engine = 0;
         if (has_text) {
-            Py_ssize_t is = PyUnicode_Tailmatch(text, engine_prefix, 0, PY_SSIZE_T_MAX, -1);
-            if (is < 0) goto fail_prefix;
+            Py_ssize_t is = PyUnicode_Tailmatch(text, self->engine_prefix, 0, PY_SSIZE_T_MAX, -1);
+            if (is < 0) goto fail;
             in_engine = (int)is;
         }
         if (!has_text) {
-            PyObject *empty = PyUnicode_New(0, 0);
-            int rc = empty ? PyList_Append(ranges, empty) : -1;
-            Py_XDECREF(empty);
-            if (rc < 0) goto fail_prefix;
+            if (PyList_Append(ranges, self->no_text) < 0) goto fail;
             continue;
         }
         PyObject *m = range_marker(self, row, text, in_engine, counters);
-        if (m == NULL) goto fail_prefix;
+        if (m == NULL) goto fail;
         int rc = PyList_Append(held, m);
         Py_DECREF(m);
-        if (rc < 0) goto fail_prefix;
+        if (rc < 0) goto fail;
         if (m == Py_None) {
-            if (PyList_Append(ranges, text) < 0) goto fail_prefix;
+            if (PyList_Append(ranges, text) < 0) goto fail;
             continue;
         }
         PyObject *name = range_name(self, m, text);
-        if (name == NULL) goto fail_prefix;
+        if (name == NULL) goto fail;
         rc = PyList_Append(ranges, name);
         Py_DECREF(name);
-        if (rc < 0) goto fail_prefix;
+        if (rc < 0) goto fail;
         Item *it = &items[n_items];
         it->m = m;
         it->row = row;
@@ -381,30 +370,28 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
         if (kind_is(self, m, K_SEQ)) {
             int backward = truthy_slot(self, m, M_BACKWARD);
             PyObject *seq = mslot(self, m, M_SEQ);
-            if (backward < 0 || seq == NULL) goto fail_prefix;
+            if (backward < 0 || seq == NULL) goto fail;
             it->side = backward || (node && seq != Py_None) ? BWD_SEQ : FWD_SEQ;
         } else if (kind_is(self, m, K_OP)) {
             it->side = OPS;
             PyObject *stack = mslot(self, m, M_STACK), *site = mslot(self, m, M_SITE);
-            if (stack == NULL || site == NULL) goto fail_prefix;
+            if (stack == NULL || site == NULL) goto fail;
             int has_stack = PyObject_IsTrue(stack), has_site = PyObject_IsTrue(site);
-            if (has_stack < 0 || has_site < 0) goto fail_prefix;
+            if (has_stack < 0 || has_site < 0) goto fail;
             if (has_stack ? append_all(trace, stack) < 0 : has_site && PyList_Append(trace, site) < 0)
-                goto fail_prefix;
+                goto fail;
         } else if (kind_is(self, m, K_MODULE) || kind_is(self, m, K_LAYER)) {
             PyObject *mname = mslot(self, m, M_NAME);
-            if (mname == NULL || PyList_Append(layer, mname) < 0) goto fail_prefix;
+            if (mname == NULL || PyList_Append(layer, mname) < 0) goto fail;
         } else if (kind_is(self, m, K_TRACE)) {
             PyObject *stack = mslot(self, m, M_STACK);
-            if (stack == NULL || append_all(trace, stack) < 0) goto fail_prefix;
+            if (stack == NULL || append_all(trace, stack) < 0) goto fail;
         } else if (kind_is(self, m, K_REPR)) {
             PyObject *data = mslot(self, m, M_DATA);
-            if (data == NULL || PyList_Append(A(self, a, A_REPR), data) < 0) goto fail_prefix;
+            if (data == NULL || PyList_Append(A(self, a, A_REPR), data) < 0) goto fail;
         }
         if (it->side != -2) n_items++;
     }
-    Py_DECREF(engine_prefix);
-    engine_prefix = NULL;
     /* activation checkpointing: a numbered forward op inside backward work is a recomputed forward op */
     Py_ssize_t inner = -1;
     for (Py_ssize_t k = 0; k < n_items; k++)
@@ -474,31 +461,21 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
         for (Py_ssize_t k = 0; k < n_items && engine_work; k++)
             if (items[k].side == FWD_SEQ && M(self, items[k].m, M_SEQ) != Py_None) engine_work = 0;
     }
-    PyObject *bprop = PyUnicode_FromString("bprop");
-    if (bprop == NULL) goto fail;
     if (named_side < 0) {
-        if (engine_work) set_slot(a, self->a_off[A_DIR], bprop);
-        Py_DECREF(bprop);
+        if (engine_work) set_slot(a, self->a_off[A_DIR], self->bprop);
         goto done;
     }
     int is_bprop = any_bwd || engine_work;
     for (Py_ssize_t k = 0; k < n_items && !is_bprop; k++) {
         if (items[k].side != OPS) continue;
         PyObject *op = mslot(self, items[k].m, M_OP);
-        if (op == NULL) goto fail_bprop;
+        if (op == NULL) goto fail;
         int is = PyObject_RichCompareBool(op, self->backward_op, Py_EQ);
         if (is == 0) is = backward_graph(self, items[k].m);
-        if (is < 0) goto fail_bprop;
+        if (is < 0) goto fail;
         is_bprop = is;
     }
-    if (is_bprop) set_slot(a, self->a_off[A_DIR], bprop);
-    else {
-        PyObject *fprop = PyUnicode_FromString("fprop");
-        if (fprop == NULL) goto fail_bprop;
-        set_slot(a, self->a_off[A_DIR], fprop);
-        Py_DECREF(fprop);
-    }
-    Py_DECREF(bprop);
+    set_slot(a, self->a_off[A_DIR], is_bprop ? self->bprop : self->fprop);
     /* mod, op of the named ranges; the first of them gives args, outputs, callsite, host time */
     Item *first = NULL;
     PyObject *mods = A(self, a, A_MOD), *ops = A(self, a, A_OP);
@@ -612,11 +589,6 @@ done:
     Py_DECREF(held);
     PyMem_Free(items);
     return a;
-fail_bprop:
-    Py_DECREF(bprop);
-    goto fail;
-fail_prefix:
-    Py_XDECREF(engine_prefix);
 fail:
     Py_XDECREF(held);
     PyMem_Free(items);
@@ -742,7 +714,8 @@ static PyObject *Attributor_info(Attributor *self, PyObject *a) {
     PyObject *info = NULL;
     if (number != NULL) {
         long flags = 0;
-        int bprop = PyUnicode_Check(A(self, a, A_DIR)) && PyUnicode_CompareWithASCIIString(A(self, a, A_DIR), "bprop") == 0;
+        int bprop = A(self, a, A_DIR) == self->bprop ||
+                    (PyUnicode_Check(A(self, a, A_DIR)) && PyUnicode_Compare(A(self, a, A_DIR), self->bprop) == 0);
         if (PyList_GET_SIZE(A(self, a, A_OP)) > 0) flags |= 1;        /* HAS_OP */
         if (bprop) flags |= 2;                                         /* BPROP */
         if (A(self, a, A_FWD) != Py_None) flags |= 4;                  /* HAS_FWD */
@@ -767,13 +740,9 @@ static PyObject *Attributor_info(Attributor *self, PyObject *a) {
 /* ---- the type ------------------------------------------------------------------------------------------------ */
 
 static int Attributor_traverse(Attributor *self, visitproc visit, void *arg) {
-    PyObject **all[] = {&self->correlator, &self->stacks, &self->state, &self->fwd, &self->markers, &self->wanted,
-                        &self->backward_thread, &self->calls, &self->process_of, &self->attribution_type,
-                        &self->decode, &self->output_ops, &self->engine_seq_type,
-                        &self->undecoded, &self->empty, &self->backward_bare, &self->serials, &self->string_json,
-                        &self->compiled_mod, &self->backward_op, &self->marker_type, &self->names,
-                        &self->split_name, &self->call_key};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) Py_VISIT(*all[i]);
+#define VISIT(f) Py_VISIT(self->f);
+    ATTRIBUTOR_OBJECTS(VISIT)
+#undef VISIT
     for (int k = 0; k < N_KINDS; k++) Py_VISIT(self->kinds[k]);
     for (int r = 0; r < N_RUNS; r++)
         for (int k = 0; k < self->n_fields[r]; k++) {
@@ -785,13 +754,9 @@ static int Attributor_traverse(Attributor *self, visitproc visit, void *arg) {
 }
 
 static int Attributor_clear(Attributor *self) {
-    PyObject **all[] = {&self->correlator, &self->stacks, &self->state, &self->fwd, &self->markers, &self->wanted,
-                        &self->backward_thread, &self->calls, &self->process_of, &self->attribution_type,
-                        &self->decode, &self->output_ops, &self->engine_seq_type,
-                        &self->undecoded, &self->empty, &self->backward_bare, &self->serials, &self->string_json,
-                        &self->compiled_mod, &self->backward_op, &self->marker_type, &self->names,
-                        &self->split_name, &self->call_key};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) Py_CLEAR(*all[i]);
+#define CLEAR(f) Py_CLEAR(self->f);
+    ATTRIBUTOR_OBJECTS(CLEAR)
+#undef CLEAR
     for (int k = 0; k < N_KINDS; k++) Py_CLEAR(self->kinds[k]);
     for (int r = 0; r < N_RUNS; r++) {
         for (int k = 0; k < self->n_fields[r]; k++) {
@@ -869,7 +834,11 @@ static int Attributor_init(Attributor *self, PyObject *args, PyObject *kwds) {
         slot_offsets(marker_type, M_NAMES, N_M_SLOTS, self->m_off) < 0)
         return -1;
     self->marker_type = Py_NewRef(marker_type);
-    if ((self->call_key = PyUnicode_InternFromString("call")) == NULL) return -1;
+    struct { PyObject **to; const char *text; } texts[] = {
+        {&self->call_key, "call"}, {&self->engine_prefix, ENGINE}, {&self->bprop, "bprop"}, {&self->fprop, "fprop"},
+        {&self->no_text, ""}, {&self->no_args, "[]"}};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
+        if ((*texts[i].to = PyUnicode_InternFromString(texts[i].text)) == NULL) return -1;
     self->names = Py_XNewRef(PyDict_GetItemString(defs, "names"));
     self->split_name = Py_XNewRef(PyDict_GetItemString(defs, "split_name"));
     if (self->names == NULL || !PyDict_Check(self->names) || self->split_name == NULL) {

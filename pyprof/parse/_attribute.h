@@ -28,19 +28,25 @@ typedef struct {
     PyObject *default_json;
 } FieldSpec;
 
+/* The Python objects an Attributor holds (its traverse and clear visit these): the Correlator and its state; what the
+ * Python definitions provide; for emit_nvtx texts decoded in C (markers._decode_emit_nvtx's common case), the Marker
+ * class and the cache of split names; texts made once (the engine range's prefix, the directions, "" and "[]"). */
+#define ATTRIBUTOR_OBJECTS(X)                                                                                         \
+    X(correlator) X(stacks) X(state) X(fwd) X(markers) X(wanted) X(backward_thread) X(calls) X(process_of)           \
+    X(attribution_type) X(decode) X(output_ops) X(engine_seq_type) X(undecoded) X(empty) X(backward_bare) X(serials) \
+    X(string_json) X(compiled_mod) X(backward_op)                                                                     \
+    X(marker_type) X(names) X(split_name) X(call_key)                                                                 \
+    X(engine_prefix) X(bprop) X(fprop) X(no_text) X(no_args)
+
 typedef struct {
     PyObject_HEAD
-    /* the Correlator's state */
-    PyObject *correlator, *stacks, *state, *fwd, *markers, *wanted, *backward_thread, *calls, *process_of;
-    Py_ssize_t markers_max;
-    /* what the Python definitions provide */
-    PyObject *attribution_type, *decode, *output_ops, *engine_seq_type, *undecoded, *empty,
-        *backward_bare, *serials, *string_json, *compiled_mod, *backward_op;
+#define ATTRIBUTOR_FIELD(f) PyObject *f;
+    ATTRIBUTOR_OBJECTS(ATTRIBUTOR_FIELD)
+#undef ATTRIBUTOR_FIELD
     PyObject *kinds[N_KINDS];
+    Py_ssize_t markers_max, names_max;
     Py_ssize_t a_off[N_A_SLOTS], m_off[N_M_SLOTS];
-    /* emit_nvtx texts decoded in C (markers._decode_emit_nvtx's common case) */
-    PyObject *marker_type, *names, *split_name, *call_key;
-    Py_ssize_t names_max, n_marker_slots, *marker_slots, raw_inputs_off;
+    Py_ssize_t n_marker_slots, *marker_slots, raw_inputs_off;
     FieldSpec fields[N_RUNS][MAX_FIELDS];
     int n_fields[N_RUNS];
     int raw_markers;

@@ -5,54 +5,6 @@
 
 #include <string.h>
 
-/* encode.forward_link */
-PyObject *link_json(Attributor *self, PyObject *f, PyObject *seq) {
-    PyObject *mods = A(self, f, A_MOD), *ops = A(self, f, A_OP);
-    PyObject *mod = PyList_GET_SIZE(mods) ? PyList_GET_ITEM(mods, 0) : NULL;
-    PyObject *op = PyList_GET_SIZE(ops) ? PyList_GET_ITEM(ops, 0) : NULL;
-    PyObject *empty = PyUnicode_New(0, 0);
-    if (empty == NULL) return NULL;
-    PyObject *mj = PyObject_CallOneArg(self->string_json, mod ? mod : empty);
-    PyObject *oj = mj ? PyObject_CallOneArg(self->string_json, op ? op : empty) : NULL;
-    Py_DECREF(empty);
-    PyObject *callsite = A(self, f, A_CALLSITE), *cj = NULL, *lj = NULL, *out = NULL;
-    if (oj == NULL) goto done;
-    cj = callsite == Py_None ? PyUnicode_FromString("null") : PyObject_CallOneArg(self->string_json, callsite);
-    if (cj == NULL) goto done;
-    /* layer: encode.strings */
-    PyObject *layer = A(self, f, A_LAYER);
-    if (PyList_GET_SIZE(layer) == 0) {
-        lj = PyUnicode_FromString("[]");
-    } else {
-        PyObject *items = PyList_New(PyList_GET_SIZE(layer));
-        if (items == NULL) goto done;
-        for (Py_ssize_t k = 0; k < PyList_GET_SIZE(layer); k++) {
-            PyObject *e = PyObject_CallOneArg(self->string_json, PyList_GET_ITEM(layer, k));
-            if (e == NULL) {
-                Py_DECREF(items);
-                goto done;
-            }
-            PyList_SET_ITEM(items, k, e);
-        }
-        PyObject *comma = PyUnicode_FromString(",");
-        PyObject *joined = comma ? PyUnicode_Join(comma, items) : NULL;
-        Py_XDECREF(comma);
-        Py_DECREF(items);
-        if (joined == NULL) goto done;
-        lj = PyUnicode_FromFormat("[%U]", joined);
-        Py_DECREF(joined);
-    }
-    if (lj == NULL) goto done;
-    out = PyUnicode_FromFormat("{\"mod\":%U,\"op\":%U,\"args\":%S,\"callsite\":%U,\"layer\":%U,\"seq\":%S}", mj, oj,
-                               A(self, f, A_ARGS), cj, lj, seq);
-done:
-    Py_XDECREF(mj);
-    Py_XDECREF(oj);
-    Py_XDECREF(cj);
-    Py_XDECREF(lj);
-    return out;
-}
-
 /* Marker.lean_json(call): the op marker's JSON without its arguments, with its call id last; the common case (the
  * common part encoded already, an int call, a payload without a "call" of its own) here, the rest by the method */
 PyObject *lean_json(Attributor *self, PyObject *m, PyObject *call) {
@@ -101,6 +53,29 @@ static int put_int(Attributor *self, PyObject *v) {
     int rc = buf_str(&self->buf, text);
     Py_DECREF(text);
     return rc;
+}
+
+/* encode.forward_link: the JSON of a forward op's link, from its Attribution, with the node's seq */
+PyObject *link_json(Attributor *self, PyObject *f, PyObject *seq) {
+    PyObject *mods = A(self, f, A_MOD), *ops = A(self, f, A_OP), *callsite = A(self, f, A_CALLSITE);
+    PyObject *layer = A(self, f, A_LAYER);
+    Buffer *b = &self->buf;
+    b->size = 0;
+    if (buf_put(b, "{\"mod\":", 7) < 0 ||
+        put_string(self, PyList_GET_SIZE(mods) ? PyList_GET_ITEM(mods, 0) : self->no_text) < 0 ||
+        buf_put(b, ",\"op\":", 6) < 0 ||
+        put_string(self, PyList_GET_SIZE(ops) ? PyList_GET_ITEM(ops, 0) : self->no_text) < 0 ||
+        buf_put(b, ",\"args\":", 8) < 0 || buf_str(b, A(self, f, A_ARGS)) < 0 ||
+        buf_put(b, ",\"callsite\":", 12) < 0 ||
+        (callsite == Py_None ? buf_put(b, "null", 4) : put_string(self, callsite)) < 0 ||
+        buf_put(b, ",\"layer\":[", 10) < 0)
+        return NULL;
+    for (Py_ssize_t k = 0; k < PyList_GET_SIZE(layer); k++)
+        if ((k && buf_put(b, ",", 1) < 0) || put_string(self, PyList_GET_ITEM(layer, k)) < 0) return NULL;
+    if (buf_put(b, "],\"seq\":", 8) < 0 || (seq == Py_None ? buf_put(b, "null", 4) : put_int(self, seq)) < 0 ||
+        buf_put(b, "}", 1) < 0)
+        return NULL;
+    return PyUnicode_DecodeUTF8(b->data, b->size, "strict");
 }
 
 /* one field's JSON (encode.ENCODERS[field.json]) into the buffer */
