@@ -4,12 +4,14 @@ from setuptools import Extension, find_packages, setup
 # install without them succeeds and parse runs its pure-Python path, which gives the same output.
 CORE = Extension("pyprof.parse._core", ["pyprof/parse/_core.c", "pyprof/parse/_attribute.c",
                                         "pyprof/parse/_attribute_emit.c", "pyprof/parse/_attribute_json.c",
-                                        "pyprof/parse/_sweep.c"],
-                 depends=["pyprof/parse/_core.h", "pyprof/parse/_attribute.h"], libraries=["sqlite3"], optional=True,
-                 extra_compile_args=["-O2"])
+                                        "pyprof/parse/_sweep.c", "pyprof/parse/_ahead.c"],
+                 depends=["pyprof/parse/_core.h", "pyprof/parse/_attribute.h", "pyprof/parse/_ahead.h"],
+                 libraries=["sqlite3"], optional=True,
+                 extra_compile_args=["-O2", "-pthread"], extra_link_args=["-pthread"])
 # the nsys reader's one pass per table before and beside its records (pyprof/parse/nsys_scan.py); optional likewise.
-SCAN = Extension("pyprof.parse._scan", ["pyprof/parse/_scan.c"], libraries=["sqlite3"], optional=True,
-                 extra_compile_args=["-O2"])
+SCAN = Extension("pyprof.parse._scan", ["pyprof/parse/_scan.c", "pyprof/parse/_ahead.c"],
+                 depends=["pyprof/parse/_ahead.h"], libraries=["sqlite3"], optional=True,
+                 extra_compile_args=["-O2", "-pthread"], extra_link_args=["-pthread"])
 
 setup(
     name="pyprof",

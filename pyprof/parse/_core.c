@@ -14,39 +14,23 @@
 #include <string.h>
 
 PyObject *CoreError;
+int core_read_ahead;
 /* texts compared with a range's when it is not plain ASCII (made once, at import) */
 static PyObject *INPUT_KEY_STR, *SEQ_KEY_STR, *ENGINE_PREFIX_STR, *ONE;
 
 /* ---- SQLite ---------------------------------------------------------------------------------------------- */
 
-int open_readonly(const char *path, sqlite3 **db) {
-    /* The same URI as sqlrows.connect: never a journal beside the user's export. NOMUTEX: each connection is used
-     * by one object in one thread, and SQLite's own locks were 7% of a parse's time under perf. */
-    PyObject *uri = PyUnicode_FromFormat("file:%s?mode=ro", path);
-    if (uri == NULL) return -1;
-    int rc = sqlite3_open_v2(PyUnicode_AsUTF8(uri), db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
-                             NULL);
-    Py_DECREF(uri);
-    if (rc != SQLITE_OK) {
-        PyErr_SetString(CoreError, *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
-        sqlite3_close(*db);
-        *db = NULL;
-        return -1;
-    }
-    return 0;
-}
-
 /* A column's value as Python's sqlite3 module gives it; text that is not UTF-8 is decoded with replacement
  * characters and *lossy set (sqlrows.Rows.stream reads such a query again leniently, with the same result). */
-static PyObject *column_value(sqlite3_stmt *stmt, int i, int *lossy) {
-    switch (sqlite3_column_type(stmt, i)) {
+static PyObject *column_value(Ahead *rows, int i, int *lossy) {
+    switch (ahead_type(rows, i)) {
     case SQLITE_INTEGER:
-        return PyLong_FromLongLong(sqlite3_column_int64(stmt, i));
+        return PyLong_FromLongLong(ahead_int64(rows, i));
     case SQLITE_FLOAT:
-        return PyFloat_FromDouble(sqlite3_column_double(stmt, i));
+        return PyFloat_FromDouble(ahead_double(rows, i));
     case SQLITE_TEXT: {
-        const char *text = (const char *)sqlite3_column_text(stmt, i);
-        int n_bytes = sqlite3_column_bytes(stmt, i);
+        Py_ssize_t n_bytes;
+        const char *text = ahead_bytes(rows, i, &n_bytes);
         if (text == NULL) return PyErr_NoMemory();
         PyObject *s = PyUnicode_DecodeUTF8(text, n_bytes, NULL);
         if (s == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
@@ -57,8 +41,9 @@ static PyObject *column_value(sqlite3_stmt *stmt, int i, int *lossy) {
         return s;
     }
     case SQLITE_BLOB: {
-        const void *blob = sqlite3_column_blob(stmt, i);
-        return PyBytes_FromStringAndSize(blob, sqlite3_column_bytes(stmt, i));
+        Py_ssize_t n_bytes;
+        const char *blob = ahead_bytes(rows, i, &n_bytes);
+        return PyBytes_FromStringAndSize(blob, n_bytes);
     }
     default:
         Py_RETURN_NONE;
@@ -136,8 +121,8 @@ static PyObject *quick_seq_ascii(PyObject *text, int backward) {
 
 typedef struct {
     PyObject_HEAD
-    sqlite3 *db;
-    sqlite3_stmt *stmt;
+    Ahead *rows;          /* the ranges' query, or NULL after its last row */
+    int opened;
     PyObject *next_row;   /* the row read and not pushed yet, or NULL at the end */
     int lossy;            /* some text was not UTF-8 */
     /* the Correlator's state (correlate.Correlator.__init__) */
@@ -171,23 +156,19 @@ static int share_text(RangeFeed *self, PyObject *row) {
 
 static int read_row(RangeFeed *self) {
     Py_CLEAR(self->next_row);
-    if (self->stmt == NULL) return 0;
-    int rc = sqlite3_step(self->stmt);
-    if (rc == SQLITE_DONE) {
-        sqlite3_finalize(self->stmt);
-        self->stmt = NULL;
-        return 0;
+    if (self->rows == NULL) return 0;
+    int rc = ahead_step(self->rows);
+    if (rc <= 0) {
+        ahead_close(self->rows);
+        self->rows = NULL;
+        return rc;
     }
-    if (rc != SQLITE_ROW) {
-        PyErr_SetString(CoreError, sqlite3_errmsg(self->db));
-        return -1;
-    }
-    int n = sqlite3_column_count(self->stmt);
+    int n = ahead_columns(self->rows);
     PyObject *row = PyTuple_New(n);
     if (row == NULL) return -1;
     int was_lossy = self->lossy;
     for (int i = 0; i < n; i++) {
-        PyObject *v = column_value(self->stmt, i, &self->lossy);
+        PyObject *v = column_value(self->rows, i, &self->lossy);
         if (v == NULL) {
             Py_DECREF(row);
             return -1;
@@ -507,10 +488,8 @@ static PyObject *RangeFeed_next_start(RangeFeed *self, PyObject *Py_UNUSED(ignor
 }
 
 static void close_db(RangeFeed *self) {
-    if (self->stmt) sqlite3_finalize(self->stmt);
-    self->stmt = NULL;
-    if (self->db) sqlite3_close(self->db);
-    self->db = NULL;
+    ahead_close(self->rows);
+    self->rows = NULL;
 }
 
 void feed_close(PyObject *feed) {
@@ -586,7 +565,7 @@ static int RangeFeed_init(RangeFeed *self, PyObject *args, PyObject *kwds) {
                           &o[2], &PyDict_Type, &o[3], &PyDict_Type, &o[4], &PyDict_Type, &o[5], &o[6], &o[7], &o[8],
                           &o[9], &o[10], &o[11], &max_depth, &PyDict_Type, &o[12], &o[13]))
         return -1;
-    if (self->db != NULL) {
+    if (self->opened) {
         PyErr_SetString(PyExc_RuntimeError, "RangeFeed initialised twice");
         return -1;
     }
@@ -601,11 +580,9 @@ static int RangeFeed_init(RangeFeed *self, PyObject *args, PyObject *kwds) {
     Py_DECREF(max_entries);
     if (self->fwd_max == -1 && PyErr_Occurred()) return -1;
     self->max_depth = max_depth;
-    if ((self->texts = PyDict_New()) == NULL || open_readonly(path, &self->db) < 0) return -1;
-    if (sqlite3_prepare_v2(self->db, sql, -1, &self->stmt, NULL) != SQLITE_OK) {
-        PyErr_SetString(CoreError, sqlite3_errmsg(self->db));
+    self->opened = 1;
+    if ((self->texts = PyDict_New()) == NULL || ahead_open(path, sql, core_read_ahead, CoreError, &self->rows) < 0)
         return -1;
-    }
     return read_row(self);
 }
 
@@ -685,10 +662,10 @@ int buf_str(Buffer *b, PyObject *s) {
 }
 
 /* encode.integer: "null" or the decimal integer */
-static int buf_int_or_null(Buffer *b, sqlite3_stmt *stmt, int col) {
-    if (sqlite3_column_type(stmt, col) == SQLITE_NULL) return buf_put(b, "null", 4);
+static int buf_int_or_null(Buffer *b, Ahead *rows, int col) {
+    if (ahead_type(rows, col) == SQLITE_NULL) return buf_put(b, "null", 4);
     char text[32];
-    int n = snprintf(text, sizeof text, "%lld", (long long)sqlite3_column_int64(stmt, col));
+    int n = snprintf(text, sizeof text, "%lld", ahead_int64(rows, col));
     return buf_put(b, text, n);
 }
 
@@ -743,9 +720,9 @@ fail:
     return -1;
 }
 
-static PyObject *column_object(sqlite3_stmt *stmt, int col) {
-    if (sqlite3_column_type(stmt, col) == SQLITE_NULL) Py_RETURN_NONE;
-    return PyLong_FromLongLong(sqlite3_column_int64(stmt, col));
+static PyObject *column_object(Ahead *rows, int col) {
+    if (ahead_type(rows, col) == SQLITE_NULL) Py_RETURN_NONE;
+    return PyLong_FromLongLong(ahead_int64(rows, col));
 }
 
 enum { KERNELS, MEMCPYS, MEMSETS, N_TABLES };
@@ -764,9 +741,8 @@ static const char *STAT_NAMES[N_STATS] = {"records", "kernels", "kernels_with_op
 
 typedef struct {
     PyObject_HEAD
-    sqlite3 *db;
-    sqlite3_stmt *acts[N_TABLES];  /* each positioned on its next row, or NULL at its end */
-    sqlite3_stmt *launches;        /* positioned on the next launch not yet taken, or NULL */
+    Ahead *acts[N_TABLES];  /* each positioned on its next row, or NULL at its end */
+    Ahead *launches;        /* positioned on the next launch not yet taken, or NULL */
     PyObject *infos;  /* the sweep's ((number, (head, tail)) or None, call, flags) per launch, in launch order */
     PyObject *next_info;           /* the info of the launch the launch statement is on */
     PyObject *segments[N_SEGMENTS];
@@ -781,16 +757,13 @@ typedef struct {
     Buffer line;
 } LineWriter;
 
-static int step(LineWriter *self, sqlite3_stmt **stmt) {
-    int rc = sqlite3_step(*stmt);
-    if (rc == SQLITE_ROW) return 0;
-    if (rc == SQLITE_DONE) {
-        sqlite3_finalize(*stmt);
-        *stmt = NULL;
-        return 0;
-    }
-    PyErr_SetString(CoreError, sqlite3_errmsg(self->db));
-    return -1;
+/* the query's next row, or its end (*rows closed and NULL); -1 where it failed */
+static int step(Ahead **rows) {
+    int rc = ahead_step(*rows);
+    if (rc == 1) return 0;
+    ahead_close(*rows);
+    *rows = NULL;
+    return rc;
 }
 
 /* The part's JSON from cache, or made by native.Parts' method ``name`` with the key's items as arguments. */
@@ -839,7 +812,7 @@ enum { R_API, R_START, R_END, R_HEAD, R_TAIL, R_CALL, R_FLAGS, R_GTID, R_SIZE };
 
 /* Take the launch the launch statement is on, with the sweep's info for it, into ``pending``: key -> entry. */
 static int take_launch(LineWriter *self) {
-    sqlite3_stmt *st = self->launches;
+    Ahead *st = self->launches;
     PyObject *info = self->next_info;
     self->next_info = NULL;
     int rc = -1;
@@ -855,9 +828,9 @@ static int take_launch(LineWriter *self) {
         goto done;
     }
     Py_INCREF(att);
-    long long gtid = sqlite3_column_int64(st, L_GTID);
-    key = call_key(1, gtid & ~(long long)0xFFFFFF, sqlite3_column_type(st, L_CORR) != SQLITE_NULL,
-                   sqlite3_column_int64(st, L_CORR));
+    long long gtid = ahead_int64(st, L_GTID);
+    key = call_key(1, gtid & ~(long long)0xFFFFFF, ahead_type(st, L_CORR) != SQLITE_NULL,
+                   ahead_int64(st, L_CORR));
     name_key = Py_BuildValue("(N)", column_object(st, L_NAME));
     if (key == NULL || name_key == NULL) goto release;
     api = cached_part(self, self->apis, name_key, "api");
@@ -866,13 +839,13 @@ static int take_launch(LineWriter *self) {
      * writer._merge_lines' call_json) */
     entry = PyTuple_New(E_SIZE);
     if (entry == NULL) goto release;
-    PyObject *items[E_SIZE] = {Py_NewRef(api), PyLong_FromLongLong(sqlite3_column_int64(st, L_START)),
-                               PyLong_FromLongLong(sqlite3_column_int64(st, L_END)), PyLong_FromLongLong(gtid),
+    PyObject *items[E_SIZE] = {Py_NewRef(api), PyLong_FromLongLong(ahead_int64(st, L_START)),
+                               PyLong_FromLongLong(ahead_int64(st, L_END)), PyLong_FromLongLong(gtid),
                                Py_NewRef(att), Py_NewRef(PyTuple_GET_ITEM(info, 1)), Py_NewRef(PyTuple_GET_ITEM(info, 2))};
     for (int k = 0; k < E_SIZE; k++) PyTuple_SET_ITEM(entry, k, items[k]);
     if (items[E_START] == NULL || items[E_END] == NULL || items[E_GTID] == NULL) goto release;
     if (entry == NULL || PyDict_SetItem(self->pending, key, entry) < 0) goto release;
-    rc = step(self, &self->launches) < 0 ? -1 : next_info(self);
+    rc = step(&self->launches) < 0 ? -1 : next_info(self);
 release:
     Py_DECREF(att);
 done:
@@ -904,7 +877,7 @@ static int first_activity(LineWriter *self) {
     long long best_start = 0;
     for (int t = 0; t < N_TABLES; t++) {
         if (self->acts[t] == NULL) continue;
-        long long start = sqlite3_column_int64(self->acts[t], A_START);
+        long long start = ahead_int64(self->acts[t], A_START);
         if (best < 0 || start < best_start) {
             best = t;
             best_start = start;
@@ -946,17 +919,17 @@ static PyObject *sub_seq(LineWriter *self, PyObject *call) {
 
 /* The name, place and shape parts of the activity ``t`` is on (new references in out[0..2]). */
 /* The arguments of native.Parts' name, place and shape methods for the activity ``st`` is on (table ``t``). */
-static PyObject *name_args(sqlite3_stmt *st, int t) {
+static PyObject *name_args(Ahead *st, int t) {
     return t == KERNELS ? Py_BuildValue("(iNN)", t, column_object(st, K_SHORT), column_object(st, K_LONG))
            : t == MEMCPYS ? Py_BuildValue("(iN)", t, column_object(st, C_KIND))
                           : Py_BuildValue("(i)", t);
 }
 
-static PyObject *place_args(sqlite3_stmt *st, int t) {
+static PyObject *place_args(Ahead *st, int t) {
     return Py_BuildValue("(NN)", column_object(st, A_DEVICE), column_object(st, A_STREAM));
 }
 
-static PyObject *shape_args(sqlite3_stmt *st, int t) {
+static PyObject *shape_args(Ahead *st, int t) {
     if (t == KERNELS)
         return Py_BuildValue("(iNNNNNNNNNNOO)", t, column_object(st, K_GX), column_object(st, K_GY),
                              column_object(st, K_GZ), column_object(st, K_BX), column_object(st, K_BY),
@@ -977,16 +950,16 @@ static const int SHAPE_COLS[N_TABLES][11] = {
 
 /* A part's cache key: the table and its columns' values packed in one bytes object (a null flag and 8 bytes each),
  * one allocation per lookup where a tuple of ints took several; the columns hold integers or NULL (native_queries). */
-static PyObject *packed_key(sqlite3_stmt *st, int t, const int *cols) {
+static PyObject *packed_key(Ahead *st, int t, const int *cols) {
     char key[1 + 12 * 9];
     Py_ssize_t k = 0;
     key[k++] = (char)t;
     for (; *cols >= 0; cols++) {
-        if (sqlite3_column_type(st, *cols) == SQLITE_NULL) {
+        if (ahead_type(st, *cols) == SQLITE_NULL) {
             key[k++] = 0;
             continue;
         }
-        sqlite3_int64 v = sqlite3_column_int64(st, *cols);
+        sqlite3_int64 v = ahead_int64(st, *cols);
         key[k++] = 1;
         memcpy(key + k, &v, sizeof v);
         k += (Py_ssize_t)sizeof v;
@@ -995,8 +968,8 @@ static PyObject *packed_key(sqlite3_stmt *st, int t, const int *cols) {
 }
 
 /* The part's JSON from cache, or made by native.Parts' method ``name`` from the activity's columns. */
-static PyObject *activity_part(LineWriter *self, PyObject *cache, sqlite3_stmt *st, int t, const int *cols,
-                               PyObject *(*args_of)(sqlite3_stmt *, int), const char *name) {
+static PyObject *activity_part(LineWriter *self, PyObject *cache, Ahead *st, int t, const int *cols,
+                               PyObject *(*args_of)(Ahead *, int), const char *name) {
     PyObject *key = packed_key(st, t, cols);
     if (key == NULL) return NULL;
     PyObject *hit = PyDict_GetItemWithError(cache, key);
@@ -1015,7 +988,7 @@ static PyObject *activity_part(LineWriter *self, PyObject *cache, sqlite3_stmt *
 
 /* The name, place and shape parts of the activity ``t`` is on (new references in out[0..2]). */
 static int activity_parts(LineWriter *self, int t, PyObject **name, PyObject **place, PyObject **shape) {
-    sqlite3_stmt *st = self->acts[t];
+    Ahead *st = self->acts[t];
     *name = activity_part(self, self->names, st, t, NAME_COLS[t], name_args, "name");
     *place = *name ? activity_part(self, self->places, st, t, PLACE_COLS[t], place_args, "place") : NULL;
     *shape = *place ? activity_part(self, self->shapes, st, t, SHAPE_COLS[t], shape_args, "shape") : NULL;
@@ -1025,10 +998,10 @@ static int activity_parts(LineWriter *self, int t, PyObject **name, PyObject **p
     return -1;
 }
 
-static int put_pid(Buffer *b, sqlite3_stmt *st, PyObject *record) {
+static int put_pid(Buffer *b, Ahead *st, PyObject *record) {
     if (record != NULL) return buf_ll(b, (PyLong_AsLongLong(PyTuple_GET_ITEM(record, R_GTID)) >> 24) & 0xFFFFFF);
-    if (sqlite3_column_type(st, A_GPID) == SQLITE_NULL) return buf_put(b, "null", 4);
-    return buf_ll(b, (sqlite3_column_int64(st, A_GPID) >> 24) & 0xFFFFFF);  /* nsys.os_pid */
+    if (ahead_type(st, A_GPID) == SQLITE_NULL) return buf_put(b, "null", 4);
+    return buf_ll(b, (ahead_int64(st, A_GPID) >> 24) & 0xFFFFFF);  /* nsys.os_pid */
 }
 
 /* the launch part: writer._merge_lines' call_json (the API name's JSON part, its start, the end key, its end) */
@@ -1042,16 +1015,16 @@ static int put_call(Buffer *b, LineWriter *self, PyObject *record) {
 
 /* One record's line (writer._merge_lines, for the activity statement ``t`` is on). */
 static PyObject *activity_line(LineWriter *self, int t) {
-    sqlite3_stmt *st = self->acts[t];
+    Ahead *st = self->acts[t];
     PyObject *name = NULL, *place = NULL, *shape = NULL, *record = NULL, *sub = NULL, *line = NULL;
-    long long start = sqlite3_column_int64(st, A_START), end = sqlite3_column_int64(st, A_END);
+    long long start = ahead_int64(st, A_START), end = ahead_int64(st, A_END);
     /* the horizon start + skew, saturated: past 64 bits every launch start is before it, as in Python */
     long long horizon;
     if (__builtin_add_overflow(start, self->clock_skew_ns, &horizon)) horizon = start < 0 ? LLONG_MIN : LLONG_MAX;
-    while (self->launches != NULL && sqlite3_column_int64(self->launches, L_START) <= horizon)
+    while (self->launches != NULL && ahead_int64(self->launches, L_START) <= horizon)
         if (take_launch(self) < 0) return NULL;
-    PyObject *key = call_key(sqlite3_column_type(st, A_GPID) != SQLITE_NULL, sqlite3_column_int64(st, A_GPID),
-                             sqlite3_column_type(st, A_CORR) != SQLITE_NULL, sqlite3_column_int64(st, A_CORR));
+    PyObject *key = call_key(ahead_type(st, A_GPID) != SQLITE_NULL, ahead_int64(st, A_GPID),
+                             ahead_type(st, A_CORR) != SQLITE_NULL, ahead_int64(st, A_CORR));
     if (key == NULL) return NULL;
     PyObject *entry = PyDict_GetItemWithError(self->pending, key);
     if (entry != NULL) {
@@ -1142,7 +1115,7 @@ static PyObject *LineWriter_next(LineWriter *self) {
         return NULL;  /* StopIteration, or the error store_stats set */
     }
     PyObject *line = activity_line(self, t);
-    if (line == NULL || step(self, &self->acts[t]) < 0) {
+    if (line == NULL || step(&self->acts[t]) < 0) {
         Py_XDECREF(line);
         return NULL;
     }
@@ -1151,13 +1124,11 @@ static PyObject *LineWriter_next(LineWriter *self) {
 
 static void writer_close_db(LineWriter *self) {
     for (int t = 0; t < N_TABLES; t++) {
-        if (self->acts[t]) sqlite3_finalize(self->acts[t]);
+        ahead_close(self->acts[t]);
         self->acts[t] = NULL;
     }
-    if (self->launches) sqlite3_finalize(self->launches);
+    ahead_close(self->launches);
     self->launches = NULL;
-    if (self->db) sqlite3_close(self->db);
-    self->db = NULL;
 }
 
 #define WRITER_OBJECTS(X) X(infos) X(next_info) X(parts) X(names) X(places) X(shapes) X(apis) X(pending) X(recent) \
@@ -1190,19 +1161,15 @@ static PyObject *LineWriter_close(LineWriter *self, PyObject *Py_UNUSED(ignored)
     Py_RETURN_NONE;
 }
 
-static int prepare(LineWriter *self, PyObject *sql, sqlite3_stmt **stmt, int columns) {
+static int prepare(const char *path, PyObject *sql, Ahead **stmt, int columns) {
     if (sql == Py_None) return 0;
     const char *text = PyUnicode_AsUTF8(sql);
-    if (text == NULL) return -1;
-    if (sqlite3_prepare_v2(self->db, text, -1, stmt, NULL) != SQLITE_OK) {
-        PyErr_SetString(CoreError, sqlite3_errmsg(self->db));
-        return -1;
-    }
-    if (sqlite3_column_count(*stmt) != columns) {
+    if (text == NULL || ahead_open(path, text, core_read_ahead, CoreError, stmt) < 0) return -1;
+    if (ahead_columns(*stmt) != columns) {
         PyErr_SetString(PyExc_ValueError, "a query of the line writer has the wrong number of columns");
         return -1;
     }
-    return step(self, stmt);
+    return step(stmt);
 }
 
 /* LineWriter(path, (kernel sql, memcpy sql, memset sql), launch sql, infos, segments, parts, no_call,
@@ -1217,7 +1184,7 @@ static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
                           &segments, &parts, &no_call, &PyTuple_Type, &empty, &api_end_key, &stats, &skew,
                           &recent_max, &window_max))
         return -1;
-    if (self->db != NULL || self->parts != NULL) {
+    if (self->parts != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "LineWriter initialised twice");
         return -1;
     }
@@ -1248,11 +1215,10 @@ static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
                            &self->counts};
     for (int i = 0; i < 7; i++)
         if ((*caches[i] = PyDict_New()) == NULL) return -1;
-    if (open_readonly(path, &self->db) < 0) return -1;
     int columns[N_TABLES] = {K_COLUMNS, C_COLUMNS, C_COLUMNS};
     for (int t = 0; t < N_TABLES; t++)
-        if (prepare(self, PyTuple_GET_ITEM(sqls, t), &self->acts[t], columns[t]) < 0) return -1;
-    if (prepare(self, launch_sql, &self->launches, L_COLUMNS) < 0) return -1;
+        if (prepare(path, PyTuple_GET_ITEM(sqls, t), &self->acts[t], columns[t]) < 0) return -1;
+    if (prepare(path, launch_sql, &self->launches, L_COLUMNS) < 0) return -1;
     return next_info(self);
 }
 
@@ -1277,8 +1243,23 @@ static PyTypeObject LineWriterType = {
     .tp_methods = LineWriter_methods,
 };
 
+static PyObject *set_read_ahead(PyObject *module, PyObject *on) {
+    int flag = PyObject_IsTrue(on);
+    if (flag < 0) return NULL;
+    core_read_ahead = flag;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef core_functions[] = {
+    {"read_ahead", set_read_ahead, METH_O,
+     "read_ahead(on): whether the queries of RangeFeeds, Sweeps and LineWriters made from now on are stepped by "
+     "threads of their own (_ahead.c)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef core_module = {
-    PyModuleDef_HEAD_INIT, "pyprof.parse._core", "The per-row work of parse's SQLite readers, in C.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "pyprof.parse._core", "The per-row work of parse's SQLite readers, in C.", -1,
+    core_functions,
 };
 
 int feed_check(PyObject *o) { return Py_IS_TYPE(o, &RangeFeedType); }

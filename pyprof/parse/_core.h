@@ -25,8 +25,10 @@ PyObject *new_range_state(PyObject *state, PyObject *key, PyObject *first);
 /* common.BoundedDict.add on a dict: past max_entries, the oldest half goes at once */
 int bounded_add(PyObject *d, PyObject *key, PyObject *value, Py_ssize_t max_entries);
 
-/* an export opened read-only, as sqlrows.connect opens it; -1 with CoreError set */
-int open_readonly(const char *path, sqlite3 **db);
+#include "_ahead.h"
+
+/* whether new queries are read ahead (_core.read_ahead, set by native.py) */
+extern int core_read_ahead;
 
 /* _core.c: a RangeFeed's ranges pushed up to a start time, one more, the next start (1: there is one, 0: none) */
 int feed_check(PyObject *o);

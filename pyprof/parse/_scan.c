@@ -10,8 +10,7 @@
  * Every SQLite call's result is checked; an error is raised as _scan.Error with SQLite's own message.
  */
 #define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <sqlite3.h>
+#include "_ahead.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -275,8 +274,8 @@ typedef struct {
     int64_t prev_start;
 } Facts;
 
-#define IS_INT(i) (sqlite3_column_type(stmt, (i)) == SQLITE_INTEGER)
-#define INT(i) ((int64_t)sqlite3_column_int64(stmt, (i)))
+#define IS_INT(i) (ahead_type(stmt, (i)) == SQLITE_INTEGER)
+#define INT(i) ((int64_t)ahead_int64(stmt, (i)))
 
 static void saw_start(Facts *f, int64_t start) {
     if (f->have_prev && start < f->prev_start) f->in_order = 0;
@@ -286,8 +285,8 @@ static void saw_start(Facts *f, int64_t start) {
 
 /* SQL's ``column = value``, of a column of INTEGER affinity (nsys_scan.takes): a real stored there is no whole
  * number of 64 bits (those are stored as integers), and a text no number at all, so neither equals an integer. */
-static int equals(sqlite3_stmt *stmt, int i, long long value) {
-    return sqlite3_column_type(stmt, i) == SQLITE_INTEGER && sqlite3_column_int64(stmt, i) == value;
+static int equals(Ahead *stmt, int i, long long value) {
+    return ahead_type(stmt, i) == SQLITE_INTEGER && ahead_int64(stmt, i) == value;
 }
 
 static int64_t pid_of(int64_t thread, int shift, int64_t mask) {
@@ -295,7 +294,7 @@ static int64_t pid_of(int64_t thread, int shift, int64_t mask) {
 }
 
 /* One row of a kernel, memcpy or memset table: _VALID_ACTIVITY. */
-static void activity_row(sqlite3_stmt *stmt, Facts *f) {
+static void activity_row(Ahead *stmt, Facts *f) {
     if (IS_INT(START) && IS_INT(END) && INT(END) >= INT(START))
         saw_start(f, INT(START));
     else
@@ -304,7 +303,7 @@ static void activity_row(sqlite3_stmt *stmt, Facts *f) {
 
 /* One row of the runtime calls: _VALID_LAUNCH decides what is read and counted; every call with integer times
  * and thread (launch or not) is a host interval (nsys_host.calls). */
-static int call_row(sqlite3_stmt *stmt, Facts *f, Groups *host, int shift, int64_t mask) {
+static int call_row(Ahead *stmt, Facts *f, Groups *host, int shift, int64_t mask) {
     int timed = IS_INT(START) && IS_INT(END) && INT(END) >= INT(START) && IS_INT(THREAD);
     if (timed && IS_INT(CORRELATION))
         saw_start(f, INT(START));
@@ -316,27 +315,27 @@ static int call_row(sqlite3_stmt *stmt, Facts *f, Groups *host, int shift, int64
 
 /* One row of NVTX_EVENTS: push/pop ranges (the event type) with integer times and thread are read; one with an
  * end that is not so is counted; marks and other events are neither. */
-static int range_row(sqlite3_stmt *stmt, Facts *f, Groups *host, const Categories *c, long long event_type,
+static int range_row(Ahead *stmt, Facts *f, Groups *host, const Categories *c, long long event_type,
                      int shift, int64_t mask) {
     if (!equals(stmt, R_TYPE, event_type)) return 0;
-    int end_type = sqlite3_column_type(stmt, R_END);
+    int end_type = ahead_type(stmt, R_END);
     if (!(IS_INT(R_START) && end_type == SQLITE_INTEGER && IS_INT(R_THREAD) && INT(R_END) >= INT(R_START))) {
         if (end_type != SQLITE_NULL) f->invalid++;
         return 0;
     }
     saw_start(f, INT(R_START));
-    if (sqlite3_column_type(stmt, R_JSON) != SQLITE_NULL || sqlite3_column_type(stmt, R_JSON_ID) != SQLITE_NULL)
+    if (ahead_type(stmt, R_JSON) != SQLITE_NULL || ahead_type(stmt, R_JSON_ID) != SQLITE_NULL)
         f->any_payload = 1;
     if (host == NULL) return 0;
     int code;
     PyObject *name = NULL;
-    if (sqlite3_column_type(stmt, R_TEXT) == SQLITE_TEXT) {
-        const char *text = (const char *)sqlite3_column_text(stmt, R_TEXT);
+    if (ahead_type(stmt, R_TEXT) == SQLITE_TEXT) {
+        Py_ssize_t n;
+        const char *text = ahead_bytes(stmt, R_TEXT, &n);
         if (text == NULL) {
             PyErr_NoMemory();
             return -1;
         }
-        Py_ssize_t n = sqlite3_column_bytes(stmt, R_TEXT);
         code = inline_code(c, text, n);
         if (code == c->keep_code && (name = PyUnicode_DecodeUTF8(text, n, "replace")) == NULL) return -1;
     } else if (IS_INT(R_TEXT_ID)) {
@@ -363,46 +362,27 @@ static int range_row(sqlite3_stmt *stmt, Facts *f, Groups *host, const Categorie
     return rc;
 }
 
-static int open_readonly(const char *path, sqlite3 **db) {
-    /* The same URI as sqlrows.connect: never a journal beside the user's export. No mutex: the connection lives
-     * within one call on one thread, and locking it at each column read cost a quarter of the pass. */
-    PyObject *uri = PyUnicode_FromFormat("file:%s?mode=ro", path);
-    if (uri == NULL) return -1;
-    const char *utf8 = PyUnicode_AsUTF8(uri);
-    if (utf8 == NULL) {
-        Py_DECREF(uri);
-        return -1;
-    }
-    int rc = sqlite3_open_v2(utf8, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
-    Py_DECREF(uri);
-    if (rc != SQLITE_OK) {
-        PyErr_SetString(ScanError, *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
-        sqlite3_close(*db);
-        *db = NULL;
-        return -1;
-    }
-    return 0;
-}
-
 PyDoc_STRVAR(scan_doc,
 "scan(path, sql, layout, host, event_type, prefixes, node_parts, node_code, registered, names, keep_code,\n"
-"     pid_shift, pid_mask) -> (invalid, in_order, any_payload, groups or None)\n\n"
+"     pid_shift, pid_mask, read_ahead=False) -> (invalid, in_order, any_payload, groups or None)\n\n"
 "One pass over the rows of ``sql`` (in rowid order; its columns as ``layout`` lays them out: 0 a kernel, memcpy\n"
 "or memset table's start, end; 1 the runtime calls' start, end, globalTid, correlationId; 2 NVTX_EVENTS'\n"
 "eventType, start, end, globalTid, text, textId, jsonText, jsonTextId). With ``host``, groups lists the host\n"
 "intervals by (pid, code): (pid, code, starts, ends, names) with starts and ends as bytes of int64, the group of\n"
-"``keep_code`` as its rows came with their names, the others merged. Raises _scan.Error with SQLite's message.");
+"``keep_code`` as its rows came with their names, the others merged. With ``read_ahead``, a thread of its own\n"
+"steps the query (_ahead.c). Raises _scan.Error with SQLite's message.");
 
 static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"path", "sql", "layout", "host", "event_type", "prefixes", "node_parts", "node_code",
-                             "registered", "names", "keep_code", "pid_shift", "pid_mask", NULL};
+                             "registered", "names", "keep_code", "pid_shift", "pid_mask", "read_ahead", NULL};
     const char *path, *sql;
-    int layout, want_host, node_code, keep_code, shift;
+    int layout, want_host, node_code, keep_code, shift, read_ahead = 0;
     long long event_type, mask;
     PyObject *prefixes, *parts, *registered, *names;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ssipLO!O!iO!O!iiL", kwlist, &path, &sql, &layout, &want_host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ssipLO!O!iO!O!iiL|p", kwlist, &path, &sql, &layout, &want_host,
                                      &event_type, &PyTuple_Type, &prefixes, &PyTuple_Type, &parts, &node_code,
-                                     &PyDict_Type, &registered, &PyDict_Type, &names, &keep_code, &shift, &mask))
+                                     &PyDict_Type, &registered, &PyDict_Type, &names, &keep_code, &shift, &mask,
+                                     &read_ahead))
         return NULL;
     if (layout < ACTIVITIES || layout > RANGES || shift < 0 || shift > 62) {
         PyErr_SetString(PyExc_ValueError, "layout is 0, 1 or 2; pid_shift 0 to 62");
@@ -411,23 +391,19 @@ static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwds) {
     Categories cats = {.node_code = node_code, .registered = registered, .names = names, .keep_code = keep_code};
     Facts f = {.in_order = 1};
     Groups host = {0};
-    sqlite3 *db = NULL;
-    sqlite3_stmt *stmt = NULL;
+    Ahead *stmt = NULL;
     PyObject *result = NULL;
-    if (categories_init(&cats, prefixes, parts) < 0 || open_readonly(path, &db) < 0) goto done;
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK) {
-        PyErr_SetString(ScanError, sqlite3_errmsg(db));
+    if (categories_init(&cats, prefixes, parts) < 0 || ahead_open(path, sql, read_ahead, ScanError, &stmt) < 0)
         goto done;
-    }
-    if (sqlite3_column_count(stmt) != N_COLUMNS[layout]) {
+    if (ahead_columns(stmt) != N_COLUMNS[layout]) {
         PyErr_Format(PyExc_ValueError, "layout %d reads %d columns, the query gives %d", layout, N_COLUMNS[layout],
-                     sqlite3_column_count(stmt));
+                     ahead_columns(stmt));
         goto done;
     }
     Groups *h = (want_host && layout != ACTIVITIES) ? &host : NULL;
     long long rows = 0;
     int rc;
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    while ((rc = ahead_step(stmt)) == 1) {
         int bad = 0;
         if (layout == ACTIVITIES)
             activity_row(stmt, &f);
@@ -437,18 +413,14 @@ static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwds) {
             bad = range_row(stmt, &f, h, &cats, event_type, shift, mask);
         if (bad < 0 || (++rows % SIGNAL_ROWS == 0 && PyErr_CheckSignals() < 0)) goto done;
     }
-    if (rc != SQLITE_DONE) {
-        PyErr_SetString(ScanError, sqlite3_errmsg(db));
-        goto done;
-    }
+    if (rc < 0) goto done;
     PyObject *groups = h ? groups_result(h, keep_code) : Py_NewRef(Py_None);
     if (groups != NULL) {
         result = Py_BuildValue("(LOON)", f.invalid, f.in_order ? Py_True : Py_False,
                                f.any_payload ? Py_True : Py_False, groups);
     }
 done:
-    sqlite3_finalize(stmt);
-    sqlite3_close(db);
+    ahead_close(stmt);
     groups_free(&host);
     categories_free(&cats);
     return result;

@@ -12,8 +12,7 @@
 
 typedef struct {
     PyObject_HEAD
-    sqlite3 *db;
-    sqlite3_stmt *launches;  /* positioned on its next row, or NULL after the last */
+    Ahead *launches;         /* positioned on its next row, or NULL after the last */
     PyObject *attributor, *feed;
     PyObject *held;          /* [(start_ns, attribution)] held back behind one that waits: a list used as a queue */
     Py_ssize_t held_from;    /* the first entry of ``held`` not handed on yet */
@@ -60,14 +59,14 @@ static long long held_start(Sweep *self, Py_ssize_t k) {
 
 /* one launch call through the sweep (correlate.Correlator.sweep's loop body) */
 static int sweep_launch(Sweep *self) {
-    sqlite3_stmt *st = self->launches;
-    long long start = sqlite3_column_int64(st, 0);
+    Ahead *st = self->launches;
+    long long start = ahead_int64(st, 0);
     while (n_held(self) > 0 && plus(held_start(self, 0), self->wait_ns) < start)
         if (hand_on_first(self, 1) < 0) return -1;
     if (self->feed != NULL && feed_push_until(self->feed, start) < 0) return -1;
-    PyObject *thread = PyLong_FromLongLong(sqlite3_column_int64(st, 2));
+    PyObject *thread = PyLong_FromLongLong(ahead_int64(st, 2));
     PyObject *start_ns = PyLong_FromLongLong(start);
-    PyObject *end_ns = PyLong_FromLongLong(sqlite3_column_int64(st, 1));
+    PyObject *end_ns = PyLong_FromLongLong(ahead_int64(st, 1));
     PyObject *a = thread && start_ns && end_ns ? attributor_launch(self->attributor, thread, start_ns, end_ns) : NULL;
     Py_XDECREF(thread);
     Py_XDECREF(end_ns);
@@ -119,15 +118,11 @@ static int sweep_end(Sweep *self) {
 }
 
 static int step_launches(Sweep *self) {
-    int rc = sqlite3_step(self->launches);
-    if (rc == SQLITE_ROW) return 0;
-    if (rc == SQLITE_DONE) {
-        sqlite3_finalize(self->launches);
-        self->launches = NULL;
-        return 0;
-    }
-    PyErr_SetString(CoreError, sqlite3_errmsg(self->db));
-    return -1;
+    int rc = ahead_step(self->launches);
+    if (rc == 1) return 0;
+    ahead_close(self->launches);
+    self->launches = NULL;
+    return rc;
 }
 
 static PyObject *Sweep_next(Sweep *self) {
@@ -147,10 +142,8 @@ static PyObject *Sweep_next(Sweep *self) {
 }
 
 static void close_db(Sweep *self) {
-    if (self->launches) sqlite3_finalize(self->launches);
+    ahead_close(self->launches);
     self->launches = NULL;
-    if (self->db) sqlite3_close(self->db);
-    self->db = NULL;
 }
 
 static int Sweep_traverse(Sweep *self, visitproc visit, void *arg) {
@@ -190,7 +183,7 @@ static int Sweep_init(Sweep *self, PyObject *args, PyObject *kwds) {
     PyObject *attributor, *feed;
     long long wait_ns;
     if (!PyArg_ParseTuple(args, "ssOOL", &path, &sql, &attributor, &feed, &wait_ns)) return -1;
-    if (self->attributor != NULL || self->db != NULL) {
+    if (self->attributor != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Sweep initialised twice");
         return -1;
     }
@@ -204,12 +197,8 @@ static int Sweep_init(Sweep *self, PyObject *args, PyObject *kwds) {
     if ((self->held = PyList_New(0)) == NULL || (self->ready = PyList_New(0)) == NULL ||
         (self->empty_info = Py_BuildValue("(OOi)", Py_None, Py_None, 0)) == NULL)
         return -1;
-    if (open_readonly(path, &self->db) < 0) return -1;
-    if (sqlite3_prepare_v2(self->db, sql, -1, &self->launches, NULL) != SQLITE_OK) {
-        PyErr_SetString(CoreError, sqlite3_errmsg(self->db));
-        return -1;
-    }
-    if (sqlite3_column_count(self->launches) < 3) {
+    if (ahead_open(path, sql, core_read_ahead, CoreError, &self->launches) < 0) return -1;
+    if (ahead_columns(self->launches) < 3) {
         PyErr_SetString(PyExc_ValueError, "Sweep: the launch query gives start, end, globalTid first");
         return -1;
     }

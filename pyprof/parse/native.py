@@ -22,11 +22,26 @@ except ImportError:  # not built (no compiler or no sqlite3.h at install): the P
 
 #: Set to 1 to parse without the compiled core.
 PURE_PYTHON_ENV = "PYPROF_PURE_PYTHON"
+#: 0: the core steps its queries in the parsing thread; 1: threads read them ahead; unset: as read_ahead decides.
+READ_AHEAD_ENV = "PYPROF_READ_AHEAD"
 
 
 def enabled() -> bool:
     """True when the compiled core is built and not switched off."""
     return _core is not None and os.environ.get(PURE_PYTHON_ENV, "") in ("", "0")
+
+
+def read_ahead() -> bool:
+    """Whether the core's queries are stepped by threads of their own (_ahead.c): where this process may run on
+    more than one CPU (on one, the threads would only take turns with the parsing thread), or as
+    ``PYPROF_READ_AHEAD`` (0 or 1) says. The output is the same either way."""
+    forced = os.environ.get(READ_AHEAD_ENV, "")
+    if forced in ("0", "1"):
+        return forced == "1"
+    try:
+        return len(os.sched_getaffinity(0)) > 1
+    except AttributeError:  # no affinity on this platform
+        return (os.cpu_count() or 1) > 1
 
 
 class RangeFeed:

@@ -89,6 +89,7 @@ def record_lines(source, stats, raw_markers: bool):
     may use, would only add the pickling), the activities read, joined and written in C."""
     head_line, gpu_names = lineparts.header(source)
     yield head_line
+    native._core.read_ahead(native.read_ahead())
     activity_sql, launch_sql = source.native_queries()
     correlator = Correlator(source, stats.oddities)
     attributor = _attributor(correlator, raw_markers)

@@ -70,7 +70,7 @@ def scan(rows: Rows, table: str, kind: int, columns: set[str], host: bool, event
             node_parts=tuple(p.encode() for p in nsys_host.NODE), node_code=codes["op"],
             registered={sid: codes[c] for sid, c, _ in strings},
             names={sid: text for sid, c, text in strings if codes[c] == keep}, keep_code=keep,
-            pid_shift=nsys_host.PID_SHIFT, pid_mask=nsys_host.PID_BITS)
+            pid_shift=nsys_host.PID_SHIFT, pid_mask=nsys_host.PID_BITS, read_ahead=native.read_ahead())
     except _scan.Error:
         return None  # the reader's SQL meets the same failure, and reports it as it always has
     return Facts(invalid, in_order, payload, None if groups is None else _intervals(groups, categories, keep))

@@ -1,0 +1,317 @@
+/* Rows read ahead: one query of an export, stepped by a thread of its own (docs/parse.md, "The compiled core").
+ *
+ * SQLite's stepping was a sixth of a compiled parse's time, all of it on the thread that builds the Python objects.
+ * Stepping needs no Python, so each query of the core gets its own connection and a reader thread that steps it
+ * and copies the rows' values into a few blocks; the parsing thread takes the rows from the blocks in order.
+ * What the parsing thread sees is what stepping the query itself shows: the same rows, types and values, and
+ * SQLite's own message where a step fails, after the rows before it. With read-ahead off (one CPU, or
+ * PYPROF_READ_AHEAD=0: native.py) the same calls step the query in the parsing thread.
+ *
+ * The reader thread never touches Python: its memory is malloc's, its only lock the block queue's.
+ */
+#include "_ahead.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_BLOCKS 4          /* blocks in flight: the reader fills one while the parser reads another */
+#define BLOCK_ROWS 512      /* rows in a block, at most */
+#define BLOCK_BYTES 262144  /* a block's texts; past this it is handed on before BLOCK_ROWS */
+
+typedef struct {
+    int type;              /* SQLITE_INTEGER, _FLOAT, _TEXT, _BLOB or _NULL */
+    long long i;           /* an integer's value */
+    double d;              /* a float's value */
+    size_t at, n;          /* a text's or blob's bytes in the block's ``bytes`` */
+} Cell;
+
+typedef struct {
+    Cell *cells;           /* BLOCK_ROWS rows of n_cols cells */
+    char *bytes;
+    size_t used, cap;
+    int n_rows;
+    int last;              /* the query ends after these rows (done, or failed: Ahead.error) */
+} Block;
+
+struct Ahead {
+    sqlite3 *db;
+    sqlite3_stmt *stmt;
+    int n_cols, threaded;
+    /* read-ahead */
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t changed;
+    Block blocks[N_BLOCKS];
+    long long filled, taken;  /* blocks the reader has filled, and the parser has finished with */
+    int stop;                 /* the parser closes before the end: the reader stops at its next block */
+    char *error;              /* SQLite's message where a step failed (malloc'd), else NULL */
+    PyObject *error_type;     /* the extension's exception */
+    /* the parser's position: its block (NULL before the first) and row */
+    Block *at;
+    int row;
+    int ended;                /* ahead_step returned 0 or -1 */
+};
+
+static int keep_bytes(Block *b, const void *data, size_t n, size_t *at) {
+    if (b->used + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->used + n) cap *= 2;
+        char *more = realloc(b->bytes, cap);
+        if (more == NULL) return -1;
+        b->bytes = more;
+        b->cap = cap;
+    }
+    if (n) memcpy(b->bytes + b->used, data, n);
+    *at = b->used;
+    b->used += n;
+    return 0;
+}
+
+/* the statement's current row copied into ``b`` */
+static int copy_row(Ahead *a, Block *b) {
+    Cell *row = b->cells + (size_t)b->n_rows * (size_t)a->n_cols;
+    for (int i = 0; i < a->n_cols; i++) {
+        Cell *c = row + i;
+        c->type = sqlite3_column_type(a->stmt, i);
+        switch (c->type) {
+        case SQLITE_INTEGER:
+            c->i = sqlite3_column_int64(a->stmt, i);
+            break;
+        case SQLITE_FLOAT:
+            c->d = sqlite3_column_double(a->stmt, i);
+            c->i = sqlite3_column_int64(a->stmt, i);
+            break;
+        case SQLITE_TEXT:
+        case SQLITE_BLOB: {
+            const void *data = c->type == SQLITE_TEXT ? (const void *)sqlite3_column_text(a->stmt, i)
+                                                      : sqlite3_column_blob(a->stmt, i);
+            int n = sqlite3_column_bytes(a->stmt, i);
+            if ((data == NULL && n > 0) || keep_bytes(b, data, (size_t)n, &c->at) < 0) return -1;
+            c->n = (size_t)n;
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    b->n_rows++;
+    return 0;
+}
+
+static void fail(Ahead *a, const char *message) {
+    if (a->error == NULL) a->error = strdup(message ? message : "out of memory");
+}
+
+/* the reader thread: fill blocks until the query ends, fails or the parser stops */
+static void *read_ahead(void *arg) {
+    Ahead *a = arg;
+    for (;;) {
+        pthread_mutex_lock(&a->lock);
+        while (a->filled - a->taken >= N_BLOCKS && !a->stop) pthread_cond_wait(&a->changed, &a->lock);
+        int stop = a->stop;
+        pthread_mutex_unlock(&a->lock);
+        if (stop) return NULL;
+        Block *b = &a->blocks[a->filled % N_BLOCKS];
+        b->n_rows = 0;
+        b->used = 0;
+        b->last = 0;
+        while (!b->last && b->n_rows < BLOCK_ROWS && b->used < BLOCK_BYTES) {
+            int rc = sqlite3_step(a->stmt);
+            if (rc == SQLITE_ROW) {
+                if (copy_row(a, b) < 0) {
+                    fail(a, "out of memory");
+                    b->last = 1;
+                }
+            } else {
+                if (rc != SQLITE_DONE) fail(a, sqlite3_errmsg(a->db));
+                b->last = 1;
+            }
+        }
+        pthread_mutex_lock(&a->lock);
+        a->filled++;
+        pthread_cond_broadcast(&a->changed);
+        pthread_mutex_unlock(&a->lock);
+        if (b->last) return NULL;
+    }
+}
+
+/* The same URI as sqlrows.connect: never a journal beside the user's export. NOMUTEX: each connection is used by
+ * one thread at a time (the reader's while it reads), and SQLite's own locks were 7% of a parse's time under perf. */
+static int open_readonly(const char *path, PyObject *error, sqlite3 **db) {
+    PyObject *uri = PyUnicode_FromFormat("file:%s?mode=ro", path);
+    const char *utf8 = uri ? PyUnicode_AsUTF8(uri) : NULL;
+    if (utf8 == NULL) {
+        Py_XDECREF(uri);
+        return -1;
+    }
+    int rc = sqlite3_open_v2(utf8, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    Py_DECREF(uri);
+    if (rc != SQLITE_OK) {
+        PyErr_SetString(error, *db ? sqlite3_errmsg(*db) : sqlite3_errstr(rc));
+        sqlite3_close(*db);
+        *db = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int ahead_open(const char *path, const char *sql, int read_ahead_on, PyObject *error, Ahead **out) {
+    *out = NULL;
+    Ahead *a = PyMem_Calloc(1, sizeof *a);
+    if (a == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    a->error_type = error;
+    if (open_readonly(path, error, &a->db) < 0) {
+        PyMem_Free(a);
+        return -1;
+    }
+    if (sqlite3_prepare_v2(a->db, sql, -1, &a->stmt, NULL) != SQLITE_OK) {
+        PyErr_SetString(error, sqlite3_errmsg(a->db));
+        ahead_close(a);
+        return -1;
+    }
+    a->n_cols = sqlite3_column_count(a->stmt);
+    *out = a;
+    if (!read_ahead_on || a->n_cols == 0) return 0;
+    for (int k = 0; k < N_BLOCKS; k++)
+        if ((a->blocks[k].cells = malloc(sizeof(Cell) * BLOCK_ROWS * (size_t)a->n_cols)) == NULL) {
+            PyErr_NoMemory();
+            ahead_close(a);
+            *out = NULL;
+            return -1;
+        }
+    if (pthread_mutex_init(&a->lock, NULL) != 0) goto no_thread;
+    if (pthread_cond_init(&a->changed, NULL) != 0) {
+        pthread_mutex_destroy(&a->lock);
+        goto no_thread;
+    }
+    if (pthread_create(&a->thread, NULL, read_ahead, a) != 0) {
+        pthread_cond_destroy(&a->changed);
+        pthread_mutex_destroy(&a->lock);
+        goto no_thread;
+    }
+    a->threaded = 1;
+    return 0;
+no_thread:  /* no thread to be had: the rows are stepped here, as with read-ahead off */
+    return 0;
+}
+
+int ahead_columns(const Ahead *a) { return a->n_cols; }
+
+/* the next block from the reader; the one finished with goes back to it */
+static Block *next_block(Ahead *a) {
+    pthread_mutex_lock(&a->lock);
+    if (a->at != NULL) {
+        a->taken++;
+        pthread_cond_broadcast(&a->changed);
+    }
+    while (a->filled <= a->taken) pthread_cond_wait(&a->changed, &a->lock);
+    Block *b = &a->blocks[a->taken % N_BLOCKS];
+    pthread_mutex_unlock(&a->lock);
+    return b;
+}
+
+int ahead_step(Ahead *a) {
+    if (a->ended) {
+        PyErr_SetString(a->error_type, "a query was read past its end");
+        return -1;
+    }
+    if (!a->threaded) {
+        int rc = sqlite3_step(a->stmt);
+        if (rc == SQLITE_ROW) return 1;
+        a->ended = 1;
+        if (rc == SQLITE_DONE) return 0;
+        PyErr_SetString(a->error_type, sqlite3_errmsg(a->db));
+        return -1;
+    }
+    if (a->at != NULL && a->row + 1 < a->at->n_rows) {
+        a->row++;
+        return 1;
+    }
+    while (a->at == NULL || !a->at->last) {
+        a->at = next_block(a);
+        a->row = 0;
+        if (a->at->n_rows > 0) return 1;
+    }
+    a->ended = 1;
+    if (a->error == NULL) return 0;
+    PyErr_SetString(a->error_type, a->error);
+    return -1;
+}
+
+static const Cell *cell(const Ahead *a, int i) {
+    return a->at->cells + (size_t)a->row * (size_t)a->n_cols + (size_t)i;
+}
+
+int ahead_type(const Ahead *a, int i) {
+    return a->threaded ? cell(a, i)->type : sqlite3_column_type(a->stmt, i);
+}
+
+long long ahead_int64(const Ahead *a, int i) {
+    if (!a->threaded) return sqlite3_column_int64(a->stmt, i);
+    const Cell *c = cell(a, i);
+    /* the core reads integers only from columns its queries make integers or NULL; a text's value is SQLite's
+     * leading-integer reading of it, as strtoll reads it */
+    switch (c->type) {
+    case SQLITE_INTEGER:
+    case SQLITE_FLOAT:
+        return c->i;
+    case SQLITE_TEXT: {
+        char digits[32];
+        size_t n = c->n < sizeof digits - 1 ? c->n : sizeof digits - 1;
+        memcpy(digits, a->at->bytes + c->at, n);
+        digits[n] = '\0';
+        return strtoll(digits, NULL, 10);
+    }
+    default:
+        return 0;
+    }
+}
+
+double ahead_double(const Ahead *a, int i) {
+    if (!a->threaded) return sqlite3_column_double(a->stmt, i);
+    const Cell *c = cell(a, i);
+    return c->type == SQLITE_FLOAT ? c->d : (double)ahead_int64(a, i);
+}
+
+const char *ahead_bytes(const Ahead *a, int i, Py_ssize_t *n) {
+    if (!a->threaded) {
+        int type = sqlite3_column_type(a->stmt, i);
+        const char *data = type == SQLITE_BLOB ? sqlite3_column_blob(a->stmt, i)
+                         : type == SQLITE_TEXT ? (const char *)sqlite3_column_text(a->stmt, i) : NULL;
+        *n = data != NULL ? sqlite3_column_bytes(a->stmt, i) : 0;
+        if (data == NULL && type == SQLITE_TEXT) return NULL;  /* SQLite out of memory */
+        return data != NULL ? data : "";
+    }
+    const Cell *c = cell(a, i);
+    if (c->type != SQLITE_TEXT && c->type != SQLITE_BLOB) {
+        *n = 0;
+        return "";
+    }
+    *n = (Py_ssize_t)c->n;
+    return c->n ? a->at->bytes + c->at : "";
+}
+
+void ahead_close(Ahead *a) {
+    if (a == NULL) return;
+    if (a->threaded) {
+        pthread_mutex_lock(&a->lock);
+        a->stop = 1;
+        pthread_cond_broadcast(&a->changed);
+        pthread_mutex_unlock(&a->lock);
+        pthread_join(a->thread, NULL);
+        pthread_cond_destroy(&a->changed);
+        pthread_mutex_destroy(&a->lock);
+    }
+    for (int k = 0; k < N_BLOCKS; k++) {
+        free(a->blocks[k].cells);
+        free(a->blocks[k].bytes);
+    }
+    free(a->error);
+    if (a->stmt) sqlite3_finalize(a->stmt);
+    if (a->db) sqlite3_close(a->db);
+    PyMem_Free(a);
+}

@@ -1,0 +1,25 @@
+/* _ahead.c: one query's rows, read ahead by a thread of their own where ``read_ahead`` (else stepped when asked),
+ * on a read-only connection of its own. Shared by both extensions (_core and _scan): errors are raised as
+ * ``error``, the extension's own exception type (borrowed: it lives as long as the module).
+ * ahead_open: -1 with ``error`` (SQLite's message) or MemoryError set. ahead_step: 1 a row, 0 the end, -1 with
+ * ``error`` and SQLite's message where a step failed, after the rows before it. The accessors read the current
+ * row as sqlite3_column_* do; a text's or blob's bytes stay valid until the next step (NULL: SQLite ran out of
+ * memory). ahead_close takes NULL. */
+#ifndef PYPROF_PARSE_AHEAD_H
+#define PYPROF_PARSE_AHEAD_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <sqlite3.h>
+
+typedef struct Ahead Ahead;
+int ahead_open(const char *path, const char *sql, int read_ahead, PyObject *error, Ahead **out);
+int ahead_step(Ahead *a);
+int ahead_columns(const Ahead *a);
+int ahead_type(const Ahead *a, int i);
+long long ahead_int64(const Ahead *a, int i);
+double ahead_double(const Ahead *a, int i);
+const char *ahead_bytes(const Ahead *a, int i, Py_ssize_t *n);
+void ahead_close(Ahead *a);
+
+#endif
