@@ -38,6 +38,7 @@ struct Ahead {
     sqlite3 *db;
     sqlite3_stmt *stmt;
     int n_cols, threaded;
+    int free_wait;            /* AHEAD_FREE_WAIT: other Python threads run while the parser waits for a block */
     /* read-ahead */
     pthread_t thread;
     pthread_mutex_t lock;
@@ -156,7 +157,7 @@ static int open_readonly(const char *path, PyObject *error, sqlite3 **db) {
     return 0;
 }
 
-int ahead_open(const char *path, const char *sql, int read_ahead_on, PyObject *error, Ahead **out) {
+int ahead_open(const char *path, const char *sql, int mode, PyObject *error, Ahead **out) {
     *out = NULL;
     Ahead *a = PyMem_Calloc(1, sizeof *a);
     if (a == NULL) {
@@ -175,7 +176,8 @@ int ahead_open(const char *path, const char *sql, int read_ahead_on, PyObject *e
     }
     a->n_cols = sqlite3_column_count(a->stmt);
     *out = a;
-    if (!read_ahead_on || a->n_cols == 0) return 0;
+    if (mode == AHEAD_OFF || a->n_cols == 0) return 0;
+    a->free_wait = mode == AHEAD_FREE_WAIT;
     for (int k = 0; k < N_BLOCKS; k++)
         if ((a->blocks[k].cells = malloc(sizeof(Cell) * BLOCK_ROWS * (size_t)a->n_cols)) == NULL) {
             PyErr_NoMemory();
@@ -207,6 +209,11 @@ static Block *next_block(Ahead *a) {
     if (a->at != NULL) {
         a->taken++;
         pthread_cond_broadcast(&a->changed);
+    }
+    if (a->filled <= a->taken && a->free_wait) {
+        Py_BEGIN_ALLOW_THREADS
+        while (a->filled <= a->taken) pthread_cond_wait(&a->changed, &a->lock);
+        Py_END_ALLOW_THREADS
     }
     while (a->filled <= a->taken) pthread_cond_wait(&a->changed, &a->lock);
     Block *b = &a->blocks[a->taken % N_BLOCKS];

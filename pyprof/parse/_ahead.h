@@ -1,5 +1,7 @@
-/* _ahead.c: one query's rows, read ahead by a thread of their own where ``read_ahead`` (else stepped when asked),
- * on a read-only connection of its own. Shared by both extensions (_core and _scan): errors are raised as
+/* _ahead.c: one query's rows, read ahead by a thread of their own (else stepped when asked), on a read-only
+ * connection of its own. ``mode``: AHEAD_OFF steps in the calling thread; AHEAD_ON reads ahead; AHEAD_FREE_WAIT
+ * also lets other Python threads run while the caller waits for rows (for a caller that holds no borrowed
+ * reference another thread could free: the checks' pass, run table by table in threads). Shared by both extensions (_core and _scan): errors are raised as
  * ``error``, the extension's own exception type (borrowed: it lives as long as the module).
  * ahead_open: -1 with ``error`` (SQLite's message) or MemoryError set. ahead_step: 1 a row, 0 the end, -1 with
  * ``error`` and SQLite's message where a step failed, after the rows before it. The accessors read the current
@@ -13,7 +15,8 @@
 #include <sqlite3.h>
 
 typedef struct Ahead Ahead;
-int ahead_open(const char *path, const char *sql, int read_ahead, PyObject *error, Ahead **out);
+enum { AHEAD_OFF, AHEAD_ON, AHEAD_FREE_WAIT };
+int ahead_open(const char *path, const char *sql, int mode, PyObject *error, Ahead **out);
 int ahead_step(Ahead *a);
 int ahead_columns(const Ahead *a);
 int ahead_type(const Ahead *a, int i);

@@ -581,7 +581,7 @@ static int RangeFeed_init(RangeFeed *self, PyObject *args, PyObject *kwds) {
     if (self->fwd_max == -1 && PyErr_Occurred()) return -1;
     self->max_depth = max_depth;
     self->opened = 1;
-    if ((self->texts = PyDict_New()) == NULL || ahead_open(path, sql, core_read_ahead, CoreError, &self->rows) < 0)
+    if ((self->texts = PyDict_New()) == NULL || ahead_open(path, sql, core_read_ahead ? AHEAD_ON : AHEAD_OFF, CoreError, &self->rows) < 0)
         return -1;
     return read_row(self);
 }
@@ -1164,7 +1164,7 @@ static PyObject *LineWriter_close(LineWriter *self, PyObject *Py_UNUSED(ignored)
 static int prepare(const char *path, PyObject *sql, Ahead **stmt, int columns) {
     if (sql == Py_None) return 0;
     const char *text = PyUnicode_AsUTF8(sql);
-    if (text == NULL || ahead_open(path, text, core_read_ahead, CoreError, stmt) < 0) return -1;
+    if (text == NULL || ahead_open(path, text, core_read_ahead ? AHEAD_ON : AHEAD_OFF, CoreError, stmt) < 0) return -1;
     if (ahead_columns(*stmt) != columns) {
         PyErr_SetString(PyExc_ValueError, "a query of the line writer has the wrong number of columns");
         return -1;

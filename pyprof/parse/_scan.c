@@ -271,7 +271,7 @@ typedef struct {
     int in_order;      /* the rows read are stored (in rowid order) in start order */
     int any_payload;   /* some range has a JSON payload */
     int have_prev;
-    int64_t prev_start;
+    int64_t first_start, prev_start;  /* of the rows read: the first's, the last's */
 } Facts;
 
 #define IS_INT(i) (ahead_type(stmt, (i)) == SQLITE_INTEGER)
@@ -279,6 +279,7 @@ typedef struct {
 
 static void saw_start(Facts *f, int64_t start) {
     if (f->have_prev && start < f->prev_start) f->in_order = 0;
+    if (!f->have_prev) f->first_start = start;
     f->have_prev = 1;
     f->prev_start = start;
 }
@@ -364,13 +365,15 @@ static int range_row(Ahead *stmt, Facts *f, Groups *host, const Categories *c, l
 
 PyDoc_STRVAR(scan_doc,
 "scan(path, sql, layout, host, event_type, prefixes, node_parts, node_code, registered, names, keep_code,\n"
-"     pid_shift, pid_mask, read_ahead=False) -> (invalid, in_order, any_payload, groups or None)\n\n"
+"     pid_shift, pid_mask, read_ahead=False)\n"
+"-> (invalid, in_order, any_payload, groups or None, first start or None, last start or None)\n\n"
 "One pass over the rows of ``sql`` (in rowid order; its columns as ``layout`` lays them out: 0 a kernel, memcpy\n"
 "or memset table's start, end; 1 the runtime calls' start, end, globalTid, correlationId; 2 NVTX_EVENTS'\n"
 "eventType, start, end, globalTid, text, textId, jsonText, jsonTextId). With ``host``, groups lists the host\n"
 "intervals by (pid, code): (pid, code, starts, ends, names) with starts and ends as bytes of int64, the group of\n"
-"``keep_code`` as its rows came with their names, the others merged. With ``read_ahead``, a thread of its own\n"
-"steps the query (_ahead.c). Raises _scan.Error with SQLite's message.");
+"``keep_code`` as its rows came with their names, the others merged; the first and last starts of the rows read\n"
+"(None if none is). With ``read_ahead``, a thread of its own steps the query (_ahead.c) and other Python threads\n"
+"run while this one waits for rows. Raises _scan.Error with SQLite's message.");
 
 static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"path", "sql", "layout", "host", "event_type", "prefixes", "node_parts", "node_code",
@@ -393,7 +396,7 @@ static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwds) {
     Groups host = {0};
     Ahead *stmt = NULL;
     PyObject *result = NULL;
-    if (categories_init(&cats, prefixes, parts) < 0 || ahead_open(path, sql, read_ahead, ScanError, &stmt) < 0)
+    if (categories_init(&cats, prefixes, parts) < 0 || ahead_open(path, sql, read_ahead ? AHEAD_FREE_WAIT : AHEAD_OFF, ScanError, &stmt) < 0)
         goto done;
     if (ahead_columns(stmt) != N_COLUMNS[layout]) {
         PyErr_Format(PyExc_ValueError, "layout %d reads %d columns, the query gives %d", layout, N_COLUMNS[layout],
@@ -416,8 +419,16 @@ static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwds) {
     if (rc < 0) goto done;
     PyObject *groups = h ? groups_result(h, keep_code) : Py_NewRef(Py_None);
     if (groups != NULL) {
-        result = Py_BuildValue("(LOON)", f.invalid, f.in_order ? Py_True : Py_False,
-                               f.any_payload ? Py_True : Py_False, groups);
+        PyObject *first = f.have_prev ? PyLong_FromLongLong(f.first_start) : Py_NewRef(Py_None);
+        PyObject *last = f.have_prev ? PyLong_FromLongLong(f.prev_start) : Py_NewRef(Py_None);
+        if (first != NULL && last != NULL)
+            result = Py_BuildValue("(LOONNN)", f.invalid, f.in_order ? Py_True : Py_False,
+                                   f.any_payload ? Py_True : Py_False, groups, first, last);
+        else {
+            Py_XDECREF(first);
+            Py_XDECREF(last);
+            Py_DECREF(groups);
+        }
     }
 done:
     ahead_close(stmt);

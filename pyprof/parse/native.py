@@ -38,10 +38,15 @@ def read_ahead() -> bool:
     forced = os.environ.get(READ_AHEAD_ENV, "")
     if forced in ("0", "1"):
         return forced == "1"
+    return cpus() > 1
+
+
+def cpus() -> int:
+    """The CPUs this process may run on."""
     try:
-        return len(os.sched_getaffinity(0)) > 1
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # no affinity on this platform
-        return (os.cpu_count() or 1) > 1
+        return os.cpu_count() or 1
 
 
 class RangeFeed:

@@ -128,14 +128,17 @@ class NsysSource(Source):
         for table in (KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds"):
             if table in self.cols:
                 self.rows.last_row(table)
+        # the compiled pass reads the host intervals now too: the writer asks for them first thing, and a second
+        # pass would cost most of the first. The tables' passes run at once where parse reads ahead (nsys_scan).
+        self._scanned.update(nsys_scan.scan_tables(
+            self.rows, [nsys_scan.Table(t, kind, self.cols[t], t in (NVTX, RUNTIME)) for t, (kind, _) in _SCANNED.items()
+                        if t in self.cols and self._scanned.get(t, _UNKNOWN) is _UNKNOWN], NVTX_PUSH_POP))
         # Ranges without an end (never closed, marks) were always left out: only broken rows are counted.
         for table, where, what in ((KERNEL, _VALID_ACTIVITY, "kernel"), (MEMCPY, _VALID_ACTIVITY, "memcpy"),
                                    (MEMSET, _VALID_ACTIVITY, "memset"), (RUNTIME, _VALID_LAUNCH, "launch call"),
                                    (NVTX, f"e.eventType IS NOT {NVTX_PUSH_POP} OR e.end IS NULL OR {_VALID_RANGE}",
                                     "NVTX range")):
             if table in self.cols:
-                # the compiled pass reads the host intervals now too: the writer asks for them first thing, and a
-                # second pass would cost most of the first
                 facts = self._facts(table, host=table in (NVTX, RUNTIME))
                 self.rows.skip(f"{what} rows with a start, end or id that is not an integer (or ends before it "
                                "starts), left out",

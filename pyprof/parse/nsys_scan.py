@@ -14,11 +14,14 @@ runs and fails as it always has, with its own message. Both give the same answer
 """
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
 
 from pyprof.parse import native, nsys_host
+from pyprof.parse.host import union
 from pyprof.parse.sqlrows import SQLITE_ERRORS, Rows
 
 try:
@@ -57,23 +60,117 @@ def scan(rows: Rows, table: str, kind: int, columns: set[str], host: bool, event
     """The Facts of ``table`` (one of ``kind``; ``columns``: its columns), with its host intervals when ``host``
     (``event_type``: the push/pop ranges' eventType); None where the pass does not take the table (see the module's
     docstring): the reader's SQL answers then."""
-    if not enabled() or not takes(rows, table, kind, columns):
-        return None
-    strings = nsys_host.registered_strings(rows) if host and kind == RANGES and "textId" in columns else []
-    codes = {c: k for k, c in enumerate(nsys_host.CODES)}  # a range's category by its number
-    categories, keep = (nsys_host.CODES, codes["step"]) if kind == RANGES else (_CALL_CATEGORIES, -1)
-    select = ", ".join(c if c in columns or c not in _OPTIONAL else "NULL" for c in _COLUMNS[kind])
+    return scan_tables(rows, [Table(table, kind, columns, host)], event_type)[table]
+
+
+class Table(NamedTuple):
+    """A table to scan: its name, kind, columns, and whether its host intervals are wanted."""
+
+    name: str
+    kind: int
+    columns: set
+    host: bool
+
+
+#: A table of more rows than this is read in parts, each by a thread of its own, where parse reads ahead
+#: (native.read_ahead): the pass over a large export's ranges was the longest wait before its first record.
+PART_ROWS = 100_000
+MAX_PARTS = 4
+
+
+def scan_tables(rows: Rows, tables: list[Table], event_type: int) -> dict[str, Facts | None]:
+    """The Facts of each of ``tables``, as :func:`scan` gives them. Where parse reads ahead, the passes over the
+    tables, and over the parts of a large one, run at once, each in a thread of its own (the C releases the GIL
+    while it waits for rows), and each table's parts are merged as one pass over it would have found them."""
+    out: dict = {}
+    calls = []  # (table, the pass over one part)
+    for t in tables:
+        if not enabled() or not takes(rows, t.name, t.kind, t.columns):
+            out[t.name] = None
+            continue
+        for where in _parts(rows, t.name):
+            calls.append((t, _pass(rows, t, where, event_type)))
+    if len(calls) > 1 and native.read_ahead():
+        with ThreadPoolExecutor(max_workers=len(calls)) as pool:
+            done = [(t, pool.submit(call)) for t, call in calls]
+            results = [(t, _result_of(f.result)) for t, f in done]
+    else:
+        results = [(t, _result_of(call)) for t, call in calls]
+    for t in tables:
+        if t.name not in out:
+            parts = [r for u, r in results if u.name == t.name]
+            out[t.name] = None if any(r is None for r in parts) else _merged(t, parts)
+    return out
+
+
+def _result_of(call):
+    """What one pass gave, or None where it failed (the reader's SQL meets the same failure, and reports it as it
+    always has)."""
     try:
-        invalid, in_order, payload, groups = _scan.scan(
-            path=rows.file, sql=f"SELECT {select} FROM {table} ORDER BY rowid", layout=kind, host=host,
-            event_type=event_type, prefixes=tuple((p.encode(), codes[c]) for p, c in nsys_host.PREFIXES),
-            node_parts=tuple(p.encode() for p in nsys_host.NODE), node_code=codes["op"],
-            registered={sid: codes[c] for sid, c, _ in strings},
-            names={sid: text for sid, c, text in strings if codes[c] == keep}, keep_code=keep,
-            pid_shift=nsys_host.PID_SHIFT, pid_mask=nsys_host.PID_BITS, read_ahead=native.read_ahead())
+        return call()
     except _scan.Error:
-        return None  # the reader's SQL meets the same failure, and reports it as it always has
-    return Facts(invalid, in_order, payload, None if groups is None else _intervals(groups, categories, keep))
+        return None
+
+
+def _parts(rows: Rows, table: str) -> list[str]:
+    """The WHERE clauses of ``table``'s parts, by rowid: one (all of it) unless the table is large and parse reads
+    ahead."""
+    if not native.read_ahead():
+        return [""]
+    try:
+        # one query each: SQLite reads the ends of the table's b-tree for a lone min() or max(), not for both
+        (low,), (high,) = (rows.db.execute(f"SELECT {end}(rowid) FROM {table}").fetchone() for end in ("min", "max"))
+    except SQLITE_ERRORS:
+        return [""]  # the pass meets the same failure, and gives way to the SQL
+    if low is None or high - low < PART_ROWS:
+        return [""]
+    n = min(MAX_PARTS, native.cpus(), (high - low) // PART_ROWS + 1)
+    if n < 2:
+        return [""]
+    cuts = [low + (high - low + 1) * k // n for k in range(1, n)]
+    return ([f"WHERE rowid < {cuts[0]}"] + [f"WHERE rowid >= {a} AND rowid < {b}" for a, b in zip(cuts, cuts[1:])]
+            + [f"WHERE rowid >= {cuts[-1]}"])
+
+
+def _pass(rows: Rows, t: Table, where: str, event_type: int):
+    """The pass over the rows of ``t`` that ``where`` takes, to call."""
+    strings = nsys_host.registered_strings(rows) if t.host and t.kind == RANGES and "textId" in t.columns else []
+    codes = {c: k for k, c in enumerate(nsys_host.CODES)}  # a range's category by its number
+    keep = codes["step"] if t.kind == RANGES else -1
+    select = ", ".join(c if c in t.columns or c not in _OPTIONAL else "NULL" for c in _COLUMNS[t.kind])
+    return partial(
+        _scan.scan, path=rows.file, sql=f"SELECT {select} FROM {t.name} {where} ORDER BY rowid", layout=t.kind,
+        host=t.host, event_type=event_type, prefixes=tuple((p.encode(), codes[c]) for p, c in nsys_host.PREFIXES),
+        node_parts=tuple(p.encode() for p in nsys_host.NODE), node_code=codes["op"],
+        registered={sid: codes[c] for sid, c, _ in strings},
+        names={sid: text for sid, c, text in strings if codes[c] == keep}, keep_code=keep,
+        pid_shift=nsys_host.PID_SHIFT, pid_mask=nsys_host.PID_BITS, read_ahead=native.read_ahead())
+
+
+def _merged(t: Table, parts: list[tuple]) -> Facts:
+    """One table's Facts from its parts' results, in rowid order: what one pass over the whole would find."""
+    in_order = all(p[1] for p in parts)
+    last = None
+    for p in parts:  # each part in order, and each one's first row not before the last row of the one before
+        first_start, last_start = p[4], p[5]
+        if first_start is None:
+            continue
+        if last is not None and first_start < last:
+            in_order = False
+        last = last_start
+    groups = None
+    if t.host:
+        groups = {}  # (pid, code) -> [starts, ends, names], in the order the groups first came
+        for p in parts:
+            for pid, code, starts, ends, names in p[3]:
+                g = groups.setdefault((pid, code), [[], [], None if names is None else []])
+                g[0].append(np.frombuffer(starts, dtype=np.int64))
+                g[1].append(np.frombuffer(ends, dtype=np.int64))
+                if names is not None:
+                    g[2].extend(names)
+    categories, keep = (nsys_host.CODES, nsys_host.CODES.index("step")) if t.kind == RANGES else (_CALL_CATEGORIES, -1)
+    return Facts(sum(p[0] for p in parts), in_order, any(p[2] for p in parts),
+                 None if groups is None else _intervals(groups, categories, keep))
 
 
 def takes(rows: Rows, table: str, kind: int, columns: set[str]) -> bool:
@@ -104,13 +201,18 @@ def _integer_affinity(rows: Rows, table: str, names: list[str]) -> bool:
     return all("INT" in declared.get(n, "").upper() for n in names)
 
 
-def _intervals(groups: list, categories: tuple, keep: int) -> dict:
+def _intervals(groups: dict, categories: tuple, keep: int) -> dict:
     """(pid, category) -> (starts, ends, names), as nsys_host gives them: numpy arrays of int64, step names with
-    the separator nsys_host's SQL takes out of them taken out too."""
+    the separator nsys_host's SQL takes out of them taken out too; a group met in several parts is merged again
+    (steps: kept as their rows came)."""
     out = {}
-    for pid, code, starts, ends, names in groups:
+    for (pid, code), (starts, ends, names) in groups.items():
+        if len(starts) == 1:
+            s, e = starts[0], ends[0]
+        elif code == keep:
+            s, e = np.concatenate(starts), np.concatenate(ends)
+        else:
+            s, e = union(np.concatenate(starts), np.concatenate(ends))
         out[(pid, categories[code])] = (
-            np.frombuffer(starts, dtype=np.int64), np.frombuffer(ends, dtype=np.int64),
-            [n.replace(nsys_host.NAME_SEP, " ") for n in names] if code == keep else [])
+            s, e, [n.replace(nsys_host.NAME_SEP, " ") for n in names] if code == keep else [])
     return out
-

@@ -96,6 +96,19 @@ def test_shared_exports_same_both_ways(corpus, path, monkeypatch):
     _same_both_ways(path, monkeypatch)
 
 
+@pytest.fixture(params=["whole", "in parts"])
+def parts(request, monkeypatch):
+    """Each table scanned whole, or (where parse reads ahead) in parts of 2 rows or more, up to 4 at once, each in a
+    thread of its own (nsys_scan.scan_tables): the parts, merged, find what one pass finds."""
+    if request.param == "whole":
+        monkeypatch.setenv(native.READ_AHEAD_ENV, "0")
+    else:
+        monkeypatch.setenv(native.READ_AHEAD_ENV, "1")
+        monkeypatch.setattr(nsys_scan, "PART_ROWS", 2)
+        monkeypatch.setattr(native, "cpus", lambda: 4)
+    return request.param
+
+
 def _base(b) -> None:
     """Two processes' worth of work: pid 1 thread 2 has a step with ops and a DataLoader range inside; pid 3 an op."""
     b.gpu(0, "NVIDIA H100")
@@ -112,7 +125,7 @@ def _base(b) -> None:
 
 
 @needs_scan
-def test_host_intervals_as_reasoned(nsys_builder, monkeypatch):
+def test_host_intervals_as_reasoned(nsys_builder, monkeypatch, parts):
     b = nsys_builder()
     _base(b)
     _oddities, orders, query, host = _same_both_ways(b.close(), monkeypatch)
@@ -131,7 +144,7 @@ def test_host_intervals_as_reasoned(nsys_builder, monkeypatch):
 
 
 @needs_scan
-def test_values_of_the_wrong_type_left_out_and_counted_alike(nsys_builder, monkeypatch):
+def test_values_of_the_wrong_type_left_out_and_counted_alike(nsys_builder, monkeypatch, parts):
     b = nsys_builder()
     _base(b)
     ranges = [("'t2000'", 3000, gtid(1, 2), 59),  # a start that is text (no number: affinity keeps it text)
@@ -162,7 +175,7 @@ def test_values_of_the_wrong_type_left_out_and_counted_alike(nsys_builder, monke
 
 
 @needs_scan
-def test_rows_out_of_start_order(nsys_builder, monkeypatch):
+def test_rows_out_of_start_order(nsys_builder, monkeypatch, parts):
     b = nsys_builder()
     b.range(1, 2, 5000, 6000, "ProfilerStep#2")
     b.range(1, 2, 1000, 4000, "ProfilerStep#1")
@@ -179,7 +192,33 @@ def test_rows_out_of_start_order(nsys_builder, monkeypatch):
 
 
 @needs_scan
-def test_registered_strings_and_odd_texts(nsys_builder, monkeypatch):
+def test_out_of_order_only_across_parts(nsys_builder, monkeypatch):
+    """Ranges and calls in start order within each quarter of the table but not across them (the second half starts
+    before the first), a step and an op range in each part: read in 4 parts, the cross-part order check alone
+    finds the disorder; the steps stay in table order, the op ranges merge across parts."""
+    monkeypatch.setenv(native.READ_AHEAD_ENV, "1")
+    monkeypatch.setattr(nsys_scan, "PART_ROWS", 2)
+    monkeypatch.setattr(native, "cpus", lambda: 4)
+    b = nsys_builder()
+    starts = [5000, 6000, 7000, 8000, 1000, 2000, 3000, 4000]  # rowids 1-8: parts [1, 3), [3, 5), [5, 7), [7, 9)
+    for k, start in enumerate(starts):
+        b.range(1, 2, start, start + 900, f"ProfilerStep#{k}" if k % 2 == 0 else "aten::mm, seq = 1, op_id = 1")
+        b.launch(1, 2, start + 100, start + 200, k + 1)
+        b.kernel(1, 20_000 + k * 100, 20_050 + k * 100, k + 1)
+    cut = nsys_scan._parts
+    made = []
+    monkeypatch.setattr(nsys_scan, "_parts", lambda rows, table: made.append((table, cut(rows, table))) or made[-1][1])
+    _oddities, orders, _payload, host = _same_both_ways(b.close(), monkeypatch)
+    assert {table: len(p) for table, p in made} == {NVTX: 4, RUNTIME: 4, KERNEL: 4, nsys.MEMCPY: 1}  # empty
+    assert orders[NVTX] == "ORDER BY e.start, e.rowid" and orders[RUNTIME] == "ORDER BY start, rowid"
+    assert orders[KERNEL] == ""
+    assert host[(1, "step")] == ([5000, 7000, 1000, 3000], [5900, 7900, 1900, 3900],
+                                 ["ProfilerStep#0", "ProfilerStep#2", "ProfilerStep#4", "ProfilerStep#6"])
+    assert host[(1, "op")] == ([2000, 4000, 6000, 8000], [2900, 4900, 6900, 8900], [])
+
+
+@needs_scan
+def test_registered_strings_and_odd_texts(nsys_builder, monkeypatch, parts):
     """Texts as registered strings (textId), a step name holding nsys_host's separator, texts that are not UTF-8, a
     number where a text goes, and a row with both a text and a textId (the text decides)."""
     b = nsys_builder()
@@ -218,7 +257,7 @@ def test_ranges_with_json_payloads(nsys_builder, monkeypatch):
 
 
 @needs_scan
-def test_empty_tables(nsys_builder, monkeypatch):
+def test_empty_tables(nsys_builder, monkeypatch, parts):
     b = nsys_builder()
     oddities, orders, query, host = _same_both_ways(b.close(), monkeypatch)
     assert (oddities, host) == ({}, {}) and set(orders.values()) == {""} and "jsonText" not in query
@@ -305,7 +344,7 @@ def test_string_ids_not_unique_left_to_the_sql(tmp_path, monkeypatch):
 
 
 @needs_scan
-def test_many_intervals_merged_as_they_come(nsys_builder, monkeypatch):
+def test_many_intervals_merged_as_they_come(nsys_builder, monkeypatch, parts):
     """More op ranges than the pass holds before merging (_scan.c MERGE_MIN, 65536), shuffled: cluster k is
     [k*1000, k*1000+200], [k*1000+100, k*1000+500] and [k*1000+150, k*1000+160], so the union is exactly
     [k*1000, k*1000+500] for each k, and the API calls, one per cluster at k*1000+600, stay apart."""
