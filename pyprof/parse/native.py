@@ -53,14 +53,17 @@ class RangeFeed:
     """A source's ranges read in C and pushed on a Correlator's stacks (correlate.RowFeed's interface); an SQLite
     error becomes the reader's InputError, as its own queries' do (sqlrows.Rows.error)."""
 
-    def __init__(self, source, correlator, sql: str, deep_ranges: str, max_depth: int) -> None:
+    def __init__(self, source, correlator, sql: str, deep_ranges: str, max_depth: int,
+                 reader_oddities: dict | None = None) -> None:
+        """``reader_oddities``: where a text read leniently is counted (the reader's own oddities by default)."""
         self._rows = source.rows
         c = correlator
         try:
             self._feed = _core.RangeFeed(
                 source.file, sql, c._stacks, c._state, c._fwd, c._backward_thread, c._wanted, c.oddities,
                 c._process_of, c._take_output_shapes, c._name_engine_range, mk.quick_seq, mk.is_backward_text,
-                deep_ranges, max_depth, source.rows.oddities, NOT_UTF8)
+                deep_ranges, max_depth, source.rows.oddities if reader_oddities is None else reader_oddities,
+                NOT_UTF8)
             self._feed.engine_types(*c.ENGINE_TYPES)
         except _core.Error as e:
             raise self._rows.error(sqlite3.DatabaseError(str(e))) from None

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import sqlite3
 
-from pyprof.parse import correlate, encode, lineparts, native
+from pyprof.parse import correlate, encode, lineparts, native, sweep_worker
 from pyprof.parse import markers as mk
 from pyprof.parse.activities import WINDOW
 from pyprof.parse.correlate import DEEP_RANGES, MAX_RANGE_DEPTH, OUTPUT_WAIT_NS, Correlator
 from pyprof.parse.nsys import KERNEL, MEMCPY, MEMSET, NsysSource, _api_name
+from pyprof.forked import WorkerError
 from pyprof.record import COMPILED_MOD
 
 
@@ -83,35 +84,61 @@ def _attributor(correlator, raw_markers: bool):
     return native._core.Attributor(correlator, defs, runs, raw_markers)
 
 
-def record_lines(source, stats, raw_markers: bool):
+def record_lines(source, stats, raw_markers: bool, worker: bool = False):
     """parse's header line, then the records' lines of ``source`` made by the compiled core (writer._merge_lines is
-    the reference): the launch calls swept and attributed in C in this process (a worker process, as the Python path
-    may use, would only add the pickling), the activities read, joined and written in C."""
+    the reference): the launch calls swept and attributed in C, in this process or, with ``worker``, in a forked
+    worker process while this one writes the lines (the sweep is the larger half of the work); the activities read,
+    joined and written in C."""
     head_line, gpu_names = lineparts.header(source)
     yield head_line
     native._core.read_ahead(native.read_ahead())
     activity_sql, launch_sql = source.native_queries()
-    correlator = Correlator(source, stats.oddities)
-    attributor = _attributor(correlator, raw_markers)
-    swept = None
+    range_sql = source.range_query()
+    infos = None
     if launch_sql is not None:
-        feed = native.range_feed(source, correlator, DEEP_RANGES, MAX_RANGE_DEPTH)
-        swept = native.sweep(source, launch_sql, attributor, feed, OUTPUT_WAIT_NS)
-    infos = iter(()) if swept is None else swept
+        args = (source, launch_sql, range_sql, raw_markers)
+        # the worker is forked here, before this process starts the line writer's reading threads
+        infos = sweep_worker.CoreInfos(_sweep_in_worker, args, stats.oddities) if worker else \
+            _sweep(*args, stats.oddities)
     segments = tuple(lineparts.LINE.split("%s"))
     try:
-        lines = native._core.LineWriter(source.file, activity_sql, launch_sql, infos, segments,
-                                        Parts(source, gpu_names), lineparts.NO_CALL,
+        lines = native._core.LineWriter(source.file, activity_sql, launch_sql, iter(()) if infos is None else infos,
+                                        segments, Parts(source, gpu_names), lineparts.NO_CALL,
                                         encode.attribution(None), lineparts.API_END_KEY, stats,
                                         lineparts.CLOCK_SKEW_NS, 2 * lineparts.RECENT, 2 * WINDOW)
         try:
             yield from lines  # the cyclic collector is off around them (writer._merge)
+            if worker and infos is not None:
+                for _ in infos:  # the end message: the count checked, the sweep's oddities added
+                    raise WorkerError(f"{sweep_worker.NAME} sent more launch infos than there are launch calls")
         finally:
             lines.close()
-            if swept is not None:
-                swept.close()
+            if infos is not None:
+                infos.close()
     except native._core.Error as e:
         raise source.rows.error(sqlite3.DatabaseError(str(e))) from None
+
+
+def _sweep(source, launch_sql: str, range_sql: str | None, raw_markers: bool, oddities: dict):
+    """The compiled sweep of ``source``'s launch calls (``range_sql`` None: an export without ranges), counting what
+    it leaves out in ``oddities``: its infos, in launch order (native.sweep)."""
+    correlator = Correlator(source, oddities)
+    feed = None if range_sql is None else \
+        native.RangeFeed(source, correlator, range_sql, DEEP_RANGES, MAX_RANGE_DEPTH, oddities)
+    return native.sweep(source, launch_sql, _attributor(correlator, raw_markers), feed, OUTPUT_WAIT_NS)
+
+
+def _sweep_in_worker(conn, source, launch_sql: str, range_sql: str | None, raw_markers: bool) -> None:
+    """The sweep worker's body (sweep_worker.CoreInfos): the compiled sweep, on the parent's source object but with
+    the core's own connections (the parent's is never used here), its infos sent to the parent."""
+    oddities: dict = {}  # this process's own: the parent adds them to its count at the end
+    swept = _sweep(source, launch_sql, range_sql, raw_markers, oddities)
+    try:
+        sweep_worker.send_infos(conn, lambda: swept, oddities)
+    except native._core.Error as e:  # the reader's InputError, as in the parsing process (sent as such)
+        raise source.rows.error(sqlite3.DatabaseError(str(e))) from None
+    finally:
+        swept.close()
 
 
 _TABLES = (KERNEL, MEMCPY, MEMSET)  # by the core's table number

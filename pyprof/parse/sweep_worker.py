@@ -6,6 +6,9 @@ LAUNCH_INFO, ``(attribution, call, flags)``, in batches through a pipe. The pare
 itself, in the same order, and joins the two: the worker is the critical path of a parse, so the rest of
 a launch's fields cost it nothing. A failure in the worker is a bug (the file was checked before any
 output): pyprof.forked raises it here with its traceback.
+
+The compiled core's sweep runs in such a worker too (native_lines.record_lines): its infos travel the same way,
+each attribution's JSON once while the writer holds it (core_infos_from_worker).
 """
 from __future__ import annotations
 
@@ -67,15 +70,21 @@ class _Sender:
 
 def _sweep(conn, reopen_args: tuple) -> None:
     """The worker's body (pyprof.forked runs it and sends what it raises)."""
+    cls, path, display = reopen_args
+    src = cls(path, display)
+    correlator = Correlator(src, src.oddities)
+    send_infos(conn, lambda: correlator.sweep(src.launch_times()), correlator.oddities)
+
+
+def send_infos(conn, sweep, oddities: dict) -> None:
+    """Send the infos ``sweep()`` yields, ``(attribution, call, flags)`` with an attribution numbered first, in
+    batches; then the end message: how many, and ``oddities`` (what the sweep left out). A worker's body."""
     sender = _Sender(conn)
     try:
-        cls, path, display = reopen_args
-        src = cls(path, display)
         batch: list = []
-        sent = attribution_window()  # what the writer holds (writer._merge_lines adds the same numbers in order)
+        sent = attribution_window()  # what the writer holds (the writer adds the same numbers in order)
         n = 0
-        correlator = Correlator(src, src.oddities)
-        for info in correlator.sweep(src.launch_times()):
+        for info in sweep():
             att = info[0]
             if att is not None:
                 if att[0] in sent:  # the writer has it: send the number only
@@ -88,7 +97,7 @@ def _sweep(conn, reopen_args: tuple) -> None:
                 n += len(batch)
                 batch = []
         sender.send(_pack(batch))
-        sender.send(_END + marshal.dumps((n + len(batch), correlator.oddities)))
+        sender.send(_END + marshal.dumps((n + len(batch), oddities)))
     except BaseException:
         sender.stop()  # the batches queued go first: the failure is sent after them
         raise
@@ -108,10 +117,9 @@ def _pack(batch: list) -> bytes:
         return _PICKLE + pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _received(source) -> Iterator:
-    """Start the sweep worker on ``source``; yield its batches (lists of the end of LAUNCH_INFO), then its end message,
-    (launch calls swept, oddities), as a tuple. Stops the worker when closed."""
-    worker = forked.start(NAME, _sweep, (source.reopen_args(),))
+def _messages(worker) -> Iterator:
+    """``worker``'s batches (lists of the end of LAUNCH_INFO), then its end message, (launch calls swept, oddities),
+    as a tuple. Stops the worker when closed."""
     try:
         while True:
             msg = worker.recv_bytes()
@@ -145,7 +153,7 @@ def launch_infos_from_worker(source, oddities: dict) -> Iterator[tuple]:
     when the worker finds the export unreadable part way, WorkerError for a bug in it."""
     launches = iter(source.launches())
     n = 0
-    for batch in _received(source):
+    for batch in _messages(forked.start(NAME, _sweep, (source.reopen_args(),))):
         if type(batch) is tuple:
             _ended(batch, n, next(launches, None) is not None, oddities)
             return
@@ -153,3 +161,44 @@ def launch_infos_from_worker(source, oddities: dict) -> Iterator[tuple]:
         for (att, call, flags), (_thread, start, end, api, key, pid, tid, *_) in zip(batch, launches):
             n += 1
             yield key, api, start, end, pid, tid, att, call, flags
+
+
+class CoreInfos:
+    """The compiled sweep's infos, ``((number, (head, tail)) or None, call, flags)``, swept in a worker forked at
+    once (before the caller starts threads of its own) running ``body(conn, *args)``, which sends them with
+    send_infos: each numbered attribution comes whole once, then by its number while this side holds it. What the
+    sweep left out is added to ``oddities`` when the caller asks past the last info (the line writer takes one per
+    launch call: one more ask checks the count). ``close`` stops the worker."""
+
+    def __init__(self, body, args: tuple, oddities: dict) -> None:
+        self._worker = forked.start(NAME, body, args)
+        self._infos = _core_infos(_messages(self._worker), oddities)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> tuple:
+        return next(self._infos)
+
+    def close(self) -> None:
+        self._infos.close()
+        forked.stop([self._worker])
+
+
+def _core_infos(received: Iterator, oddities: dict) -> Iterator[tuple]:
+    window = attribution_window()  # the same numbers, added in the same order, as send_infos' ``sent``
+    n = 0
+    try:
+        for batch in received:
+            if type(batch) is tuple:
+                _ended(batch, n, False, oddities)
+                return
+            for att, call, flags in batch:
+                if type(att) is int:
+                    att = window[att]
+                elif att is not None:
+                    window.add(att[0], att)
+                n += 1
+                yield att, call, flags
+    finally:
+        received.close()

@@ -15,6 +15,7 @@ import json
 import os
 from typing import Iterator
 
+from pyprof import forked
 from pyprof.common import BoundedDict, no_cyclic_gc
 from pyprof.record import ATTRIBUTION, SIDE_PREFIX, Record
 from pyprof.parse import encode, native_lines
@@ -29,20 +30,26 @@ from pyprof.parse.memory import memory_lines
 _SIDE_TEXT = SIDE_PREFIX.decode()
 #: Exports smaller than this are swept in-process: a worker process is not worth starting.
 WORKER_MIN_BYTES = 16 << 20
+#: The free cores the compiled core's sweep worker needs to pay off: the core alone keeps about 1.4 busy (its
+#: reading threads), and on 2 cores a 50k-kernel export parsed no faster with the worker (0.71-0.77 s against
+#: 0.74-0.76 s): the two processes only took turns.
+CORE_WORKER_CORES = 3
 
 
 def lines(source: Source, worker: bool | None = None, raw_markers: bool = False) -> tuple[Iterator[str], Stats]:
     """Return (parse's header line, then the records' JSON lines in activity start order, without newlines;
     their Stats). The end line is the caller's to write (record.end_line), once the lines are consumed.
 
-    ``worker``: sweep in a worker process on the Python path (None: when a core is free, the source can be reopened
-    there and the file is large; the compiled core sweeps in this process). ``raw_markers``: keep the raw autograd range texts (``seqMarker``). The Stats fill
+    ``worker``: sweep in a worker process (None: when a core is free, the source can be reopened there and the file
+    is large), on either path. ``raw_markers``: keep the raw autograd range texts (``seqMarker``). The Stats fill
     in as the lines are consumed."""
-    if native_lines.takes(source):  # the compiled core reads, sweeps and writes the whole file (native_lines.py)
-        stats = Stats(oddities=source.oddities)
-        return _merge(source, native_lines.record_lines(source, stats, raw_markers), stats), stats
+    compiled = native_lines.takes(source)  # the core reads, sweeps and writes the whole file (native_lines.py)
     if worker is None:
-        worker = _worth_a_worker(source)
+        worker = _worth_a_worker(source, CORE_WORKER_CORES if compiled else 1)
+    if compiled:
+        stats = Stats(oddities=source.oddities)
+        return _merge(source, native_lines.record_lines(source, stats, raw_markers, worker and forked.available()),
+                      stats), stats
     if worker and source.reopen_args() is not None:  # Kineto traces are read in memory
         from pyprof.parse.sweep_worker import launch_infos_from_worker
 
@@ -67,12 +74,12 @@ def _with_header(d: dict, header: dict) -> Record:
     return Record.from_dict({**d, "gpu_props": gpu["gpu_props"] if gpu else None})
 
 
-def _worth_a_worker(source: Source) -> bool:
-    """A worker pays off with a core to spare and a large file; without a free core the pickling between
-    the two processes only adds work (the output is the same either way: a test checks it)."""
+def _worth_a_worker(source: Source, free_cores: int = 1) -> bool:
+    """A worker pays off with ``free_cores`` to spare and a large file; without them the pickling between the two
+    processes only adds work (the output is the same either way: a test checks it)."""
     args = source.reopen_args()
     cores = os.cpu_count() or 1
-    if args is None or cores - os.getloadavg()[0] < 1.0:
+    if args is None or cores - os.getloadavg()[0] < free_cores:
         return False
     try:
         return os.path.getsize(args[1]) >= WORKER_MIN_BYTES

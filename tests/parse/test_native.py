@@ -84,14 +84,22 @@ def _takes(path: Path, taken: bool, monkeypatch) -> None:
 
 @needs_core
 def test_odd_ranges_same_bytes_both_paths(nsys_builder, monkeypatch):
-    """What the core hands back to Python or reads leniently: ranges nested past MAX_RANGE_DEPTH, equal starts (the
-    later end encloses), texts that are not ASCII or not UTF-8 with a seq, odd spacing after "seq =", a backward node
-    inside the engine's range and a numbered range right inside it, a consumer op naming a waiting producer, and
-    texts at the edges of the core's emit_nvtx decoding (a newline, a number past 64 bits, fields out of the common
-    order or spacing)."""
+    """What the core hands back to Python or reads leniently (_odd_ranges)."""
+    path, n_edges = _odd_ranges(nsys_builder())
+    c_path, py_path = _outcome(path, False, monkeypatch, True), _outcome(path, True, monkeypatch, True)
+    assert c_path == py_path
+    # 10 launches of the first threads + one per edge text; oddities: deep ranges and a text that is not UTF-8
+    assert c_path[1]["records"] == 10 + n_edges and c_path[1]["oddities"]
+
+
+def _odd_ranges(b) -> tuple[Path, int]:
+    """An export of what the core hands back to Python or reads leniently: ranges nested past MAX_RANGE_DEPTH,
+    equal starts (the later end encloses), texts that are not ASCII or not UTF-8 with a seq, odd spacing after
+    "seq =", a backward node inside the engine's range and a numbered range right inside it, a consumer op naming a
+    waiting producer, and texts at the edges of the core's emit_nvtx decoding (a newline, a number past 64 bits,
+    fields out of the common order or spacing); (its path, the number of edge texts)."""
     from pyprof.parse.correlate import MAX_RANGE_DEPTH
 
-    b = nsys_builder()
     b.gpu(0, "NVIDIA H100")
     t = 1000
     for i in range(MAX_RANGE_DEPTH + 5):  # one thread nested too deep: the deepest are left out, counted
@@ -122,11 +130,54 @@ def test_odd_ranges_same_bytes_both_paths(nsys_builder, monkeypatch):
                                         + [(4, 50_100 + i * 1000) for i in range(len(edges))], start=1):
         b.launch(1, tid, start, start + 50, corr)
         b.kernel(1, 100_000 + corr * 1000, 100_500 + corr * 1000, corr)
-    path = b.close()
-    c_path, py_path = _outcome(path, False, monkeypatch, True), _outcome(path, True, monkeypatch, True)
-    assert c_path == py_path
-    # 10 launches of the first threads + one per edge text; oddities: deep ranges and a text that is not UTF-8
-    assert c_path[1]["records"] == 10 + len(edges) and c_path[1]["oddities"]
+    return b.close(), len(edges)
+
+
+@needs_core
+@pytest.mark.parametrize("ahead", ["0", "1"])
+def test_core_sweep_worker_same_as_in_process(nsys_builder, monkeypatch, ahead):
+    """The core's sweep in a worker process: the same lines, and the same counts of what was left out or read
+    leniently (the worker's oddities are added to the parent's at the end), as swept in the parsing process."""
+    from pyprof.parse.writer import lines
+
+    path, _ = _odd_ranges(nsys_builder())
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "0")
+    monkeypatch.setenv(native.READ_AHEAD_ENV, ahead)
+    out = {}
+    for worker in (True, False):
+        src = open_source(str(path))
+        try:
+            recs, stats = lines(src, worker, raw_markers=True)
+            out[worker] = (list(recs), vars(stats))
+        finally:
+            close_source(src)
+    assert out[True] == out[False] and out[True][1]["oddities"]
+
+
+@needs_core
+@pytest.mark.parametrize("worker", [True, False])
+def test_sqlite_error_part_way_through_the_sweep(monkeypatch, worker):
+    """SQLite failing in the middle of the ranges' query (an integer overflow from the 100th range on, made in the
+    query itself): the same one line, swept in the parsing process or in the worker, read ahead or not."""
+    from pyprof.parse.writer import lines
+
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "0")
+    errors = set()
+    for ahead in ("0", "1"):
+        monkeypatch.setenv(native.READ_AHEAD_ENV, ahead)
+        src = open_source(str(EMIT_NVTX))
+        real = src.range_query()
+        cut = sorted(start for _, start, *_ in src.ranges())[100]
+        src.range_query = lambda: real.replace(
+            "SELECT e.globalTid,", f"SELECT e.globalTid + CASE WHEN e.start > {cut} THEN "
+            "abs(-9223372036854775807 - 1) ELSE 0 END,")
+        try:
+            with pytest.raises(InputError) as e:
+                list(lines(src, worker)[0])
+            errors.add(str(e.value))
+        finally:
+            close_source(src)
+    assert len(errors) == 1 and "integer overflow" in errors.pop()
 
 
 @needs_core
