@@ -6,7 +6,8 @@ Each run measures, each in its own process so that peak RSS is its own: (a) mere
 with Python's sqlite3 (kernels, memcpys, memsets, their launch calls, push/pop NVTX ranges, StringIds; no sorting,
 no processing), (b) ``pyprof.parse`` writing every record to /dev/null with its compiled core (where it is built
 and takes the export, docs/parse.md) and (c) with its pure-Python path (``PYPROF_PURE_PYTHON=1``), each with the
-sweep worker process as parse decides (or as --worker says). It prints one line per run: the wall seconds of each, the ratios to (a)
+sweep worker process as parse decides (or as --worker says). It prints one line per run: the wall seconds of each
+and the CPU seconds of all its threads and processes, the ratios to (a)
 and the peak memory; then the CPU split of the last Python run.
 
 ``--floor`` adds (d): the least that the Python path's design can do, split as it splits it. Two processes read
@@ -124,6 +125,7 @@ def _floor_rows(path: str) -> int:
 def _child(mode: str, path: str, worker: bool | None) -> None:
     if mode != "raw":
         importlib.import_module("pyprof.parse.writer")  # importing is not parsing: outside the timing
+    before = resource.getrusage(resource.RUSAGE_SELF)  # of every thread of this process: the reading threads too
     t0 = time.perf_counter()
     n = _raw(path) if mode == "raw" else _floor(path) if mode == "floor" else _parse(path, worker)
     seconds = time.perf_counter() - t0
@@ -131,7 +133,7 @@ def _child(mode: str, path: str, worker: bool | None) -> None:
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the sweep worker process, when one ran
     # Peak RSS (Linux: KiB) of this process plus its largest child: an upper bound of the two together.
     peak_mb = (me.ru_maxrss + kids.ru_maxrss) / 1024
-    cpu_self = me.ru_utime + me.ru_stime
+    cpu_self = me.ru_utime + me.ru_stime - before.ru_utime - before.ru_stime
     cpu_worker = kids.ru_utime + kids.ru_stime
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_self + cpu_worker, "cpu_self": cpu_self,
                       "cpu_worker": cpu_worker, "peak_mb": peak_mb, "rows": n}))
@@ -177,9 +179,10 @@ def main(argv: list[str] | None = None) -> int:
         raw = _run("raw", a.export)
         runs = {e: _run("parse", a.export, a.worker, e) for e in engines}
         figures = "; ".join(f"{'C core' if e == 'c' else 'Python'} {r['seconds']:.2f} s = "
-                            f"{r['seconds'] / raw['seconds']:.2f}x, peak {r['peak_mb']:.0f} MB"
-                            for e, r in runs.items())
-        print(f"run {i + 1}: raw sqlite3 scan {raw['seconds']:.2f} s ({raw['rows']} rows, peak {raw['peak_mb']:.0f} MB); "
+                            f"{r['seconds'] / raw['seconds']:.2f}x (CPU {r['cpu_seconds']:.2f} s), "
+                            f"peak {r['peak_mb']:.0f} MB" for e, r in runs.items())
+        print(f"run {i + 1}: raw sqlite3 scan {raw['seconds']:.2f} s (CPU {raw['cpu_seconds']:.2f} s, {raw['rows']} rows, "
+              f"peak {raw['peak_mb']:.0f} MB); "
               f"{figures} ({runs['python']['rows']} records)")
     if a.floor:
         floor = _run("floor", a.export)

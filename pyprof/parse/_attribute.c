@@ -25,7 +25,7 @@ static const char *A_NAMES[N_A_SLOTS] = {
     "mod", "op", "args", "outputs", "waiting", "callsite", "host_ns", "fwd", "call", "until_ns", "info"};
 static const char *M_NAMES[N_M_SLOTS] = {"kind", "name", "mod", "op", "args", "site", "stack", "seq", "stashed",
                                          "op_id", "raw_sizes", "outputs", "backward", "data", "container",
-                                         "_args_json", "_lean_json"};
+                                         "_args_json", "_lean_json", "dtypes", "concrete"};
 static const char *E_NAMES[N_ENCODERS] = {"strings", "nested", "json_items", "ints", "str", "bool", "json", "str?",
                                           "int?"};
 
@@ -302,6 +302,34 @@ static int backward_graph(Attributor *self, PyObject *m) {
     return graph != NULL && PyUnicode_Check(graph) && PyUnicode_CompareWithASCIIString(graph, "backward") == 0;
 }
 
+/* Marker.args_json() (a new reference), encoded once per marker: its common cases here, an op without arguments
+ * (get_args gives [], kept as the marker's args) and an emit_nvtx sizes text already encoded (markers._sizes_json);
+ * the method for the rest. */
+static PyObject *args_json(Attributor *self, PyObject *m) {
+    PyObject *done = M(self, m, M_ARGS_JSON);
+    if (done != NULL && PyUnicode_CheckExact(done)) return Py_NewRef(done);
+    PyObject *args = M(self, m, M_ARGS), *sizes = M(self, m, M_RAW_SIZES);
+    if (args == Py_None && M(self, m, M_DTYPES) == Py_None && M(self, m, M_CONCRETE) == Py_None && sizes != NULL) {
+        if (sizes == Py_None) {
+            PyObject *none = PyList_New(0);
+            if (none == NULL) return NULL;
+            set_slot(m, self->m_off[M_ARGS], none);
+            Py_DECREF(none);
+            set_slot(m, self->m_off[M_ARGS_JSON], self->no_args);
+            return Py_NewRef(self->no_args);
+        }
+        if (PyUnicode_CheckExact(sizes)) {
+            PyObject *known = PyDict_GetItemWithError(self->sizes_json, sizes);
+            if (known != NULL) {
+                set_slot(m, self->m_off[M_ARGS_JSON], known);
+                return Py_NewRef(known);
+            }
+            if (PyErr_Occurred()) return NULL;
+        }
+    }
+    return PyObject_CallMethod(m, "args_json", NULL);
+}
+
 /* correlate.Correlator._attribute: a new reference to the Attribution of a launch enclosed by ``chain`` */
 static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
     Py_ssize_t n = PyList_GET_SIZE(chain);
@@ -502,8 +530,7 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
             }
         }
     }
-    PyObject *args = M(self, shaped, M_ARGS_JSON);  /* Marker.args_json(), encoded once per marker */
-    args = args != NULL && PyUnicode_CheckExact(args) ? Py_NewRef(args) : PyObject_CallMethod(shaped, "args_json", NULL);
+    PyObject *args = args_json(self, shaped);
     if (args == NULL) goto fail;
     set_slot(a, self->a_off[A_ARGS], args);
     Py_DECREF(args);
@@ -814,6 +841,7 @@ static int Attributor_init(Attributor *self, PyObject *args, PyObject *kwds) {
         {&self->engine_seq_type, "EngineSeq"}, {&self->undecoded, "UNDECODED"}, {&self->empty, "EMPTY"},
         {&self->backward_bare, "BACKWARD_BARE"}, {&self->serials, "serials"}, {&self->string_json, "string"},
         {&self->compiled_mod, "COMPILED_MOD"}, {&self->backward_op, "BACKWARD_OP"},
+        {&self->decoded, "decoded"}, {&self->sizes_json, "sizes_json"},
         {&self->kinds[K_SEQ], "SEQ"}, {&self->kinds[K_OP], "OP"}, {&self->kinds[K_MODULE], "MODULE"},
         {&self->kinds[K_LAYER], "LAYER"}, {&self->kinds[K_TRACE], "TRACE"}, {&self->kinds[K_REPR], "REPR"}};
     for (size_t i = 0; i < sizeof from_defs / sizeof from_defs[0]; i++) {
@@ -828,6 +856,10 @@ static int Attributor_init(Attributor *self, PyObject *args, PyObject *kwds) {
     if (marker_type == NULL || encoders == NULL || !PyType_Check(marker_type) ||
         !PyType_Check(self->attribution_type) || !PyType_Check(self->engine_seq_type)) {
         PyErr_SetString(PyExc_TypeError, "Attributor: Marker, Attribution, EngineSeq are classes; ENCODERS given");
+        return -1;
+    }
+    if (!PyDict_Check(self->decoded) || !PyDict_Check(self->sizes_json)) {
+        PyErr_SetString(PyExc_TypeError, "Attributor: decoded and sizes_json are dicts");
         return -1;
     }
     if (slot_offsets(self->attribution_type, A_NAMES, N_A_SLOTS, self->a_off) < 0 ||

@@ -12,7 +12,7 @@ enum { A_RANGES, A_LAYER, A_TRACE, A_MARKER, A_REPR, A_SEQ_MARKER, A_SEQ_ID, A_A
        N_A_SLOTS };
 /* Marker's slots (markers.Marker) */
 enum { M_KIND, M_NAME, M_MOD, M_OP, M_ARGS, M_SITE, M_STACK, M_SEQ, M_STASHED, M_OP_ID, M_RAW_SIZES, M_OUTPUTS,
-       M_BACKWARD, M_DATA, M_CONTAINER, M_ARGS_JSON, M_LEAN_JSON, N_M_SLOTS };
+       M_BACKWARD, M_DATA, M_CONTAINER, M_ARGS_JSON, M_LEAN_JSON, M_DTYPES, M_CONCRETE, N_M_SLOTS };
 /* the JSON encoders of the attribution fields (record.Field.json) */
 enum { E_STRINGS, E_NESTED, E_JSON_ITEMS, E_INTS, E_STR, E_BOOL, E_JSON, E_STR_OPT, E_INT_OPT, N_ENCODERS };
 enum { K_SEQ, K_OP, K_MODULE, K_LAYER, K_TRACE, K_REPR, N_KINDS };
@@ -30,12 +30,13 @@ typedef struct {
 
 /* The Python objects an Attributor holds (its traverse and clear visit these): the Correlator and its state; what the
  * Python definitions provide; for emit_nvtx texts decoded in C (markers._decode_emit_nvtx's common case), the Marker
- * class and the cache of split names; texts made once (the engine range's prefix, the directions, "" and "[]"). */
+ * class and the cache of split names; markers.decode's cache of JSON texts and Marker.args_json's of sizes texts;
+ * texts made once (the engine range's prefix, the directions, "" and "[]"). */
 #define ATTRIBUTOR_OBJECTS(X)                                                                                         \
     X(correlator) X(stacks) X(state) X(fwd) X(markers) X(wanted) X(backward_thread) X(calls) X(process_of)           \
     X(attribution_type) X(decode) X(output_ops) X(engine_seq_type) X(undecoded) X(empty) X(backward_bare) X(serials) \
     X(string_json) X(compiled_mod) X(backward_op)                                                                     \
-    X(marker_type) X(names) X(split_name) X(call_key)                                                                 \
+    X(marker_type) X(names) X(split_name) X(call_key) X(decoded) X(sizes_json)                                       \
     X(engine_prefix) X(bprop) X(fprop) X(no_text) X(no_args)
 
 typedef struct {

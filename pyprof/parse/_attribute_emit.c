@@ -121,8 +121,15 @@ fail:
     return NULL;
 }
 
-/* markers.decode(text), its emit_nvtx common case in C */
+/* markers.decode(text), its emit_nvtx common case and its cached JSON markers in C */
 PyObject *decode_text(Attributor *self, PyObject *text) {
+    if (PyUnicode_Check(text) && PyUnicode_GET_LENGTH(text) > 0 && PyUnicode_READ_CHAR(text, 0) == '{') {
+        /* a JSON marker: markers.decode's cache by text, which holds it after its first decoding */
+        PyObject *known = PyDict_GetItemWithError(self->decoded, text);
+        if (known != NULL) return Py_NewRef(known);
+        if (PyErr_Occurred()) return NULL;
+        return PyObject_CallOneArg(self->decode, text);
+    }
     PyObject *m = emit_marker(self, text);
     if (m != Py_None) return m;
     Py_DECREF(m);
