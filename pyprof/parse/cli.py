@@ -27,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-j", "--jobs", type=int, default=1, help="parse several files in this many processes")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
     p.add_argument("--sweep-process", choices=("auto", "on", "off"), default="auto",
-                   help="sweep ranges in a second process (auto: for large files when a core is free)")
+                   help="sweep ranges in a second process (auto: for large files when a core is free, three with "
+                        "the compiled core)")
     p.add_argument("--worker", choices=("auto", "on", "off"), default=None, help=argparse.SUPPRESS)
     p.add_argument("--raw-markers", action="store_true",
                    help="keep the raw texts of PyTorch's autograd ranges in seqMarker (emit_nvtx: about a quarter "
