@@ -33,5 +33,5 @@ setup(
                     "cluster": ["dask[distributed]>=2024.1", "pyarrow>=14"],
                     "test": ["pytest>=7", "expecttest", "selenium>=4.10", "pandas>=1.5", "dask[distributed]>=2024.1",
                              "pyarrow>=14"]},
-    entry_points={"console_scripts": ["pyprof=pyprof.cli:main"]},
+    entry_points={"console_scripts": ["pyprof=pyprof.cli:run"]},
 )

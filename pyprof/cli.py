@@ -1,6 +1,7 @@
 """The ``pyprof`` console command: one front door to the stages (``pyprof parse ...``, ``pyprof prof ...``)."""
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 
@@ -36,5 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     return importlib.import_module(stage[0]).main(argv[1:])
 
 
+def run() -> None:
+    """The ``pyprof`` command: main, then exit with its code. Before the interpreter tears down, the objects still
+    alive (the stages' caches of decoded markers and parts, thousands of small dicts) are frozen, so that its last
+    garbage collections skip them: 0.12 s to 0.06 s at the end of a parse of a 50k-kernel export. Not in main, which
+    tests and notebooks call in a process that goes on."""
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
