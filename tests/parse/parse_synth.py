@@ -7,12 +7,27 @@ markers, emit_nvtx, Kineto traces) and the shared corpus of other people's profi
 """
 from __future__ import annotations
 
+import io
 import json
 import sqlite3
 from pathlib import Path
 
 #: The shared corpus of real exports (../shared/corpus next to the repository), when present.
 from shared_files import CORPUS  # noqa: E402  (where ../shared is, said once)
+
+
+def parse_outcome(path: Path, raw_markers: bool = False) -> tuple:
+    """(parse's output, its Stats' counts), or ("error", the one line): what the tests compare between the ways of
+    parsing one file (the caller sets the environment that picks the way)."""
+    from pyprof.common import InputError
+    from pyprof.parse import parse_file
+
+    out = io.StringIO()
+    try:
+        stats = parse_file(str(path), out, raw_markers=raw_markers)
+    except InputError as e:
+        return ("error", str(e))
+    return out.getvalue(), vars(stats)
 
 
 def gtid(pid: int, tid: int) -> int:

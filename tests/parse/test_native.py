@@ -3,7 +3,6 @@ line, for every committed capture and every shared nsys and NvProf export; witho
 path. The rest of the parse tests run whichever path the environment gives (the core where it is built)."""
 from __future__ import annotations
 
-import io
 import os
 import subprocess
 import sys
@@ -12,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from pyprof.common import InputError
-from pyprof.parse import native, native_lines, open_source, close_source, parse_file
+from pyprof.parse import native, native_lines, open_source, close_source
 
-from parse_synth import CORPUS
+from parse_synth import CORPUS, parse_outcome
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = sorted((ROOT / "tests" / "data").rglob("*.sqlite.xz")) + sorted((ROOT / "examples").rglob("*.sqlite.xz"))
@@ -28,12 +27,7 @@ needs_core = pytest.mark.skipif(native._core is None, reason="the compiled core 
 def _outcome(path: Path, pure: bool, monkeypatch, raw_markers: bool = False) -> tuple:
     """(the output, the Stats' counts) of a parse, or the error's line."""
     monkeypatch.setenv(native.PURE_PYTHON_ENV, "1" if pure else "0")
-    out = io.StringIO()
-    try:
-        stats = parse_file(str(path), out, raw_markers=raw_markers)
-    except InputError as e:
-        return ("error", str(e))
-    return out.getvalue(), vars(stats)
+    return parse_outcome(path, raw_markers)
 
 
 @needs_core

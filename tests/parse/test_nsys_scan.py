@@ -5,7 +5,6 @@ purpose (values of the wrong type, rows out of order, tables without rowids, emp
 the pass does not take a table (nsys_scan.takes), the SQL answers alone: each such case checks that it did."""
 from __future__ import annotations
 
-import io
 import lzma
 import random
 import shutil
@@ -15,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from pyprof.common import InputError
-from pyprof.parse import native, nsys, nsys_scan, parse_file
+from pyprof.parse import native, nsys, nsys_scan
 from pyprof.parse.cli import main as parse_main
 from pyprof.parse.nsys import KERNEL, NVTX, RUNTIME, NsysSource
 
-from parse_synth import CORPUS, gtid
+from parse_synth import CORPUS, gtid, parse_outcome
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = sorted((ROOT / "tests" / "data").rglob("*.sqlite.xz")) + sorted((ROOT / "examples").rglob("*.sqlite.xz"))
@@ -53,12 +52,7 @@ def _facts(path: Path, pure: bool, monkeypatch) -> tuple:
 def _parsed(path: Path, pure: bool, monkeypatch) -> tuple:
     """(parse's output, its Stats' counts), or the error's line."""
     monkeypatch.setenv(native.PURE_PYTHON_ENV, "1" if pure else "0")
-    out = io.StringIO()
-    try:
-        stats = parse_file(str(path), out)
-    except InputError as e:
-        return ("error", str(e))
-    return out.getvalue(), vars(stats)
+    return parse_outcome(path)
 
 
 def _same_both_ways(path: Path, monkeypatch, taken: set[str] | None = None) -> tuple:

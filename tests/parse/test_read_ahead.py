@@ -3,7 +3,6 @@ the same bytes, counts the same and refuses with the same line as when it steps 
 pure-Python path does; SQLite's error in the middle of a query reaches the reader the same way."""
 from __future__ import annotations
 
-import io
 import lzma
 import shutil
 import sqlite3
@@ -11,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pyprof.common import InputError
-from pyprof.parse import native, nsys_host, nsys_scan, parse_file
+from pyprof.parse import native, nsys_host, nsys_scan
 
-from parse_synth import CORPUS
+from parse_synth import CORPUS, parse_outcome
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = sorted((ROOT / "tests" / "data").rglob("*.sqlite.xz")) + sorted((ROOT / "examples").rglob("*.sqlite.xz"))
@@ -27,12 +25,7 @@ def _parsed(path: Path, monkeypatch, ahead: str | None, pure: bool = False) -> t
     """(parse's output, its Stats' counts), or the error's line; ``ahead``: PYPROF_READ_AHEAD."""
     monkeypatch.setenv(native.PURE_PYTHON_ENV, "1" if pure else "0")
     monkeypatch.setenv(native.READ_AHEAD_ENV, ahead or "")
-    out = io.StringIO()
-    try:
-        stats = parse_file(str(path), out)
-    except InputError as e:
-        return ("error", str(e))
-    return out.getvalue(), vars(stats)
+    return parse_outcome(path)
 
 
 def _same_three_ways(path: Path, monkeypatch) -> tuple:
