@@ -4,7 +4,8 @@ from setuptools import Extension, find_packages, setup
 # install without them succeeds and parse runs its pure-Python path, which gives the same output.
 CORE = Extension("pyprof.parse._core", ["pyprof/parse/_core.c", "pyprof/parse/_attribute.c",
                                         "pyprof/parse/_attribute_emit.c", "pyprof/parse/_attribute_json.c",
-                                        "pyprof/parse/_sweep.c", "pyprof/parse/_ahead.c"],
+                                        "pyprof/parse/_sweep.c", "pyprof/parse/_ahead.c",
+                                        "pyprof/parse/_launches.c"],
                  depends=["pyprof/parse/_core.h", "pyprof/parse/_attribute.h", "pyprof/parse/_ahead.h"],
                  libraries=["sqlite3"], optional=True,
                  extra_compile_args=["-O2", "-pthread"], extra_link_args=["-pthread"])

@@ -748,7 +748,8 @@ typedef struct {
     PyObject *segments[N_SEGMENTS];
     PyObject *parts;               /* native.Parts: the JSON of a distinct name, place, shape, API, attribution */
     PyObject *names, *places, *shapes, *apis;  /* caches of the parts' JSON */
-    PyObject *pending, *recent, *counts;  /* as writer._merge_lines' */
+    LaunchMap pending, recent;     /* as writer._merge_lines' (_launches.c) */
+    PyObject *counts;              /* subSeqId counters by op call, as writer._merge_lines' */
     PyObject *no_call, *empty_head, *empty_tail, *api_end_key;
     PyObject *stats;
     long long clock_skew_ns;
@@ -794,81 +795,88 @@ static int next_info(LineWriter *self) {
     return -1;
 }
 
-/* The key that joins an activity to its launch call: (globalPid, correlationId), each possibly NULL, packed in one
- * bytes object (a null flag and 8 bytes each). */
-static PyObject *call_key(int has_pid, long long gpid, int has_corr, long long corr) {
-    char key[18] = {0};
+/* The key that joins an activity to its launch call: (globalPid, correlationId), each possibly NULL (a null flag and
+ * 8 bytes each). */
+static void launch_key(char *key, int has_pid, long long gpid, int has_corr, long long corr) {
+    memset(key, 0, LAUNCH_KEY_BYTES);
     key[0] = (char)has_pid;
     key[9] = (char)has_corr;
     if (has_pid) memcpy(key + 1, &gpid, 8);
     if (has_corr) memcpy(key + 10, &corr, 8);
-    return PyBytes_FromStringAndSize(key, sizeof key);
 }
 
-/* a pending launch: (API name JSON, start, end, globalTid, attribution, call, flags) */
-enum { E_API, E_START, E_END, E_GTID, E_ATT, E_CALL, E_FLAGS, E_SIZE };
-/* a launch's part of its records: (API name JSON, start, end, attribution head, tail, call, flags, globalTid) */
-enum { R_API, R_START, R_END, R_HEAD, R_TAIL, R_CALL, R_FLAGS, R_GTID, R_SIZE };
-
-/* Take the launch the launch statement is on, with the sweep's info for it, into ``pending``: key -> entry. */
+/* Take the launch the launch statement is on, with the sweep's info for it, into ``pending`` (a key there already
+ * takes the newer launch, as a dict does). */
 static int take_launch(LineWriter *self) {
     Ahead *st = self->launches;
     PyObject *info = self->next_info;
     self->next_info = NULL;
     int rc = -1;
-    PyObject *key = NULL, *name_key = NULL, *api = NULL, *entry = NULL;
+    PyObject *name_key = NULL, *api = NULL;
     if (!PyTuple_Check(info) || PyTuple_GET_SIZE(info) != 3) {
         PyErr_SetString(PyExc_TypeError, "a launch info is (attribution, call, flags)");
         goto done;
     }
-    PyObject *att = PyTuple_GET_ITEM(info, 0);
+    PyObject *att = PyTuple_GET_ITEM(info, 0), *parts = NULL;
     if (att != Py_None && (!PyTuple_Check(att) || PyTuple_GET_SIZE(att) != 2 ||
-                           !PyTuple_Check(PyTuple_GET_ITEM(att, 1)) || PyTuple_GET_SIZE(PyTuple_GET_ITEM(att, 1)) != 2)) {
+                           !PyTuple_Check(parts = PyTuple_GET_ITEM(att, 1)) || PyTuple_GET_SIZE(parts) != 2)) {
         PyErr_SetString(PyExc_TypeError, "an attribution is (number, (head, tail))");
         goto done;
     }
-    Py_INCREF(att);
-    long long gtid = ahead_int64(st, L_GTID);
-    key = call_key(1, gtid & ~(long long)0xFFFFFF, ahead_type(st, L_CORR) != SQLITE_NULL,
-                   ahead_int64(st, L_CORR));
+    long flags = PyLong_AsLong(PyTuple_GET_ITEM(info, 2));
+    if (flags == -1 && PyErr_Occurred()) goto done;
     name_key = Py_BuildValue("(N)", column_object(st, L_NAME));
-    if (key == NULL || name_key == NULL) goto release;
-    api = cached_part(self, self->apis, name_key, "api");
-    if (api == NULL) goto release;
+    if (name_key == NULL || (api = cached_part(self, self->apis, name_key, "api")) == NULL) goto done;
+    long long gtid = ahead_int64(st, L_GTID);
+    char key[LAUNCH_KEY_BYTES];
+    launch_key(key, 1, gtid & ~(long long)0xFFFFFF, ahead_type(st, L_CORR) != SQLITE_NULL, ahead_int64(st, L_CORR));
+    Launch *e = launches_put(&self->pending, key);
+    if (e == NULL) goto done;
     /* the launch part's pieces: the API name's JSON, api_start_ns, api_end_ns (written into the line as
-     * writer._merge_lines' call_json) */
-    entry = PyTuple_New(E_SIZE);
-    if (entry == NULL) goto release;
-    PyObject *items[E_SIZE] = {Py_NewRef(api), PyLong_FromLongLong(ahead_int64(st, L_START)),
-                               PyLong_FromLongLong(ahead_int64(st, L_END)), PyLong_FromLongLong(gtid),
-                               Py_NewRef(att), Py_NewRef(PyTuple_GET_ITEM(info, 1)), Py_NewRef(PyTuple_GET_ITEM(info, 2))};
-    for (int k = 0; k < E_SIZE; k++) PyTuple_SET_ITEM(entry, k, items[k]);
-    if (items[E_START] == NULL || items[E_END] == NULL || items[E_GTID] == NULL) goto release;
-    if (entry == NULL || PyDict_SetItem(self->pending, key, entry) < 0) goto release;
+     * writer._merge_lines' call_json); the attribution's parts, its op call and flags */
+    Py_XSETREF(e->api, Py_NewRef(api));
+    Py_XSETREF(e->head, Py_NewRef(parts ? PyTuple_GET_ITEM(parts, 0) : self->empty_head));
+    Py_XSETREF(e->tail, Py_NewRef(parts ? PyTuple_GET_ITEM(parts, 1) : self->empty_tail));
+    Py_XSETREF(e->call, Py_NewRef(PyTuple_GET_ITEM(info, 1)));
+    e->start_ns = ahead_int64(st, L_START);
+    e->end_ns = ahead_int64(st, L_END);
+    e->thread = gtid;
+    e->flags = flags;
     rc = step(&self->launches) < 0 ? -1 : next_info(self);
-release:
-    Py_DECREF(att);
 done:
-    Py_XDECREF(entry);
     Py_XDECREF(api);
     Py_XDECREF(name_key);
-    Py_XDECREF(key);
     Py_DECREF(info);
     return rc;
 }
 
-/* The launch's part of a record (R_...), made once at its first activity (writer._merge_lines' ``info``). */
-static PyObject *launch_record(LineWriter *self, PyObject *entry) {
-    PyObject *att = PyTuple_GET_ITEM(entry, E_ATT);
-    PyObject *pair = att == Py_None ? PyTuple_Pack(2, self->empty_head, self->empty_tail)
-                                    : Py_NewRef(PyTuple_GET_ITEM(att, 1));
-    if (pair == NULL) return NULL;
-    PyObject *record = PyTuple_Pack(R_SIZE, PyTuple_GET_ITEM(entry, E_API), PyTuple_GET_ITEM(entry, E_START),
-                                    PyTuple_GET_ITEM(entry, E_END), PyTuple_GET_ITEM(pair, 0), PyTuple_GET_ITEM(pair, 1),
-                                    PyTuple_GET_ITEM(entry, E_CALL), PyTuple_GET_ITEM(entry, E_FLAGS),
-                                    PyTuple_GET_ITEM(entry, E_GTID));
-    Py_DECREF(pair);
-    return record;
+/* The launch of the activity ``st`` is on (writer._merge_lines' ``info``): the pending one of its key, moved to
+ * ``recent`` for the activities after it; else the recent one; else NULL. -1 with an error set. */
+static int launch_of(LineWriter *self, Ahead *st, Launch **out) {
+    char key[LAUNCH_KEY_BYTES];
+    launch_key(key, ahead_type(st, A_GPID) != SQLITE_NULL, ahead_int64(st, A_GPID), ahead_type(st, A_CORR) != SQLITE_NULL,
+               ahead_int64(st, A_CORR));
+    Launch *pending = launches_find(&self->pending, key);
+    if (pending == NULL) {
+        *out = launches_find(&self->recent, key);
+        return 0;
+    }
+    Launch *r = launches_put(&self->recent, key);
+    if (r == NULL) return -1;
+    PyObject *objects[] = {r->api, r->head, r->tail, r->call};  /* a key recent already holds: replaced */
+    r->api = pending->api;  /* the references move */
+    r->head = pending->head;
+    r->tail = pending->tail;
+    r->call = pending->call;
+    pending->api = pending->head = pending->tail = pending->call = NULL;
+    for (int k = 0; k < 4; k++) Py_XDECREF(objects[k]);
+    r->start_ns = pending->start_ns;
+    r->end_ns = pending->end_ns;
+    r->thread = pending->thread;
+    r->flags = pending->flags;
+    launches_drop(&self->pending, pending);
+    *out = r;
+    return 0;
 }
 
 /* The activity statement whose row starts first (the first table on a tie, as heapq.merge), or -1 at the end. */
@@ -998,57 +1006,35 @@ static int activity_parts(LineWriter *self, int t, PyObject **name, PyObject **p
     return -1;
 }
 
-static int put_pid(Buffer *b, Ahead *st, PyObject *record) {
-    if (record != NULL) return buf_ll(b, (PyLong_AsLongLong(PyTuple_GET_ITEM(record, R_GTID)) >> 24) & 0xFFFFFF);
+/* the activity's own process (nsys.os_pid of its globalPid), where no launch call gives its thread */
+static int put_pid(Buffer *b, Ahead *st) {
     if (ahead_type(st, A_GPID) == SQLITE_NULL) return buf_put(b, "null", 4);
     return buf_ll(b, (ahead_int64(st, A_GPID) >> 24) & 0xFFFFFF);  /* nsys.os_pid */
-}
-
-/* the launch part: writer._merge_lines' call_json (the API name's JSON part, its start, the end key, its end) */
-static int put_call(Buffer *b, LineWriter *self, PyObject *record) {
-    long long start = PyLong_AsLongLong(PyTuple_GET_ITEM(record, R_START));
-    long long end = PyLong_AsLongLong(PyTuple_GET_ITEM(record, R_END));
-    if (PyErr_Occurred()) return -1;
-    return buf_str(b, PyTuple_GET_ITEM(record, R_API)) || buf_ll(b, start) || buf_str(b, self->api_end_key) ||
-           buf_ll(b, end) ? -1 : 0;
 }
 
 /* One record's line (writer._merge_lines, for the activity statement ``t`` is on). */
 static PyObject *activity_line(LineWriter *self, int t) {
     Ahead *st = self->acts[t];
-    PyObject *name = NULL, *place = NULL, *shape = NULL, *record = NULL, *sub = NULL, *line = NULL;
+    PyObject *name = NULL, *place = NULL, *shape = NULL, *sub = NULL, *line = NULL;
     long long start = ahead_int64(st, A_START), end = ahead_int64(st, A_END);
     /* the horizon start + skew, saturated: past 64 bits every launch start is before it, as in Python */
     long long horizon;
     if (__builtin_add_overflow(start, self->clock_skew_ns, &horizon)) horizon = start < 0 ? LLONG_MIN : LLONG_MAX;
     while (self->launches != NULL && ahead_int64(self->launches, L_START) <= horizon)
         if (take_launch(self) < 0) return NULL;
-    PyObject *key = call_key(ahead_type(st, A_GPID) != SQLITE_NULL, ahead_int64(st, A_GPID),
-                             ahead_type(st, A_CORR) != SQLITE_NULL, ahead_int64(st, A_CORR));
-    if (key == NULL) return NULL;
-    PyObject *entry = PyDict_GetItemWithError(self->pending, key);
-    if (entry != NULL) {
-        Py_INCREF(entry);
-        if (PyDict_DelItem(self->pending, key) < 0) goto done;
-        record = launch_record(self, entry);
-        Py_DECREF(entry);
-        if (record == NULL || bounded_add(self->recent, key, record, self->recent_max) < 0) goto done;
-    } else {
-        if (PyErr_Occurred()) goto done;
-        record = PyDict_GetItemWithError(self->recent, key);
-        if (record == NULL && PyErr_Occurred()) goto done;
-        Py_XINCREF(record);
-    }
+    Launch *record;
+    if (launch_of(self, st, &record) < 0) return NULL;
     self->counters[S_RECORDS]++;
     if (record == NULL) self->counters[S_NO_LAUNCH]++;
-    PyObject *call = record ? PyTuple_GET_ITEM(record, R_CALL) : Py_None;
+    /* the launch's objects, held for the line: the Parts' Python code below may not touch the maps, but hold them */
+    PyObject *call = Py_NewRef(record ? record->call : Py_None);
+    PyObject *api = Py_XNewRef(record ? record->api : NULL), *head = Py_NewRef(record ? record->head : self->empty_head);
+    PyObject *tail = Py_NewRef(record ? record->tail : self->empty_tail);
+    long long thread = record ? record->thread : 0, api_start = record ? record->start_ns : 0;
+    long long api_end = record ? record->end_ns : 0;
     if (t == KERNELS) {
         self->counters[S_KERNELS]++;
-        if (record != NULL) {
-            long flags = PyLong_AsLong(PyTuple_GET_ITEM(record, R_FLAGS));
-            if (flags == -1 && PyErr_Occurred()) goto done;
-            count_flags(self, flags);
-        }
+        if (record != NULL) count_flags(self, record->flags);
         sub = sub_seq(self, call);
     } else {
         sub = Py_NewRef(Py_None);
@@ -1062,27 +1048,28 @@ static PyObject *activity_line(LineWriter *self, int t) {
     b->size = 0;
     PyObject **seg = self->segments;
     if (buf_str(b, seg[0]) || buf_str(b, name) || buf_str(b, seg[1]) || buf_difference(b, end, start) ||
-        buf_str(b, seg[2]) || buf_ll(b, start) || buf_str(b, seg[3]) || put_pid(b, st, record) ||
-        buf_str(b, seg[4]))
+        buf_str(b, seg[2]) || buf_ll(b, start) || buf_str(b, seg[3]) ||
+        (api ? buf_ll(b, (thread >> 24) & 0xFFFFFF) : put_pid(b, st)) || buf_str(b, seg[4]))
         goto done;
-    if (record != NULL ? buf_ll(b, PyLong_AsLongLong(PyTuple_GET_ITEM(record, R_GTID)) & 0xFFFFFF) : buf_put(b, "null", 4))
-        goto done;
+    if (api ? buf_ll(b, thread & 0xFFFFFF) : buf_put(b, "null", 4)) goto done;
     if (buf_str(b, seg[5]) || buf_str(b, place) || buf_str(b, seg[6]) || buf_int_or_null(b, st, A_CORR) ||
         buf_str(b, seg[7]) || buf_str(b, PyTuple_GET_ITEM(shape, 0)) || buf_str(b, seg[8]))
         goto done;
-    if (record != NULL ? put_call(b, self, record) : buf_str(b, self->no_call)) goto done;
-    if (buf_str(b, seg[9]) || buf_str(b, PyTuple_GET_ITEM(shape, 1)) || buf_str(b, seg[10]) ||
-        buf_str(b, record ? PyTuple_GET_ITEM(record, R_HEAD) : self->empty_head) || buf_str(b, seg[11]))
+    if (api ? buf_str(b, api) || buf_ll(b, api_start) || buf_str(b, self->api_end_key) || buf_ll(b, api_end)
+            : buf_str(b, self->no_call))
+        goto done;
+    if (buf_str(b, seg[9]) || buf_str(b, PyTuple_GET_ITEM(shape, 1)) || buf_str(b, seg[10]) || buf_str(b, head) ||
+        buf_str(b, seg[11]))
         goto done;
     if (sub == Py_None ? buf_put(b, "null", 4) : buf_ll(b, PyLong_AsLongLong(sub))) goto done;
-    if (buf_str(b, seg[12]) || buf_str(b, record ? PyTuple_GET_ITEM(record, R_TAIL) : self->empty_tail) ||
-        buf_str(b, seg[13]))
-        goto done;
+    if (buf_str(b, seg[12]) || buf_str(b, tail) || buf_str(b, seg[13])) goto done;
     if (PyErr_Occurred()) goto done;
     line = PyUnicode_DecodeUTF8(b->data, b->size, "strict");
 done:
-    Py_DECREF(key);
-    Py_XDECREF(record);
+    Py_DECREF(call);
+    Py_XDECREF(api);
+    Py_DECREF(head);
+    Py_DECREF(tail);
     Py_XDECREF(sub);
     Py_XDECREF(name);
     Py_XDECREF(place);
@@ -1131,7 +1118,7 @@ static void writer_close_db(LineWriter *self) {
     self->launches = NULL;
 }
 
-#define WRITER_OBJECTS(X) X(infos) X(next_info) X(parts) X(names) X(places) X(shapes) X(apis) X(pending) X(recent) \
+#define WRITER_OBJECTS(X) X(infos) X(next_info) X(parts) X(names) X(places) X(shapes) X(apis) \
     X(counts) X(no_call) X(empty_head) X(empty_tail) X(api_end_key) X(stats)
 
 static int LineWriter_traverse(LineWriter *self, visitproc visit, void *arg) {
@@ -1152,6 +1139,8 @@ static void LineWriter_dealloc(LineWriter *self) {
     PyObject_GC_UnTrack(self);
     writer_close_db(self);
     LineWriter_clear(self);
+    launches_free(&self->pending);  /* str, int and None only: no part of a cycle, so not the collector's */
+    launches_free(&self->recent);
     PyMem_Free(self->line.data);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1211,9 +1200,9 @@ static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
     self->clock_skew_ns = skew;
     self->recent_max = recent_max;
     self->window_max = window_max;
-    PyObject **caches[] = {&self->names, &self->places, &self->shapes, &self->apis, &self->pending, &self->recent,
-                           &self->counts};
-    for (int i = 0; i < 7; i++)
+    self->recent.max_entries = recent_max;
+    PyObject **caches[] = {&self->names, &self->places, &self->shapes, &self->apis, &self->counts};
+    for (int i = 0; i < 5; i++)
         if ((*caches[i] = PyDict_New()) == NULL) return -1;
     int columns[N_TABLES] = {K_COLUMNS, C_COLUMNS, C_COLUMNS};
     for (int t = 0; t < N_TABLES; t++)

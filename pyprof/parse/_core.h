@@ -50,6 +50,33 @@ void attributor_stop_waiting(PyObject *att, PyObject *a);
 PyObject *attributor_empty(PyObject *att);
 PyObject *attributor_wanted(PyObject *att);
 
+/* _launches.c: the line writer's launch calls by key (a launch key: a null flag and 8 bytes each of globalPid and
+ * correlationId). What a launch gives each of its records: its API name's JSON part, start, end and thread, the
+ * sweep's attribution parts (head and tail JSON) and op call, and its flags. */
+#define LAUNCH_KEY_BYTES 18
+typedef struct {
+    char key[LAUNCH_KEY_BYTES];
+    int state;
+    long long seq;                       /* its insertion number (a bounded map's order) */
+    PyObject *api, *head, *tail, *call;  /* owned: str, str, str, int or None */
+    long long start_ns, end_ns, thread;
+    long flags;
+} Launch;
+typedef struct {
+    Launch *slots;
+    size_t cap, full, used;              /* slots; entries; entries and the places of dropped ones */
+    long long next_seq, low;             /* the next insertion number; the oldest one kept */
+    Py_ssize_t max_entries;              /* 0: unbounded; else common.BoundedDict's bound and policy */
+} LaunchMap;
+/* the entry of ``key``, or NULL */
+Launch *launches_find(const LaunchMap *m, const char *key);
+/* the entry of ``key``: the one there (its fields to be replaced), or a new one with its fields NULL and 0 (a
+ * bounded map then drops its oldest half if past its bound); NULL with MemoryError set */
+Launch *launches_put(LaunchMap *m, const char *key);
+/* drop ``e`` (its references released) */
+void launches_drop(LaunchMap *m, Launch *e);
+void launches_free(LaunchMap *m);
+
 /* _sweep.c: the Sweep type */
 int core_add_sweep(PyObject *module);
 

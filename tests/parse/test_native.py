@@ -149,6 +149,33 @@ def test_core_sweep_worker_same_as_in_process(nsys_builder, monkeypatch, ahead):
 
 
 @needs_core
+def test_recent_launches_kept_and_dropped_alike(nsys_builder, monkeypatch):
+    """The writer's recent launches (a kernel that shares its launch call with one written before) with RECENT = 2,
+    so at most 4 kept and the oldest 2 dropped at once: launches 1-6 each start a kernel (1 and 2 dropped when 5 is
+    added), a second kernel of launch 3 still finds it; launch 7 drops 3 and 4, so a second kernel of 4 finds
+    nothing and one of 5 finds it. Both paths: 10 records, 1 without its launch call."""
+    from pyprof.parse import lineparts, writer
+
+    monkeypatch.setattr(lineparts, "RECENT", 2)
+    monkeypatch.setattr(writer, "RECENT", 2)
+    b = nsys_builder()
+    b.gpu(0, "NVIDIA H100")
+    b.range(1, 2, 0, 100_000, "aten::mm, seq = 1, op_id = 1")
+    for corr in range(1, 8):
+        b.launch(1, 2, corr * 1000, corr * 1000 + 50, corr)
+        b.kernel(1, corr * 1000 + 500, corr * 1000 + 600, corr)
+    for corr, start in ((3, 6700), (4, 7700), (5, 7800)):
+        b.kernel(1, start, start + 50, corr)
+    path = b.close()
+    c_path, py_path = _outcome(path, False, monkeypatch), _outcome(path, True, monkeypatch)
+    assert c_path == py_path
+    assert c_path[1]["records"] == 10 and c_path[1]["no_launch"] == 1
+    # by start: launches 1-6's kernels, 3's second, 7's, 4's second (no launch call: no thread), 5's second
+    lines = [ln for ln in c_path[0].splitlines() if '"kind":"kernel"' in ln]
+    assert [('"tid":null' in ln) for ln in lines] == [False] * 8 + [True, False]
+
+
+@needs_core
 @pytest.mark.parametrize("worker", [True, False])
 def test_sqlite_error_part_way_through_the_sweep(monkeypatch, worker):
     """SQLite failing in the middle of the ranges' query (an integer overflow from the 100th range on, made in the
