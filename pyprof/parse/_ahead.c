@@ -309,6 +309,9 @@ void ahead_close(Ahead *a) {
         a->stop = 1;
         pthread_cond_broadcast(&a->changed);
         pthread_mutex_unlock(&a->lock);
+        /* a step under way (the first of a query that sorts, seconds on a large export) ends at once: the reader
+         * fails it as interrupted, and nobody reads its rows any more */
+        sqlite3_interrupt(a->db);
         pthread_join(a->thread, NULL);
         pthread_cond_destroy(&a->changed);
         pthread_mutex_destroy(&a->lock);
