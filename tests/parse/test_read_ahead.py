@@ -135,16 +135,20 @@ def test_an_error_in_the_middle_of_a_query(nsys_builder, monkeypatch):
 @needs_core
 @pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="counts threads in /proc")
 @pytest.mark.parametrize("taken", [1, 5, None])
-def test_reading_threads_end_with_the_parse(monkeypatch, taken):
-    """Records taken whole, or a few and the rest left (``| head``): once the lines are closed, every reading
-    thread has ended (closing interrupts a step under way and joins it)."""
+def test_reading_threads_end_with_the_parse(nsys_builder, monkeypatch, taken):
+    """Records taken whole, or a few and the rest left (``| head``; 3,000 kernels, more than the 4 blocks of 512
+    rows a reading thread fills ahead): once the lines are closed, every reading thread has ended (closing
+    interrupts a step under way and joins it)."""
     from pyprof.parse import close_source, open_source
     from pyprof.parse.writer import lines
 
+    b = nsys_builder()
+    _many_ranges(b, 3000, 10)
+    path = b.close()
     monkeypatch.setenv(native.PURE_PYTHON_ENV, "0")
     monkeypatch.setenv(native.READ_AHEAD_ENV, "1")
     before = len(list(Path("/proc/self/task").iterdir()))
-    src = open_source(str(ROOT / "tests" / "data" / "nsys" / "emit_nvtx" / "transformer.sqlite.xz"))
+    src = open_source(str(path))
     records, _ = lines(src, False)
     got = [line for _, line in zip(range(taken), records)] if taken else list(records)
     assert len(got) == taken or len(got) > 100
