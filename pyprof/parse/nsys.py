@@ -130,9 +130,9 @@ class NsysSource(Source):
                 self.rows.last_row(table)
         # the compiled pass reads the host intervals now too: the writer asks for them first thing, and a second
         # pass would cost most of the first. The tables' passes run at once where parse reads ahead (nsys_scan).
-        self._scanned.update(nsys_scan.scan_tables(
-            self.rows, [nsys_scan.Table(t, kind, self.cols[t], t in (NVTX, RUNTIME)) for t, (kind, _) in _SCANNED.items()
-                        if t in self.cols and self._scanned.get(t, _UNKNOWN) is _UNKNOWN], NVTX_PUSH_POP))
+        unscanned = [nsys_scan.Table(t, kind, self.cols[t], t in (NVTX, RUNTIME)) for t, (kind, _) in _SCANNED.items()
+                     if t in self.cols and self._scanned.get(t, _UNKNOWN) is _UNKNOWN]
+        self._scanned.update(nsys_scan.scan_tables(self.rows, unscanned, NVTX_PUSH_POP))
         # Ranges without an end (never closed, marks) were always left out: only broken rows are counted.
         for table, where, what in ((KERNEL, _VALID_ACTIVITY, "kernel"), (MEMCPY, _VALID_ACTIVITY, "memcpy"),
                                    (MEMSET, _VALID_ACTIVITY, "memset"), (RUNTIME, _VALID_LAUNCH, "launch call"),

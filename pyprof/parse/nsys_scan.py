@@ -88,8 +88,9 @@ def scan_tables(rows: Rows, tables: list[Table], event_type: int) -> dict[str, F
         if not enabled() or not takes(rows, t.name, t.kind, t.columns):
             out[t.name] = None
             continue
+        strings = nsys_host.registered_strings(rows) if t.host and t.kind == RANGES and "textId" in t.columns else []
         for where in _parts(rows, t.name):
-            calls.append((t, _pass(rows, t, where, event_type)))
+            calls.append((t, _pass(rows, t, where, event_type, strings)))
     if len(calls) > 1 and native.read_ahead():
         with ThreadPoolExecutor(max_workers=len(calls)) as pool:
             done = [(t, pool.submit(call)) for t, call in calls]
@@ -132,9 +133,9 @@ def _parts(rows: Rows, table: str) -> list[str]:
             + [f"WHERE rowid >= {cuts[-1]}"])
 
 
-def _pass(rows: Rows, t: Table, where: str, event_type: int):
-    """The pass over the rows of ``t`` that ``where`` takes, to call."""
-    strings = nsys_host.registered_strings(rows) if t.host and t.kind == RANGES and "textId" in t.columns else []
+def _pass(rows: Rows, t: Table, where: str, event_type: int, strings: list):
+    """The pass over the rows of ``t`` that ``where`` takes, to call (``strings``: the ranges' registered strings,
+    nsys_host.registered_strings, where its host intervals are wanted)."""
     codes = {c: k for k, c in enumerate(nsys_host.CODES)}  # a range's category by its number
     keep = codes["step"] if t.kind == RANGES else -1
     select = ", ".join(c if c in t.columns or c not in _OPTIONAL else "NULL" for c in _COLUMNS[t.kind])

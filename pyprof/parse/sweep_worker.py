@@ -8,7 +8,7 @@ a launch's fields cost it nothing. A failure in the worker is a bug (the file wa
 output): pyprof.forked raises it here with its traceback.
 
 The compiled core's sweep runs in such a worker too (native_lines.record_lines): its infos travel the same way,
-each attribution's JSON once while the writer holds it (core_infos_from_worker).
+each attribution's JSON once while the writer holds it (CoreInfos).
 """
 from __future__ import annotations
 
