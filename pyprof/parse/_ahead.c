@@ -21,7 +21,7 @@
 
 typedef struct {
     int type;              /* SQLITE_INTEGER, _FLOAT, _TEXT, _BLOB or _NULL */
-    long long i;           /* an integer's value */
+    long long i;           /* an integer's value; of a float, SQLite's integer reading of it */
     double d;              /* a float's value */
     size_t at, n;          /* a text's or blob's bytes in the block's ``bytes`` */
 } Cell;
@@ -260,28 +260,13 @@ int ahead_type(const Ahead *a, int i) {
 long long ahead_int64(const Ahead *a, int i) {
     if (!a->threaded) return sqlite3_column_int64(a->stmt, i);
     const Cell *c = cell(a, i);
-    /* the core reads integers only from columns its queries make integers or NULL; a text's value is SQLite's
-     * leading-integer reading of it, as strtoll reads it */
-    switch (c->type) {
-    case SQLITE_INTEGER:
-    case SQLITE_FLOAT:
-        return c->i;
-    case SQLITE_TEXT: {
-        char digits[32];
-        size_t n = c->n < sizeof digits - 1 ? c->n : sizeof digits - 1;
-        memcpy(digits, a->at->bytes + c->at, n);
-        digits[n] = '\0';
-        return strtoll(digits, NULL, 10);
-    }
-    default:
-        return 0;
-    }
+    return c->type == SQLITE_INTEGER || c->type == SQLITE_FLOAT ? c->i : 0;  /* the header's contract: no text */
 }
 
 double ahead_double(const Ahead *a, int i) {
     if (!a->threaded) return sqlite3_column_double(a->stmt, i);
     const Cell *c = cell(a, i);
-    return c->type == SQLITE_FLOAT ? c->d : (double)ahead_int64(a, i);
+    return c->type == SQLITE_FLOAT ? c->d : c->type == SQLITE_INTEGER ? (double)c->i : 0.0;
 }
 
 const char *ahead_bytes(const Ahead *a, int i, Py_ssize_t *n) {
@@ -309,8 +294,8 @@ void ahead_close(Ahead *a) {
         a->stop = 1;
         pthread_cond_broadcast(&a->changed);
         pthread_mutex_unlock(&a->lock);
-        /* a step under way (the first of a query that sorts, seconds on a large export) ends at once: the reader
-         * fails it as interrupted, and nobody reads its rows any more */
+        /* a step under way ends at once rather than the reader filling its block first: it fails as interrupted,
+         * and nobody reads its rows any more */
         sqlite3_interrupt(a->db);
         pthread_join(a->thread, NULL);
         pthread_cond_destroy(&a->changed);

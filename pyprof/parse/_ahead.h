@@ -1,12 +1,16 @@
 /* _ahead.c: one query's rows, read ahead by a thread of their own (else stepped when asked), on a read-only
  * connection of its own. ``mode``: AHEAD_OFF steps in the calling thread; AHEAD_ON reads ahead; AHEAD_FREE_WAIT
  * also lets other Python threads run while the caller waits for rows (for a caller that holds no borrowed
- * reference another thread could free: the checks' pass, run table by table in threads). Shared by both extensions (_core and _scan): errors are raised as
- * ``error``, the extension's own exception type (borrowed: it lives as long as the module).
+ * reference another thread could free: the checks' pass, run table by table in threads). Shared by both extensions
+ * (_core and _scan): errors are raised as ``error``, the extension's own exception type (borrowed: it lives as long
+ * as the module).
  * ahead_open: -1 with ``error`` (SQLite's message) or MemoryError set. ahead_step: 1 a row, 0 the end, -1 with
  * ``error`` and SQLite's message where a step failed, after the rows before it. The accessors read the current
- * row as sqlite3_column_* do; a text's or blob's bytes stay valid until the next step (NULL: SQLite ran out of
- * memory). ahead_close takes NULL. */
+ * row as sqlite3_column_* do, with one contract: ahead_int64 and ahead_double are asked of integers, floats and
+ * NULLs only (every caller checks the storage class first, or reads a column its query makes an integer or NULL);
+ * a row read ahead keeps no numeric reading of a text or blob, which would cost the reading thread a conversion per
+ * text for nothing. A text's or blob's bytes stay valid until the next step (NULL: SQLite ran out of memory).
+ * ahead_close takes NULL. */
 #ifndef PYPROF_PARSE_AHEAD_H
 #define PYPROF_PARSE_AHEAD_H
 

@@ -14,7 +14,7 @@
 #include <string.h>
 
 PyObject *CoreError;
-int core_read_ahead;
+int core_read_ahead = AHEAD_OFF;
 /* texts compared with a range's when it is not plain ASCII (made once, at import) */
 static PyObject *INPUT_KEY_STR, *SEQ_KEY_STR, *ENGINE_PREFIX_STR, *ONE;
 
@@ -581,7 +581,7 @@ static int RangeFeed_init(RangeFeed *self, PyObject *args, PyObject *kwds) {
     if (self->fwd_max == -1 && PyErr_Occurred()) return -1;
     self->max_depth = max_depth;
     self->opened = 1;
-    if ((self->texts = PyDict_New()) == NULL || ahead_open(path, sql, core_read_ahead ? AHEAD_ON : AHEAD_OFF, CoreError, &self->rows) < 0)
+    if ((self->texts = PyDict_New()) == NULL || ahead_open(path, sql, core_read_ahead, CoreError, &self->rows) < 0)
         return -1;
     return read_row(self);
 }
@@ -854,8 +854,8 @@ done:
  * ``recent`` for the activities after it; else the recent one; else NULL. -1 with an error set. */
 static int launch_of(LineWriter *self, Ahead *st, Launch **out) {
     char key[LAUNCH_KEY_BYTES];
-    launch_key(key, ahead_type(st, A_GPID) != SQLITE_NULL, ahead_int64(st, A_GPID), ahead_type(st, A_CORR) != SQLITE_NULL,
-               ahead_int64(st, A_CORR));
+    launch_key(key, ahead_type(st, A_GPID) != SQLITE_NULL, ahead_int64(st, A_GPID),
+               ahead_type(st, A_CORR) != SQLITE_NULL, ahead_int64(st, A_CORR));
     Launch *pending = launches_find(&self->pending, key);
     if (pending == NULL) {
         *out = launches_find(&self->recent, key);
@@ -1026,9 +1026,10 @@ static PyObject *activity_line(LineWriter *self, int t) {
     if (launch_of(self, st, &record) < 0) return NULL;
     self->counters[S_RECORDS]++;
     if (record == NULL) self->counters[S_NO_LAUNCH]++;
-    /* the launch's objects, held for the line: the Parts' Python code below may not touch the maps, but hold them */
+    /* the launch's objects, referenced for the line: Python code (the parts' makers) runs before they are written */
     PyObject *call = Py_NewRef(record ? record->call : Py_None);
-    PyObject *api = Py_XNewRef(record ? record->api : NULL), *head = Py_NewRef(record ? record->head : self->empty_head);
+    PyObject *api = Py_XNewRef(record ? record->api : NULL);
+    PyObject *head = Py_NewRef(record ? record->head : self->empty_head);
     PyObject *tail = Py_NewRef(record ? record->tail : self->empty_tail);
     long long thread = record ? record->thread : 0, api_start = record ? record->start_ns : 0;
     long long api_end = record ? record->end_ns : 0;
@@ -1153,7 +1154,7 @@ static PyObject *LineWriter_close(LineWriter *self, PyObject *Py_UNUSED(ignored)
 static int prepare(const char *path, PyObject *sql, Ahead **stmt, int columns) {
     if (sql == Py_None) return 0;
     const char *text = PyUnicode_AsUTF8(sql);
-    if (text == NULL || ahead_open(path, text, core_read_ahead ? AHEAD_ON : AHEAD_OFF, CoreError, stmt) < 0) return -1;
+    if (text == NULL || ahead_open(path, text, core_read_ahead, CoreError, stmt) < 0) return -1;
     if (ahead_columns(*stmt) != columns) {
         PyErr_SetString(PyExc_ValueError, "a query of the line writer has the wrong number of columns");
         return -1;
@@ -1235,7 +1236,7 @@ static PyTypeObject LineWriterType = {
 static PyObject *set_read_ahead(PyObject *module, PyObject *on) {
     int flag = PyObject_IsTrue(on);
     if (flag < 0) return NULL;
-    core_read_ahead = flag;
+    core_read_ahead = flag ? AHEAD_ON : AHEAD_OFF;
     Py_RETURN_NONE;
 }
 

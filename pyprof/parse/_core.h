@@ -27,7 +27,7 @@ int bounded_add(PyObject *d, PyObject *key, PyObject *value, Py_ssize_t max_entr
 
 #include "_ahead.h"
 
-/* whether new queries are read ahead (_core.read_ahead, set by native.py) */
+/* how the queries of the core's objects made from now on are stepped (an AHEAD_ mode; _core.read_ahead) */
 extern int core_read_ahead;
 
 /* _core.c: a RangeFeed's ranges pushed up to a start time, one more, the next start (1: there is one, 0: none) */

@@ -197,7 +197,7 @@ static int Sweep_init(Sweep *self, PyObject *args, PyObject *kwds) {
     if ((self->held = PyList_New(0)) == NULL || (self->ready = PyList_New(0)) == NULL ||
         (self->empty_info = Py_BuildValue("(OOi)", Py_None, Py_None, 0)) == NULL)
         return -1;
-    if (ahead_open(path, sql, core_read_ahead ? AHEAD_ON : AHEAD_OFF, CoreError, &self->launches) < 0) return -1;
+    if (ahead_open(path, sql, core_read_ahead, CoreError, &self->launches) < 0) return -1;
     if (ahead_columns(self->launches) < 3) {
         PyErr_SetString(PyExc_ValueError, "Sweep: the launch query gives start, end, globalTid first");
         return -1;
