@@ -182,6 +182,13 @@ def no_cyclic_gc() -> Iterator[None]:
         yield
     finally:
         if was:
+            # What the body made and still holds (a parse's caches of decoded markers: 100k dicts and lists) is the
+            # young generation now, and the next collection would walk it all (30 ms after a 50k-kernel parse).
+            # It is old already: it goes to the oldest generation at once, as it would after two collections. Not
+            # where the program has frozen objects of its own (unfreezing would hand those back to the collector).
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 
