@@ -871,6 +871,7 @@ static int Attributor_init(Attributor *self, PyObject *args, PyObject *kwds) {
         {&self->no_text, ""}, {&self->no_args, "[]"}};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++)
         if ((*texts[i].to = PyUnicode_InternFromString(texts[i].text)) == NULL) return -1;
+    if ((self->plain = PyDict_New()) == NULL) return -1;
     self->names = Py_XNewRef(PyDict_GetItemString(defs, "names"));
     self->split_name = Py_XNewRef(PyDict_GetItemString(defs, "split_name"));
     if (self->names == NULL || !PyDict_Check(self->names) || self->split_name == NULL) {

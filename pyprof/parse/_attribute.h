@@ -31,13 +31,14 @@ typedef struct {
 /* The Python objects an Attributor holds (its traverse and clear visit these): the Correlator and its state; what the
  * Python definitions provide; for emit_nvtx texts decoded in C (markers._decode_emit_nvtx's common case), the Marker
  * class and the cache of split names; markers.decode's cache of JSON texts and Marker.args_json's of sizes texts;
- * texts made once (the engine range's prefix, the directions, "" and "[]"). */
+ * texts made once (the engine range's prefix, the directions, "" and "[]"); the texts markers.decode found plain
+ * (decode_text). */
 #define ATTRIBUTOR_OBJECTS(X)                                                                                         \
     X(correlator) X(stacks) X(state) X(fwd) X(markers) X(wanted) X(backward_thread) X(calls) X(process_of)           \
     X(attribution_type) X(decode) X(output_ops) X(engine_seq_type) X(undecoded) X(empty) X(backward_bare) X(serials) \
     X(string_json) X(compiled_mod) X(backward_op)                                                                     \
     X(marker_type) X(names) X(split_name) X(call_key) X(decoded) X(sizes_json)                                       \
-    X(engine_prefix) X(bprop) X(fprop) X(no_text) X(no_args)
+    X(engine_prefix) X(bprop) X(fprop) X(no_text) X(no_args) X(plain)
 
 typedef struct {
     PyObject_HEAD

@@ -122,6 +122,8 @@ fail:
 }
 
 /* markers.decode(text), its emit_nvtx common case and its cached JSON markers in C */
+#define PLAIN_TEXTS 4096
+
 PyObject *decode_text(Attributor *self, PyObject *text) {
     if (PyUnicode_Check(text) && PyUnicode_GET_LENGTH(text) > 0 && PyUnicode_READ_CHAR(text, 0) == '{') {
         /* a JSON marker: markers.decode's cache by text, which holds it after its first decoding */
@@ -133,5 +135,12 @@ PyObject *decode_text(Attributor *self, PyObject *text) {
     PyObject *m = emit_marker(self, text);
     if (m != Py_None) return m;
     Py_DECREF(m);
-    return PyObject_CallOneArg(self->decode, text);
+    /* A plain range (a step's "ProfilerStep#12", a library's "cub::DeviceRadixSort") has no marker: a forward op's
+     * link decodes its stack's ranges again, and the step's range is in every stack of the step (10k calls into
+     * Python on a 50k-kernel pyprof.init() export). None is no object a caller changes: it is remembered. */
+    int known = PyDict_Contains(self->plain, text);
+    if (known != 0) return known < 0 ? NULL : Py_NewRef(Py_None);
+    m = PyObject_CallOneArg(self->decode, text);
+    if (m == Py_None && bounded_add(self->plain, text, Py_None, PLAIN_TEXTS) < 0) Py_CLEAR(m);
+    return m;
 }
