@@ -30,11 +30,15 @@ int bounded_add(PyObject *d, PyObject *key, PyObject *value, Py_ssize_t max_entr
 /* how the queries of the core's objects made from now on are stepped (an AHEAD_ mode; _core.read_ahead) */
 extern int core_read_ahead;
 
-/* _core.c: a RangeFeed's ranges pushed up to a start time, one more, the next start (1: there is one, 0: none) */
+/* _feed.c: the RangeFeed type; a feed's ranges pushed up to a start time, one more, the next start (1: there is one,
+ * 0: none); feed_ready before a launch of ``thread`` at ``start_ns`` is attributed: the ranges of the thread's stack
+ * that ended before it popped, and the Correlator's list of the stack's rows up to date */
+int core_add_feed(PyObject *module);
 int feed_check(PyObject *o);
 int feed_push_until(PyObject *feed, long long until_ns);
 int feed_push_one(PyObject *feed);
 int feed_next_start(PyObject *feed, long long *start_ns);
+int feed_ready(PyObject *feed, long long thread, long long start_ns);
 void feed_close(PyObject *feed);
 
 /* the offsets of a slotted class's members, by name (_attribute.c) */

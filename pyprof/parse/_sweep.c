@@ -63,8 +63,10 @@ static int sweep_launch(Sweep *self) {
     long long start = ahead_int64(st, 0);
     while (n_held(self) > 0 && plus(held_start(self, 0), self->wait_ns) < start)
         if (hand_on_first(self, 1) < 0) return -1;
-    if (self->feed != NULL && feed_push_until(self->feed, start) < 0) return -1;
-    PyObject *thread = PyLong_FromLongLong(ahead_int64(st, 2));
+    long long thread_ll = ahead_int64(st, 2);
+    if (self->feed != NULL && (feed_push_until(self->feed, start) < 0 || feed_ready(self->feed, thread_ll, start) < 0))
+        return -1;
+    PyObject *thread = PyLong_FromLongLong(thread_ll);
     PyObject *start_ns = PyLong_FromLongLong(start);
     PyObject *end_ns = PyLong_FromLongLong(ahead_int64(st, 1));
     PyObject *a = thread && start_ns && end_ns ? attributor_launch(self->attributor, thread, start_ns, end_ns) : NULL;

@@ -469,7 +469,7 @@ class Correlator:
         with no_cyclic_gc():
             feed = native.range_feed(self.source, self, DEEP_RANGES, MAX_RANGE_DEPTH) or \
                 RowFeed(self.source.ranges(), self._push)
-            push_until = feed.push_until
+            push_until, ready = feed.push_until, feed.ready
             attribute = self._launch_attribution
             empty = (None, None, 0)
             held: deque = deque()  # (launch start, attribution) behind one that waits for an output shape
@@ -482,6 +482,7 @@ class Correlator:
                     h.waiting = False
                     yield empty if h is _EMPTY else (h.info or _info(h))
                 push_until(start)
+                ready(launch[0], start)
                 a = attribute(launch[0], start, launch[2])
                 if sited is not None and a.callsite is None and launch.site is not None and not a.waiting:
                     a = self._with_site(a, launch.site)
@@ -546,6 +547,9 @@ class RowFeed:
     def next_start(self) -> int | None:
         """The start of the next range not pushed yet; None after the last."""
         return None if self._next is None else self._next[1]
+
+    def ready(self, thread, start_ns: int) -> None:
+        """Nothing to do: ``_push`` keeps the Correlator's stacks themselves (the compiled feed's lists wait for this)."""
 
     def close(self) -> None:
         """Nothing to release: the reader's cursor ends with its rows."""

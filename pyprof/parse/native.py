@@ -86,6 +86,12 @@ class RangeFeed:
         """The start of the next range not pushed yet; None after the last."""
         return self._feed.next_start()
 
+    def ready(self, thread, start_ns: int) -> None:
+        """Before a launch of ``thread`` at ``start_ns`` is attributed: the thread's ranges that ended before it are
+        popped, and the Correlator's list of the thread's open ranges is up to date (the feed keeps the stacks in C and
+        makes a range's row only when something reads it)."""
+        self._feed.ready(thread, start_ns)
+
     def close(self) -> None:
         """Close the feed's own connection."""
         self._feed.close()

@@ -128,6 +128,34 @@ def _odd_ranges(b) -> tuple[Path, int]:
 
 
 @needs_core
+def test_python_sweep_on_the_compiled_feed(nsys_builder, monkeypatch):
+    """The Python sweep (exports the core leaves to Python: CUDA graphs, launch sites) reads its ranges through the
+    compiled feed, whose stacks are kept in C and whose lists are made up to date before each attribution: the same
+    infos as with the Python feed (RowFeed), on the odd ranges."""
+    from pyprof.parse import correlate
+
+    path, _ = _odd_ranges(nsys_builder())
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "0")
+    swept = {}
+    for compiled in (True, False):
+        if not compiled:
+            monkeypatch.setattr(native, "range_feed", lambda *args: None)
+        src = open_source(str(path))
+        try:
+            oddities: dict = {}
+            infos = list(correlate.Correlator(src, oddities).sweep(src.launch_times()))
+        finally:
+            close_source(src)
+        numbers: dict = {}  # attribution numbers count on across sweeps: renumbered by first use
+        swept[compiled] = ([(None if i is None else (numbers.setdefault(i[0], len(numbers)), i[1]), call, flags)
+                            for i, call, flags in infos], oddities)
+    assert swept[True] == swept[False]
+    # 10 launches of the first threads and one per edge text, every one attributed; the deep ranges counted
+    assert len(swept[True][0]) == 20 and all(i is not None for i, _, _ in swept[True][0])
+    assert swept[True][1] == {correlate.DEEP_RANGES: 5}
+
+
+@needs_core
 @pytest.mark.parametrize("ahead", ["0", "1"])
 def test_core_sweep_worker_same_as_in_process(nsys_builder, monkeypatch, ahead):
     """The core's sweep in a worker process: the same lines, and the same counts of what was left out or read
