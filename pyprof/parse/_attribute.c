@@ -133,7 +133,14 @@ static PyObject *range_marker(Attributor *self, PyObject *row, PyObject *text, i
         Py_DECREF(seq);
         goto done;
     }
+    int forward = 0;  /* a forward op's marker, which a backward node's link reads (correlate.Correlator._markers) */
     if (m != Py_None && kind_is(self, m, K_SEQ) && !in_engine) {
+        PyObject *backward = mslot(self, m, M_BACKWARD);
+        int b = backward ? PyObject_IsTrue(backward) : -1;
+        if (b < 0) goto fail;
+        forward = !b;
+    }
+    if (forward) {
         PyObject *pair = PyTuple_Pack(2, row, m);
         if (pair == NULL) goto fail;
         int rc = bounded_add(self->markers, key, pair, self->markers_max);

@@ -138,7 +138,9 @@ class Correlator:
         # id of a range row -> (the row, its decoded autograd marker): a forward op's ranges, decoded when its own
         # launches were attributed, are not decoded again when a backward node links to it (the row is kept, so its
         # id is not reused). pyprof's markers are cached by text already (markers.decode); engine ranges are left
-        # out: their marker takes the seq of the node inside (_EngineSeq). A link older than the cache decodes again.
+        # out: their marker takes the seq of the node inside (_EngineSeq); so are backward nodes, which no link reads
+        # (half the entries on a training step; a recomputed op's stack may hold one, decoded again then). A link older
+        # than the cache decodes again.
         self._markers = BoundedDict(2 * DECODED_MARKERS)
 
     # -- the sweep -------------------------------------------------------------------------------
@@ -328,11 +330,11 @@ class Correlator:
                     if s is None:
                         m = mk.decode(text)
                         state[id(row)] = [m, None, None]
-                        if m is not None and m.kind == mk.SEQ and not in_engine:
+                        if m is not None and m.kind == mk.SEQ and not in_engine and not m.backward:
                             self._markers.add(id(row), (row, m))
                     elif s[0] is _UNDECODED:
                         m = s[0] = mk.decode(text)
-                        if m is not None and m.kind == mk.SEQ and not in_engine:
+                        if m is not None and m.kind == mk.SEQ and not in_engine and not m.backward:
                             self._markers.add(id(row), (row, m))
                     elif type(s[0]) is _EngineSeq:
                         seq = s[0].seq
