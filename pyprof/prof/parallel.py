@@ -321,7 +321,7 @@ def _file_chunks(fd: int, pos: int, size: int, path: str) -> Iterator[tuple]:
 
     buf = bytearray(CHUNK_BYTES)
     arr = np.frombuffer(buf, np.uint8)
-    is_nl, pair = np.empty(CHUNK_BYTES, bool), np.empty(CHUNK_BYTES, bool)  # reused: no 4 MB allocation per chunk
+    is_nl = np.empty(CHUNK_BYTES, bool)  # reused: no 4 MB allocation per chunk
     lineno = idx = 0
     begin = pos
     starts: deque = deque([pos], maxlen=LOOKBACK + 1)  # where the last lines before the next chunk start
@@ -341,22 +341,19 @@ def _file_chunks(fd: int, pos: int, size: int, path: str) -> Iterator[tuple]:
             chunk = data[:cut or len(data)]
             cut = len(chunk)
             n, empty = chunk.count(b"\n"), empty_lines(chunk)
-            ends = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10)[-(LOOKBACK + 1):].tolist()
+            ends = np.flatnonzero(np.frombuffer(chunk, np.uint8) == 10)
         else:
             cut = cut or got  # the last line, without a newline
-            nl = np.equal(arr[:cut], 10, out=is_nl[:cut])
-            ends_all = np.flatnonzero(nl)
-            n = len(ends_all)
-            ends = ends_all[-(LOOKBACK + 1):].tolist()
+            ends = np.flatnonzero(np.equal(arr[:cut], 10, out=is_nl[:cut]))
+            n = len(ends)
             if buf.find(b"\r", 0, cut) >= 0:  # CRLF lines: "\r" alone is an empty line too
                 empty = empty_lines(buf, 0, cut)
-            else:
-                both = np.logical_and(nl[:-1], nl[1:], out=pair[:cut - 1])
-                empty = int(np.count_nonzero(both)) + (1 if buf[0] == 10 else 0) + \
-                    _unindexed_at(buf, arr, ends_all, cut)
+            else:  # an empty line is a newline right after one; and parse's own lines
+                empty = int(np.count_nonzero(np.diff(ends) == 1)) + (1 if buf[0] == 10 else 0) + \
+                    _unindexed_at(buf, arr, ends, cut)
         lb = starts[0] if len(starts) == LOOKBACK + 1 else begin
         yield "file", fd, lb, pos, pos + cut, path, lineno, idx, lb == begin
-        starts.extend(pos + e + 1 for e in ends)
+        starts.extend((ends[-(LOOKBACK + 1):] + (pos + 1)).tolist())  # where the lines after them start
         lineno += n
         idx += n - empty
         pos += cut
