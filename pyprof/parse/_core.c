@@ -630,10 +630,56 @@ static PyObject *set_read_ahead(PyObject *module, PyObject *on) {
     Py_RETURN_NONE;
 }
 
+static int is_container(PyObject *x) {
+    return PyList_Check(x) || PyTuple_Check(x) || PyDict_Check(x) || PyAnySet_Check(x);
+}
+
+/* whether ``v`` (one level, with ``left`` levels allowed from it down) holds containers deeper than allowed:
+ * 1, 0, or -1 with an error */
+static int nests_deeper(PyObject *v, long left) {
+    if (left <= 0) return 1;
+    int rc = 0;
+    if (PyDict_CheckExact(v)) {  /* what JSON makes: read in place (a subclass's values() is called below) */
+        Py_ssize_t pos = 0;
+        PyObject *key, *x;
+        while (rc == 0 && PyDict_Next(v, &pos, &key, &x))
+            if (is_container(x)) {
+                Py_INCREF(x);
+                rc = nests_deeper(x, left - 1);
+                Py_DECREF(x);
+            }
+        return rc;
+    }
+    PyObject *it = PyDict_Check(v) ? PyObject_CallMethod(v, "values", NULL) : Py_NewRef(v);
+    PyObject *items = it ? PySequence_Fast(it, "markers._deeper_than iterates each level") : NULL;
+    Py_XDECREF(it);
+    if (items == NULL) return -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < PySequence_Fast_GET_SIZE(items); i++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(items, i);
+        if (is_container(x)) rc = nests_deeper(x, left - 1);
+    }
+    Py_DECREF(items);
+    return rc;
+}
+
+/* markers._deeper_than(value, limit): a JSON marker's containers walked in C, where the Python walk took 110 us of
+ * the 170 us of decoding an optimizer's foreach marker (three lists of a model's parameters), distinct in every step
+ * of a pyprof.init() capture. The depth is bounded by ``limit``, so is the recursion. */
+static PyObject *deeper_than(PyObject *module, PyObject *args) {
+    PyObject *value;
+    long limit;
+    if (!PyArg_ParseTuple(args, "Ol", &value, &limit)) return NULL;
+    int rc = nests_deeper(value, limit);
+    if (rc < 0) return NULL;
+    return PyBool_FromLong(rc);
+}
+
 static PyMethodDef core_functions[] = {
     {"read_ahead", set_read_ahead, METH_O,
      "read_ahead(on): whether the queries of RangeFeeds, Sweeps and LineWriters made from now on are stepped by "
      "threads of their own (_ahead.c)."},
+    {"deeper_than", deeper_than, METH_VARARGS,
+     "deeper_than(value, limit): markers._deeper_than (the reference), in C."},
     {NULL, NULL, 0, NULL},
 };
 

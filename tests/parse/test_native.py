@@ -128,6 +128,42 @@ def _odd_ranges(b) -> tuple[Path, int]:
 
 
 @needs_core
+def test_nesting_depth_in_c_answers_as_the_python_walk():
+    """native.deeper_than (a JSON marker's containers walked in C) against markers._deeper_than, the reference, on
+    random nestings of every container the check descends into (JSON's dicts and lists; the literal path's tuples,
+    sets and frozensets), at limits around their depths, and on a real optimizer marker."""
+    import random
+
+    from pyprof.parse import markers as mk
+
+    rng = random.Random(5)
+
+    def value(depth: int):
+        if depth > 12 or rng.random() < 0.3:
+            return rng.choice([1, "s", 2.5, None, True, (), frozenset()])
+        items = [value(depth + 1) for _ in range(rng.randrange(4))]
+        kind = rng.randrange(5)
+        hashable = [x for x in items if _hashable(x)]
+        return (items, tuple(items), {str(i): x for i, x in enumerate(items)}, set(hashable),
+                frozenset(hashable))[kind]
+
+    def _hashable(x) -> bool:
+        try:
+            hash(x)
+        except TypeError:
+            return False
+        return True
+
+    answers = [(mk._deeper_than(v, limit), native.deeper_than(v, limit))
+               for v in ({"x": value(0)} for _ in range(3000)) for limit in (0, 1, 2, 3, 5, 8, 16)]
+    assert all(py == c for py, c in answers)
+    assert 0.2 < sum(py for py, _ in answers) / len(answers) < 0.8  # both answers are common
+    foreach = {"op": "_foreach_div_", "args": [{"type": "tensorlist", "items": [{"shape": [4, 4]}] * 100}]}
+    assert [native.deeper_than(foreach, k) for k in (5, 6)] == [mk._deeper_than(foreach, k) for k in (5, 6)] \
+        == [True, False]  # dict, args list, tensorlist dict, items list, tensor dict, shape list: 6 levels
+
+
+@needs_core
 def test_python_sweep_on_the_compiled_feed(nsys_builder, monkeypatch):
     """The Python sweep (exports the core leaves to Python: CUDA graphs, launch sites) reads its ranges through the
     compiled feed, whose stacks are kept in C and whose lists are made up to date before each attribution: the same
