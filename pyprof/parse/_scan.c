@@ -14,6 +14,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 static PyObject *ScanError;
 
@@ -437,8 +440,20 @@ done:
     return result;
 }
 
+/* The passes build and merge their intervals in threads of their own, and what they free stays in malloc's heaps
+ * (glibc keeps a heap per thread): 50 MB after the checks of a 1M-kernel export here, 70 MB more on a machine of 16
+ * cores. A sweep worker forked after the checks shares those pages with the parser, which counts them twice over;
+ * trimming gives them back first. */
+static PyObject *trim_heap(PyObject *self, PyObject *Py_UNUSED(ignored)) {
+#ifdef __GLIBC__
+    malloc_trim(0);
+#endif
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef scan_methods[] = {
     {"scan", (PyCFunction)(void (*)(void))scan, METH_VARARGS | METH_KEYWORDS, scan_doc},
+    {"trim_heap", trim_heap, METH_NOARGS, "Give the memory the passes freed back to the system (glibc's malloc_trim)."},
     {NULL, NULL, 0, NULL},
 };
 

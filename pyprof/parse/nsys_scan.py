@@ -101,6 +101,8 @@ def scan_tables(rows: Rows, tables: list[Table], event_type: int) -> dict[str, F
         if t.name not in out:
             parts = [r for u, r in results if u.name == t.name]
             out[t.name] = None if any(r is None for r in parts) else _merged(t, parts)
+    if calls:
+        _scan.trim_heap()  # what the passes freed, given back before a sweep worker forks (see _scan.c)
     return out
 
 
