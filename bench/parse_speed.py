@@ -8,9 +8,9 @@ no processing), (b) ``pyprof.parse`` writing every record to /dev/null with its 
 and takes the export, docs/parse.md) and (c) with its pure-Python path (``PYPROF_PURE_PYTHON=1``), each with the
 sweep worker process as parse decides (or as --worker says). It prints one line per run: the wall seconds of each
 and the CPU seconds of all its threads and processes, the ratios to (a)
-and the peak memory: the peak of its processes' summed PSS, sampled (what they hold together: a page a forked worker
-shares with its parent counts once), and in brackets their summed peak RSS (an upper bound); then the CPU split of
-the last Python run.
+and the peak memory: the peak of its processes' summed PSS, sampled every 50 ms from the bench's own process (what
+they hold together: a page a forked worker shares with its parent counts once), and in brackets their summed peak
+RSS (an upper bound); then the CPU split of the last Python run.
 
 ``--floor`` adds (d): the least that the Python path's design can do, split as it splits it. Two processes read
 what the sweep worker and the writer read, through the same readers, and touch each row once: the worker
@@ -29,7 +29,6 @@ import resource
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 
 # As the commands do (pyprof.common.run_command): numpy's BLAS, which they never use, keeps one thread.
@@ -135,51 +134,28 @@ def _pss_kib(pid: int) -> int:
         return 0
 
 
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                kids += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return kids
-
-
-class _PssPeak:
-    """The peak of this process's and its children's summed PSS, sampled every 50 ms by a thread: the memory the
-    parse's processes hold together. Their summed peak RSS counts twice what a forked worker shares with its parent
-    (the modules, what was read before the fork), and its two peaks need not come at once."""
-
-    def __init__(self) -> None:
-        self.peak_kib = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        me = os.getpid()
-        while True:
-            self.peak_kib = max(self.peak_kib, sum(_pss_kib(p) for p in [me, *_children(me)]))
-            if self._stop.wait(0.05):
-                return
-
-    def stop(self) -> float:
-        """The peak in MB."""
-        self._stop.set()
-        self._thread.join()
-        return self.peak_kib / 1024
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+    return out
 
 
 def _child(mode: str, path: str, worker: bool | None) -> None:
     if mode != "raw":
         importlib.import_module("pyprof.parse.writer")  # importing is not parsing: outside the timing
     before = resource.getrusage(resource.RUSAGE_SELF)  # of every thread of this process: the reading threads too
-    pss = _PssPeak()
     t0 = time.perf_counter()
     n = _raw(path) if mode == "raw" else _floor(path) if mode == "floor" else _parse(path, worker)
     seconds = time.perf_counter() - t0
-    pss_mb = pss.stop()
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)  # the sweep worker process, when one ran
     # Peak RSS (Linux: KiB) of this process plus its largest child: an upper bound of the two together.
@@ -187,7 +163,7 @@ def _child(mode: str, path: str, worker: bool | None) -> None:
     cpu_self = me.ru_utime + me.ru_stime - before.ru_utime - before.ru_stime
     cpu_worker = kids.ru_utime + kids.ru_stime
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_self + cpu_worker, "cpu_self": cpu_self,
-                      "cpu_worker": cpu_worker, "peak_mb": peak_mb, "pss_mb": pss_mb, "rows": n}))
+                      "cpu_worker": cpu_worker, "peak_mb": peak_mb, "rows": n}))
 
 
 def _run(mode: str, path: str, worker: str = "auto", engine: str = "python") -> dict:
@@ -195,8 +171,17 @@ def _run(mode: str, path: str, worker: str = "auto", engine: str = "python") -> 
     env = dict(os.environ, PYTHONPATH=os.path.dirname(here) + os.pathsep + os.environ.get("PYTHONPATH", ""),
                PYPROF_PURE_PYTHON="0" if engine == "c" else "1")
     cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--worker", worker, path]
-    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    # The memory the run's processes hold together, sampled from here: a sampling thread in the measured process
+    # made its raw scan 40% slower (Python's sqlite3 hands the GIL over at every row).
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    peak_kib = 0
+    while proc.poll() is None:
+        peak_kib = max(peak_kib, sum(_pss_kib(p) for p in _tree(proc.pid)))
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd, out, err)
+    return {**json.loads(out.strip().splitlines()[-1]), "pss_mb": peak_kib / 1024}
 
 
 def _core_takes(path: str) -> bool:
