@@ -551,7 +551,7 @@ class RowFeed:
         return None if self._next is None else self._next[1]
 
     def ready(self, thread, start_ns: int) -> None:
-        """Nothing to do: ``_push`` keeps the Correlator's stacks themselves (the compiled feed's lists wait for this)."""
+        """Nothing to do: ``_push`` keeps the Correlator's stacks itself (the compiled feed's lists wait for this)."""
 
     def close(self) -> None:
         """Nothing to release: the reader's cursor ends with its rows."""

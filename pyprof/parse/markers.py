@@ -205,7 +205,7 @@ def _decode_dict(text: str) -> Marker | None:
             data = _literal(text)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return None
-    if not isinstance(data, dict) or _nests_deeper(data, MAX_MARKER_DEPTH):
+    if not isinstance(data, dict) or nests_deeper(data, MAX_MARKER_DEPTH):
         return None
     if PAYLOAD_KEY in data:
         return _with_payload(data)
@@ -289,13 +289,6 @@ def _with_payload(data: dict) -> Marker | None:
     return m
 
 
-def _nests_deeper(value: Any, limit: int) -> bool:
-    """_deeper_than, by the compiled core where parse uses it (the same answer: a test compares them)."""
-    from pyprof.parse import native  # imported here: native imports this module
-
-    return native.deeper_than(value, limit) if native.enabled() else _deeper_than(value, limit)
-
-
 def _deeper_than(value: Any, limit: int) -> bool:
     """True when ``value`` nests lists, tuples, dicts or sets more than ``limit`` deep (walked level by level, not
     recursively: the input decides the depth)."""
@@ -307,6 +300,12 @@ def _deeper_than(value: Any, limit: int) -> bool:
         level = [x for v in level for x in (v.values() if isinstance(v, dict) else v)
                  if isinstance(x, (list, tuple, dict, set, frozenset))]
     return False
+
+
+#: How _decode_dict checks a JSON marker's nesting: _deeper_than, or where the compiled core is built, the same walk
+#: in C (pyprof.parse.native installs native.deeper_than here, which defers to _deeper_than when parse runs without
+#: the core; a test compares the two).
+nests_deeper = _deeper_than
 
 
 def _legacy_arg(a: Any) -> dict:

@@ -28,8 +28,11 @@ def test_raw_parse_and_floor_count_the_same_activities(tmp_path):
                      if t in tables)
     con.close()
     assert activities > 0
-    assert re.search(rf"run 1: raw sqlite3 scan .*Python \d+\.\d+ s = \d+\.\d+x \(CPU \d+\.\d+ s\), peak \d+ MB "
-                     rf"\({activities} records\)", out), out
+    python = re.search(rf"run 1: raw sqlite3 scan .*Python \d+\.\d+ s = \d+\.\d+x \(CPU \d+\.\d+ s\), peak (\d+) MB "
+                       rf"\((\d+)\) \({activities} records\)", out)
+    assert python, out
+    # the processes' summed PSS, sampled, is at most their summed peak RSS (the kernel's own counts, PSS <= RSS)
+    assert 0 < int(python.group(1)) <= int(python.group(2)), out
     assert re.search(rf"design floor: .* {activities} activities \(.*\); ratio floor/raw \d+\.\d+x", out), out
     if native._core is not None:  # the compiled core takes a pyprof capture: both paths, side by side
-        assert re.search(r"; C core \d+\.\d+ s = \d+\.\d+x \(CPU \d+\.\d+ s\), peak \d+ MB; Python ", out), out
+        assert re.search(r"; C core \d+\.\d+ s = \d+\.\d+x \(CPU \d+\.\d+ s\), peak \d+ MB \(\d+\); Python ", out), out
