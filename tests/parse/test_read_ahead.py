@@ -156,4 +156,6 @@ def test_reading_threads_end_with_the_parse(nsys_builder, monkeypatch, taken):
         assert len(list(Path("/proc/self/task").iterdir())) > before
     records.close()
     close_source(src)
-    assert len(list(Path("/proc/self/task").iterdir())) == before
+    # at most as many as before: a thread an earlier test started may end meanwhile (an equality failed once in a
+    # run of the parse tests, not again in five); a reading thread this parse left running makes more
+    assert len(list(Path("/proc/self/task").iterdir())) <= before
