@@ -1,7 +1,9 @@
-"""pyprof.common's BoundedDict: the one eviction policy of every cache and window of the stages."""
+"""pyprof.common's BoundedDict, the one eviction policy of every cache and window of the stages, and no_cyclic_gc."""
 from __future__ import annotations
 
-from pyprof.common import BoundedDict
+import gc
+
+from pyprof.common import BoundedDict, no_cyclic_gc
 
 
 def test_an_add_past_the_bound_drops_the_oldest_half_at_once():
@@ -33,3 +35,33 @@ def test_a_bound_of_one_still_bounds():
         d.add(k, k)
         assert len(d) == 1
     assert d == {9: 9}
+
+
+def _generation_of(obj) -> int | None:
+    return next((g for g in range(3) if any(o is obj for o in gc.get_objects(generation=g))), None)
+
+
+def test_what_the_body_keeps_is_old_after_it():
+    """Objects made under no_cyclic_gc and still held after it go to the oldest generation at once (a parse's caches:
+    the next young collection would walk them all); the collector is on again."""
+    assert gc.isenabled()
+    with no_cyclic_gc():
+        assert not gc.isenabled()
+        kept = [[i] for i in range(1000)]
+    assert gc.isenabled()
+    assert _generation_of(kept) == 2 and _generation_of(kept[-1]) == 2
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_program_that_froze_objects_keeps_them_frozen():
+    """Where the program froze objects of its own, they stay frozen and what the body made stays young."""
+    mine = [["frozen"]]
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with no_cyclic_gc():
+            kept = [[i] for i in range(100)]
+        assert gc.get_freeze_count() == frozen and _generation_of(mine) is None  # still in the permanent generation
+        assert _generation_of(kept) == 0
+    finally:
+        gc.unfreeze()
