@@ -1,11 +1,8 @@
 /* pyprof.parse._core: the per-row work of the SQLite readers in C (docs/parse.md, "The compiled core").
  *
- * RangeFeed reads an export's push/pop ranges through SQLite's C API, builds the row tuples the sweep keeps
- * (activities.RANGE_ROW) and pushes each on its thread's open-range stack: the same work as
- * correlate.Correlator._push, on the Correlator's own dicts and lists, which the attributions (_attribute.c, or
- * the Python code) then read. What is rare or odd (a text that is not ASCII, a consumer op naming waiting
- * producers) goes back to the Python functions that define it. LineWriter writes the record lines, joined to the
- * sweep's infos (_sweep.c).
+ * This file: the module, its functions, and LineWriter, which writes the record lines joined to the sweep's infos.
+ * The others: the ranges pushed on their stacks (_feed.c), the sweep (_sweep.c), the attributions (_attribute*.c),
+ * the launch calls' table (_launches.c), the queries read ahead (_ahead.c).
  *
  * Every SQLite call's result is checked; an error is raised as _core.Error with SQLite's own message.
  */
