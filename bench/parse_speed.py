@@ -29,6 +29,7 @@ import resource
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 
 # As the commands do (pyprof.common.run_command): numpy's BLAS, which they never use, keeps one thread.
@@ -173,15 +174,18 @@ def _run(mode: str, path: str, worker: str = "auto", engine: str = "python") -> 
     cmd = [sys.executable, os.path.abspath(__file__), "--child", mode, "--worker", worker, path]
     # The memory the run's processes hold together, sampled from here: a sampling thread in the measured process
     # made its raw scan 40% slower (Python's sqlite3 hands the GIL over at every row).
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak_kib = 0
-    while proc.poll() is None:
-        peak_kib = max(peak_kib, sum(_pss_kib(p) for p in _tree(proc.pid)))
-        time.sleep(0.05)
-    out, err = proc.communicate()
-    if proc.returncode:
-        raise subprocess.CalledProcessError(proc.returncode, cmd, out, err)
-    return {**json.loads(out.strip().splitlines()[-1]), "pss_mb": peak_kib / 1024}
+    # Its output goes to files, not pipes: a pipe nobody reads while this polls would stop a child that fills it.
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
+        peak_kib = 0
+        while proc.poll() is None:
+            peak_kib = max(peak_kib, sum(_pss_kib(p) for p in _tree(proc.pid)))
+            time.sleep(0.05)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode:
+            raise subprocess.CalledProcessError(proc.returncode, cmd, out.read(), err.read())
+        return {**json.loads(out.read().strip().splitlines()[-1]), "pss_mb": peak_kib / 1024}
 
 
 def _core_takes(path: str) -> bool:
