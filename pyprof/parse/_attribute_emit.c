@@ -121,9 +121,9 @@ fail:
     return NULL;
 }
 
-/* markers.decode(text), its emit_nvtx common case and its cached JSON markers in C */
-#define PLAIN_TEXTS 4096
+#define PLAIN_TEXTS 4096  /* texts remembered as plain (decode_text): steps' ranges, a library's few names */
 
+/* markers.decode(text), its emit_nvtx common case, its cached JSON markers and the texts it found plain in C */
 PyObject *decode_text(Attributor *self, PyObject *text) {
     if (PyUnicode_Check(text) && PyUnicode_GET_LENGTH(text) > 0 && PyUnicode_READ_CHAR(text, 0) == '{') {
         /* a JSON marker: markers.decode's cache by text, which holds it after its first decoding */

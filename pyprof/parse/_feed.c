@@ -137,7 +137,7 @@ typedef struct {
     PyObject_HEAD
     Ahead *rows;          /* the ranges' query, or NULL after its last row */
     int opened;
-    Range next;           /* the range read and not pushed yet, if has_next */
+    Range next;           /* the range read and not pushed yet, if has_next (its row is never made) */
     long long next_thread;
     int has_next;
     int lossy;            /* some text was not UTF-8 */
@@ -212,11 +212,10 @@ static Stack *find_stack(RangeFeed *self, long long thread) {
     }
 }
 
-static int table_put(Stack **table, size_t cap, Stack *s) {
+static void table_put(Stack **table, size_t cap, Stack *s) {
     size_t i = slot_of_thread(s->thread_ll, cap);
     while (table[i] != NULL) i = (i + 1) & (cap - 1);
     table[i] = s;
-    return 0;
 }
 
 /* the stack of ``thread``, made (with its list in the Correlator's stacks) on the thread's first range */
@@ -644,7 +643,7 @@ static PyObject *RangeFeed_ready(RangeFeed *self, PyObject *args) {
     PyObject *thread;
     long long start_ns;
     if (!PyArg_ParseTuple(args, "OL", &thread, &start_ns)) return NULL;
-    int overflow;
+    int overflow = 0;
     long long t = PyLong_Check(thread) ? PyLong_AsLongLongAndOverflow(thread, &overflow) : 0;
     if (t == -1 && PyErr_Occurred()) return NULL;
     /* no stack is keyed by anything but a 64-bit int: the Python code finds none for another thread either */
@@ -679,7 +678,6 @@ static int RangeFeed_traverse(RangeFeed *self, visitproc visit, void *arg) {
 #define VISIT(f) Py_VISIT(self->f);
     FEED_OBJECTS(VISIT)
 #undef VISIT
-    Py_VISIT(self->next.row);
     for (size_t i = 0; i < self->table_cap; i++) {
         Stack *s = self->table[i];
         if (s == NULL) continue;
