@@ -139,8 +139,8 @@ class Correlator:
         # launches were attributed, are not decoded again when a backward node links to it (the row is kept, so its
         # id is not reused). pyprof's markers are cached by text already (markers.decode); engine ranges are left
         # out: their marker takes the seq of the node inside (_EngineSeq); so are backward nodes, which no link reads
-        # (half the entries on a training step; a recomputed op's stack may hold one, decoded again then). A link older
-        # than the cache decodes again.
+        # (a sixth of the entries on the 50k-kernel training exports; a recomputed op's stack may hold one, decoded
+        # again then). A link older than the cache decodes again.
         self._markers = BoundedDict(2 * DECODED_MARKERS)
 
     # -- the sweep -------------------------------------------------------------------------------
