@@ -18,7 +18,7 @@ import ast
 import json
 import re
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from pyprof.common import BoundedDict
 from pyprof.parse import encode
@@ -195,18 +195,24 @@ def _finite_float(text: str):
 def _decode_dict(text: str) -> Marker | None:
     if len(text) > MAX_MARKER_CHARS:
         return None
-    try:
-        data = json.loads(text, parse_constant=_non_finite, parse_float=_finite_float)
-    except RecursionError:
-        return None
-    except ValueError:
+    parts = split_args(text) if split_args is not None and len(text) >= SPLIT_MIN_CHARS else None
+    split = _decode_split(*parts) if parts is not None else None
+    if split is not None:
+        data, args_json = split
+    else:
+        args_json = None
         try:
-            # Legacy PyProf wrote Python reprs (single quotes, tuples): literal_eval parses them safely.
-            data = _literal(text)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            data = json.loads(text, parse_constant=_non_finite, parse_float=_finite_float)
+        except RecursionError:
             return None
-    if not isinstance(data, dict) or nests_deeper(data, MAX_MARKER_DEPTH):
-        return None
+        except ValueError:
+            try:
+                # Legacy PyProf wrote Python reprs (single quotes, tuples): literal_eval parses them safely.
+                data = _literal(text)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                return None
+        if not isinstance(data, dict) or nests_deeper(data, MAX_MARKER_DEPTH):
+            return None
     if PAYLOAD_KEY in data:
         return _with_payload(data)
     if "pyprof" in data:
@@ -218,6 +224,7 @@ def _decode_dict(text: str) -> Marker | None:
             m = Marker(OP, str(data["op"]), str(data.get("mod", "")), str(data["op"]))
             args = data.get("args")
             m.args = args if isinstance(args, list) else []
+            m._args_json = args_json
             site = data.get("site")
             m.site = None if site is None else str(site)
             stack = data.get("stack")
@@ -300,6 +307,50 @@ def _deeper_than(value: Any, limit: int) -> bool:
         level = [x for v in level for x in (v.values() if isinstance(v, dict) else v)
                  if isinstance(x, (list, tuple, dict, set, frozenset))]
     return False
+
+
+#: A JSON marker text at least this long has its "args" list split where the compiled core is built (native installs
+#: split_args): each element text decoded once (_arg_parts). Op markers are a few hundred characters and repeat
+#: whole; an optimizer's foreach marker is thousands (every parameter, in three or four lists), a new text every
+#: step for its scalars, with the same lists.
+SPLIT_MIN_CHARS = 2048
+#: How _decode_dict splits a long marker text: None (the reference: the whole text decoded at once), or where the
+#: compiled core is built, _core.split_args (installed by pyprof.parse.native; a test compares the two ways): the text
+#: with its "args" list emptied and the list's element texts, or None where the text is not split.
+split_args: Callable[[str], tuple[str, tuple[str, ...]] | None] | None = None
+_arg_parts = BoundedDict(1024)  # an element text of a split "args" list -> (its value, its JSON, nests too deep)
+
+
+def _decode_split(skeleton: str, elements: tuple[str, ...]) -> tuple[dict, str] | None:
+    """The dict json.loads makes of the whole text, and the JSON of its "args" list (Marker.args_json); None where a
+    piece is not JSON or the dict is no marker (too deep), and the whole text decides (the same answer, or a legacy
+    Python literal). json.loads of the pieces is json.loads of the whole: the "args" key is the only one of its
+    name (split_args), and each element is a complete value of its own. An element is shared by the markers that
+    list it: markers are read, never changed."""
+    try:
+        data = json.loads(skeleton, parse_constant=_non_finite, parse_float=_finite_float)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or nests_deeper(data, MAX_MARKER_DEPTH):
+        return None
+    values, jsons = [], []
+    for e in elements:
+        known = _arg_parts.get(e)
+        if known is None:
+            try:
+                v = json.loads(e, parse_constant=_non_finite, parse_float=_finite_float)
+            except (ValueError, RecursionError):
+                return None
+            # an element is two levels down: the dict, then its "args" list (_deeper_than counts levels so)
+            deep = isinstance(v, (list, dict)) and nests_deeper(v, MAX_MARKER_DEPTH - 2)
+            known = (v, encode.value(v), deep)
+            _arg_parts.add(e, known)
+        if known[2]:
+            return None
+        values.append(known[0])
+        jsons.append(known[1])
+    data["args"] = values
+    return data, f"[{','.join(jsons)}]"
 
 
 #: How _decode_dict checks a JSON marker's nesting: _deeper_than, or where the compiled core is built, the same walk

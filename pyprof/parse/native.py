@@ -48,8 +48,16 @@ def deeper_than(value, limit: int) -> bool:
     return _core.deeper_than(value, limit) if enabled() else mk._deeper_than(value, limit)
 
 
+def split_args(text: str) -> tuple[str, tuple[str, ...]] | None:
+    """_core.split_args where parse uses the core, else None (the whole text decoded, the reference): a long JSON
+    marker's "args" list in its element texts, which markers._decode_dict decodes once each. Installed as
+    markers.split_args where the core is built."""
+    return _core.split_args(text) if enabled() else None
+
+
 if _core is not None:
     mk.nests_deeper = deeper_than
+    mk.split_args = split_args
 
 
 def cpus() -> int:

@@ -163,6 +163,77 @@ def test_nesting_depth_in_c_answers_as_the_python_walk():
         == [True, False]  # dict, args list, tensorlist dict, items list, tensor dict, shape list: 6 levels
 
 
+def _marker_view(m) -> tuple | None:
+    """What parse reads of a decoded Marker (its fields, its data, its two JSON texts)."""
+    if m is None:
+        return None
+    return (m.kind, m.name, m.mod, m.op, m.args, m.site, m.stack, m.data, m.args_json(), m.lean_json(None),
+            m.lean_json(7))
+
+
+@needs_core
+def test_split_marker_args_decode_as_the_whole_text(monkeypatch):
+    """A long JSON marker decoded in pieces (_core.split_args: its "args" list's elements, each decoded once) gives
+    what decoding the whole text gives (markers.split_args None: the reference), field for field and in its JSON, on
+    texts made to be split wrongly: duplicate or escaped "args" keys, brackets, commas and quotes in strings, nested
+    "args" keys, non-finite numbers, elements at the nesting limit and one past it, legacy Python literals, and
+    thousands of random one-character edits of them (most no JSON, some JSON of another meaning)."""
+    import json
+    import random
+
+    from pyprof.parse import markers as mk
+
+    pad = {"type": "tensorlist", "items": [{"type": "tensor", "shape": [1024, i], "dtype": "bfloat16"}
+                                           for i in range(40)]}
+    padded = json.dumps(pad, separators=(",", ":"))
+    assert len(padded) > mk.SPLIT_MIN_CHARS  # every text below is long enough to be split
+
+    def deep(levels: int) -> str:  # an element nesting `levels` lists
+        return "[" * levels + "1" + "]" * levels
+
+    bases = [
+        '{"pyprof":1,"mod":"torch","op":"_foreach_add_","args":[%s,{"type":"float","value":0.5}],"site":"a.py:3"}',
+        '{"pyprof":1,"op":"x","args":[%s , "s,]\\\"[{" ,{"args":[1,2]}, NaN, -Infinity, 1e999, 12345678901234567890]}',
+        '{"pyprof":1,"op":"x","args":[%s],"args":[1]}',
+        '{"pyprof":1,"op":"x","ar\\u0067s":[1],"args":[%s]}',
+        '{"pyprof":1,"op":"x","args":{"a":%s}}',
+        '{"pyprof":1,"op":"x","args":[%s]}  \n ',
+        '{"pyprof":1,"op":"x","args":[%s]} trailing',
+        '  {"pyprof":1,"op":"x","args":[ %s ],"stack":["f.py:1","g.py:2"]}',
+        "{'pyprof': 1, 'op': 'x', 'args': [%s, (1, 2)]}",
+        '{"mod":"torch","op":"legacy","args":[%s,{"name":"x","shape":[2]}]}',
+        '{"pyprof":1,"op":"x","args":[%s,' + deep(14) + "]}",  # 16 levels with the dict and the list: kept
+        '{"pyprof":1,"op":"x","args":[%s,' + deep(15) + "]}",  # 17: too deep, no marker
+        '{"pyprof":1,"op":"\u00e9","args":[%s]}',
+    ]
+    texts = [b % padded for b in bases]
+    rng = random.Random(11)
+    alphabet = '[]{},:"\\ aN-.e' + "0123456789" + " " * 6  # digits and spaces keep many texts JSON
+    for _ in range(3000):
+        t = list(rng.choice(texts))
+        at = rng.randrange(len(t))
+        edit = rng.randrange(3)
+        if edit == 0:
+            del t[at]
+        elif edit == 1:
+            t.insert(at, rng.choice(alphabet))
+        else:
+            t[at] = rng.choice(alphabet)
+        texts.append("".join(t))
+    whole, pieces = [], []
+    for t in texts:
+        monkeypatch.setattr(mk, "split_args", None)
+        whole.append(_marker_view(mk._decode_dict(t)))
+        monkeypatch.setattr(mk, "split_args", native.split_args)
+        pieces.append(_marker_view(mk._decode_dict(t)))
+    assert pieces == whole
+    split = [native.split_args(t) is not None for t in texts]
+    # both ways were taken often: split texts that are markers, and split texts whose pieces the whole text overrules
+    assert sum(s and m is not None for s, m in zip(split, whole)) > 150
+    assert sum(s and m is None for s, m in zip(split, whole)) > 300
+    assert [m is not None for m in whole[10:12]] == [True, False]  # the nesting limit, on both sides
+
+
 @needs_core
 def test_python_sweep_on_the_compiled_feed(nsys_builder, monkeypatch):
     """The Python sweep (exports the core leaves to Python: CUDA graphs, launch sites) reads its ranges through the
