@@ -24,7 +24,7 @@ from pyprof.parse.lineparts import (API_END_KEY, API_JSON, CLOCK_SKEW_NS, LINE, 
                                     _PLACE, header, no_gpu_name, shape_parts)
 from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
 from pyprof.parse.activities import Source, attribution_window
-from pyprof.parse.host import lines_of as host_lines_of
+from pyprof.parse.host import lines_of as host_lines_of, packed as host_packed
 from pyprof.parse.memory import memory_lines
 
 _SIDE_TEXT = SIDE_PREFIX.decode()
@@ -91,8 +91,9 @@ def _merge(source: Source, record_lines: Iterator[str], stats: Stats) -> Iterato
     """The header and record lines (the Python path's _merge_lines or the compiled core's), then the side lines."""
     # The host intervals are read first, though written last: reading them peaks at a few hundred MB on a
     # 1M-kernel export, and the records' own peak then comes on top of the merged intervals only, never on top of
-    # the memory the records' phase keeps for reuse.
-    host = source.host_intervals()
+    # the memory the records' phase keeps for reuse. They are packed before the records' phase forks its sweep
+    # worker (host.packed: half the memory).
+    host = host_packed(source.host_intervals())
     with no_cyclic_gc():  # only acyclic tuples and strings are made here; see Correlator.launch_infos
         yield from record_lines
     # After the records: side lines, which the memory and host views read and every other reader skips (record.SIDE_KEY).
