@@ -404,7 +404,10 @@ def test_times_at_the_ends_of_64_bits_same_bytes_both_paths(nsys_builder, monkey
     b.kernel(1, low + 20, high, 1)  # lasts 2**64 - 25 ns
     b.launch(1, 1, high - 100, high - 90, 2)
     b.kernel(1, high - 50, high - 40, 2)  # its start + the clock skew passes 2**63
+    b.launch(1, 1, -(1 << 63), -(1 << 63) + 2, 3)  # the one int64 whose negation is no int64
+    b.kernel(1, -(1 << 63) + 3, -(1 << 63) + 4, 3)
     path = b.close()
     c_path = _outcome(path, False, monkeypatch)
     assert c_path == _outcome(path, True, monkeypatch)
     assert f'"kDuration":{high - low - 20},' in c_path[0]
+    assert f'{-(1 << 63)},' in c_path[0] and f'{-(1 << 63) + 3},' in c_path[0]
