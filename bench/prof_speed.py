@@ -210,7 +210,7 @@ def main() -> int:
         print(f"prof --csv --jobs 1 (default columns): {a.rows / t1:,.0f} rows/s, ratio to baseline {tb / t1:.2f}")
         print(f"prof --csv --jobs {jobs} (the CLI default): {a.rows / tj:,.0f} rows/s, ratio to baseline {tb / tj:.2f}; "
               f"its main process busy {_cpu[f'prof{jobs}'] / tj:.0%} of the time (CPU {_cpu[f'prof{jobs}']:.2f} s in "
-              f"{tj:.2f} s: near 100%, it is what bounds the workers)")
+              f"{tj:.2f} s; near 100% it would be what bounds the workers)")
         print(f"one process, per CPU-second (insensitive to other load): baseline {a.rows / _cpu['baseline']:,.0f} "
               f"rows/s, prof {a.rows / _cpu['prof1']:,.0f} rows/s, ratio {_cpu['baseline'] / _cpu['prof1']:.2f}")
         print(f"load average during the run: {os.getloadavg()[0]:.2f} on {jobs} CPU(s)")
