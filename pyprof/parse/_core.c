@@ -681,6 +681,12 @@ static PyObject *deeper_than(PyObject *module, PyObject *args) {
 
 static int json_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
+/* whether d[from:to] is JSON whitespace only */
+static int all_space(const char *d, Py_ssize_t from, Py_ssize_t to) {
+    while (from < to && json_space(d[from])) from++;
+    return from == to;
+}
+
 /* the end of the JSON string that starts at d[i] (just past its closing quote), or -1 */
 static Py_ssize_t string_end(const char *d, Py_ssize_t n, Py_ssize_t i) {
     for (i++; i < n; i++) {
@@ -690,16 +696,24 @@ static Py_ssize_t string_end(const char *d, Py_ssize_t n, Py_ssize_t i) {
     return -1;
 }
 
+/* text[from:to] appended to ``pieces``; -1 with an error */
+static int add_piece(PyObject *pieces, PyObject *text, Py_ssize_t from, Py_ssize_t to) {
+    PyObject *e = PyUnicode_Substring(text, from, to);
+    int rc = e == NULL ? -1 : PyList_Append(pieces, e);
+    Py_XDECREF(e);
+    return rc;
+}
+
 /* split_args(text): (the text with its top-level "args" list emptied, the list's element texts), or None.
  *
  * An optimizer's foreach marker lists every parameter tensor, three or four lists of them, and its scalars make it a
- * new text every step: decoding it whole and encoding its arguments again took 110-160 us, a quarter of the sweep of
- * a 50k-kernel pyprof.init() export. Its lists repeat from step to step as texts of their own, so markers._decode_dict
- * decodes each element text once. Only the places of the elements are found here (strings skipped, brackets counted);
- * json.loads still decides what each piece is, and a piece that is not JSON sends the whole text the whole way.
- * None where splitting is no help or could read the text differently from json.loads: not ASCII, not one object,
- * no "args" list or an empty one, a second "args" key (json.loads keeps the last), a key with an escape in it (which
- * could spell "args"), or anything but whitespace after the object. */
+ * new text every step: decoding it whole, walking its depth and encoding its arguments again took about 170 us, a
+ * quarter of the sweep of a 50k-kernel pyprof.init() export. Its lists repeat from step to step as texts of their
+ * own, so markers._decode_split decodes each element text once. Only the places of the elements are found here
+ * (strings skipped, brackets counted); json.loads still decides what each piece is, and a piece that is not JSON
+ * sends the whole text the whole way. None where splitting is no help or could read the text differently from
+ * json.loads: not ASCII, not one object, no "args" list or an empty one, a second "args" key (json.loads keeps the
+ * last), a key with an escape in it (which could spell "args"), or anything but whitespace after the object. */
 static PyObject *split_args(PyObject *module, PyObject *text) {
     if (!PyUnicode_Check(text) || !PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
     const char *d = (const char *)PyUnicode_DATA(text);
@@ -707,7 +721,7 @@ static PyObject *split_args(PyObject *module, PyObject *text) {
     while (i < n && json_space(d[i])) i++;
     if (i == n || d[i] != '{') Py_RETURN_NONE;
     Py_ssize_t open = -1, close = -1, from = 0, end = -1;
-    int depth = 0, key_next = 0, in_args = 0;
+    int depth = 0, key_next = 0, in_args = 0;  /* key_next: the next string at depth 1 is a key */
     PyObject *elements = PyList_New(0);
     if (elements == NULL) return NULL;
     for (; i < n && end < 0; i++) {
@@ -725,26 +739,20 @@ static PyObject *split_args(PyObject *module, PyObject *text) {
                     if (k == n || d[k] != ':') goto none;
                     for (k++; k < n && json_space(d[k]); k++) {}
                     if (k == n || d[k] != '[') goto none;
-                    open = k;
+                    open = i = k;  /* the loop goes on past the list's bracket, counted here */
                     from = k + 1;
                     in_args = 1;
                     depth = 2;
-                    i = k;
                     continue;
                 }
             }
             i = j - 1;
         } else if (c == '{' || c == '[') {
-            depth++;
+            if (++depth == 1) key_next = 1;
         } else if (c == '}' || c == ']') {
             if (in_args && depth == 2) {  /* the "args" list ends: its last element */
                 if (c != ']') goto none;
-                PyObject *e = PyUnicode_Substring(text, from, i);
-                if (e == NULL || PyList_Append(elements, e) < 0) {
-                    Py_XDECREF(e);
-                    goto fail;
-                }
-                Py_DECREF(e);
+                if (add_piece(elements, text, from, i) < 0) goto fail;
                 close = i;
                 in_args = 0;
             }
@@ -752,36 +760,21 @@ static PyObject *split_args(PyObject *module, PyObject *text) {
         } else if (c == ',') {
             if (depth == 1) key_next = 1;
             else if (in_args && depth == 2) {
-                PyObject *e = PyUnicode_Substring(text, from, i);
-                if (e == NULL || PyList_Append(elements, e) < 0) {
-                    Py_XDECREF(e);
-                    goto fail;
-                }
-                Py_DECREF(e);
+                if (add_piece(elements, text, from, i) < 0) goto fail;
                 from = i + 1;
             }
         }
-        if (depth == 1 && c == '{') key_next = 1;
     }
-    if (end < 0 || close < 0) goto none;
-    for (i = end; i < n; i++)
-        if (!json_space(d[i])) goto none;
-    if (PyList_GET_SIZE(elements) == 1) {  /* "[]" or "[ ]": nothing to split */
-        PyObject *only = PyList_GET_ITEM(elements, 0);
-        Py_ssize_t k = 0, m = PyUnicode_GET_LENGTH(only);
-        const char *od = (const char *)PyUnicode_DATA(only);
-        while (k < m && json_space(od[k])) k++;
-        if (k == m) goto none;
-    }
+    /* not one object; whitespace only in "args" (nothing to split); anything after the object */
+    if (end < 0 || close < 0 || all_space(d, open + 1, close) || !all_space(d, end, n)) goto none;
     PyObject *head = PyUnicode_Substring(text, 0, open + 1), *tail = PyUnicode_Substring(text, close, n);
     PyObject *skeleton = head && tail ? PyUnicode_Concat(head, tail) : NULL;
     Py_XDECREF(head);
     Py_XDECREF(tail);
-    if (skeleton == NULL) goto fail;
-    PyObject *parts = PyList_AsTuple(elements);
+    PyObject *parts = skeleton ? PyList_AsTuple(elements) : NULL;
     Py_DECREF(elements);
     if (parts == NULL) {
-        Py_DECREF(skeleton);
+        Py_XDECREF(skeleton);
         return NULL;
     }
     return Py_BuildValue("(NN)", skeleton, parts);

@@ -56,13 +56,10 @@ def packed(found: dict[tuple, tuple]) -> dict[tuple, tuple]:
         starts, ends, names = found.pop(key)
         if key[1] != "step" and len(starts) > 1:
             lo, hi = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
-            del starts, ends
             if not ((hi >= lo).all() and (lo[1:] > hi[:-1]).all()):  # not merged yet (union joins touching ones)
                 lo, hi = union(lo, hi)
-            starts, ends = _packed(lo, hi), None
-            if starts is None:
-                starts, ends = lo, hi
-            del lo, hi
+            small = _packed(lo, hi)
+            starts, ends = (lo, hi) if small is None else (small, None)
         out[key] = (starts, ends, names)
     return out
 
@@ -86,18 +83,16 @@ def lines_of(found: dict[tuple, tuple]) -> Iterator[str]:
     # in one order whatever the reader's: by process, then category as record.HOST_CATEGORIES lists them
     for pid, category in sorted(found, key=lambda k: (k[0] is None, k[0] or 0, HOST_CATEGORIES.index(k[1]))):
         starts, ends, names = found[(pid, category)]
+        named = None
         if type(starts) is Packed:  # merged already
             lo, hi = starts.bounds()
-            for k in range(0, len(lo), HOST_RUN):
-                yield host_line(pid, category, lo[k:k + HOST_RUN].tolist(), hi[k:k + HOST_RUN].tolist(), None)
-            continue
-        lo, hi = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
-        if category == "step":  # each step as it is, named (steps run back to back: a union would join them)
-            order = np.argsort(lo, kind="stable")
-            lo, hi, named = lo[order], hi[order], [names[i] for i in order.tolist()]
         else:
-            lo, hi = union(lo, hi)
-            named = None
+            lo, hi = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+            if category == "step":  # each step as it is, named (steps run back to back: a union would join them)
+                order = np.argsort(lo, kind="stable")
+                lo, hi, named = lo[order], hi[order], [names[i] for i in order.tolist()]
+            else:
+                lo, hi = union(lo, hi)
         for k in range(0, len(lo), HOST_RUN):
             yield host_line(pid, category, lo[k:k + HOST_RUN].tolist(), hi[k:k + HOST_RUN].tolist(),
                             None if named is None else named[k:k + HOST_RUN])

@@ -40,7 +40,8 @@ from pyprof.prof.share import WINDOW
 
 CHUNK_BYTES = 4 << 20
 _EMPTY_AFTER = re.compile(rb"\n(?=\r?\n)")  # a newline followed by an empty line (literal prefix: a fast scan)
-_EMPTY_LINES = frozenset({b"", b"\r", b"\n", b"\r\n"})  # with or without its newline (lines keep theirs, as serially)
+# an empty line with or without its newline: a chunk's lines keep theirs (as serially), those read after it do not
+_EMPTY_LINES = frozenset({b"", b"\r", b"\n", b"\r\n"})
 _HEADER_AFTER = b"\n" + HEADER_PREFIX  # a header line that is not the chunk's first
 _SIDE_AFTER = b"\n" + SIDE_PREFIX
 LOOKBACK = 2 * WINDOW
@@ -60,16 +61,11 @@ def _init(columns: list, fmt: str, peaks: Peaks) -> None:
                   row=row, as_lines=as_lines, need_roof=bool(ROOFLINE_COLUMNS.intersection(columns)))
 
 
-def _lines(data, first_bytes: int = -1) -> list | tuple[list, list]:
+def _lines(data) -> list:
     """The lines of whole-line bytes, each with its newline (a last line without one included), as the serial path
     reads them (rows.line_blocks): BytesIO finds each line's end with memchr, 0.3 ms a 4 MB chunk of a few-kB records
-    where ``bytes.split`` took 1.3 ms. With ``first_bytes`` >= 0: (the lines of the first ``first_bytes`` bytes, which
-    end at a line's end, the lines of the rest), read from the one buffer (no copy of either part first)."""
-    buf = io.BytesIO(data)
-    if first_bytes < 0:
-        return buf.readlines()
-    head = buf.readlines(first_bytes) if first_bytes > 0 else []  # readlines(0) would read them all
-    return head, buf.readlines()
+    where ``bytes.split`` took 1.3 ms."""
+    return io.BytesIO(data).readlines()
 
 
 class _FileAhead:
@@ -116,7 +112,9 @@ class _BytesAhead:
 def _work(task: tuple) -> tuple:
     if task[0] == "file":  # (tag, fd, lookback start, chunk start, chunk end, path, lineno, idx, at input start)
         _tag, fd, lb, start, end, path, lineno, idx, from_start = task
-        back, chunk = _lines(os.pread(fd, end - lb, lb), start - lb)
+        buf = io.BytesIO(os.pread(fd, end - lb, lb))  # the lookback and the chunk, cut from one buffer, not copied
+        back = buf.readlines(start - lb) if start > lb else []  # ends at a line's end; readlines(0) reads them all
+        chunk = buf.readlines()
         ahead = _FileAhead(fd, end)
     else:  # (tag, lookback, chunk, lines after it, path, lineno, idx, at input start)
         _tag, back_bytes, chunk_bytes, ahead_bytes, path, lineno, idx, from_start = task
