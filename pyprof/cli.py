@@ -6,6 +6,7 @@ import importlib
 import sys
 
 import pyprof
+from pyprof.common import one_blas_thread
 
 STAGES = {
     "parse": ("pyprof.parse.cli", "profiler export (nsys/NvProf SQLite, PyTorch trace) -> JSON Lines records"),
@@ -34,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     if stage is None:
         sys.stderr.write(f"pyprof: unknown command {argv[0]!r}\n{USAGE}")
         return 2
+    one_blas_thread()  # before the stage's modules import numpy
     return importlib.import_module(stage[0]).main(argv[1:])
 
 

@@ -123,16 +123,30 @@ def output_stream(path: str) -> Iterator[IO[str]]:
                 os.unlink(tmp)
 
 
+def one_blas_thread() -> None:
+    """Keep numpy's BLAS to one thread. The commands use numpy for a few vector operations, never its BLAS. An
+    OpenBLAS build starts a thread per core when numpy is first imported (again in each forked worker), and they
+    spin a while before they sleep: on the 16-core H200 machine that was 2-4 s of CPU for a 2.5 s parse. OpenBLAS
+    reads the setting once, as numpy loads it, so a command calls this before it imports its stage (pyprof.cli,
+    each ``__main__``); run_command calls it too, for a caller that imported nothing yet."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
+def one_blas_thread_if_run(package: str) -> None:
+    """one_blas_thread() when this process is ``python -m <package>``: the interpreter imports the package, and
+    numpy with it, before it runs the package's ``__main__``. A stage's package calls this first."""
+    argv = getattr(sys, "orig_argv", [])
+    if any(a == f"-m{package}" or (a == "-m" and argv[i + 1:i + 2] == [package]) for i, a in enumerate(argv)):
+        one_blas_thread()
+
+
 def run_command(prog: str, body: Callable[[], int]) -> int:
     """Run a command's body and turn pyprof's own errors into one line on stderr and an exit code.
 
     Returns the body's code; 2 for a UsageError, 1 for any other PyprofError (bad input), 130 on Ctrl-C,
     0 when the reader of stdout went away (``| head``). Other exceptions are bugs and keep their traceback.
     """
-    # The commands use numpy for a few vector operations, never its BLAS. An OpenBLAS build starts a thread
-    # per core when numpy is imported (again in each forked worker), and they spin a while before they
-    # sleep: on the 16-core H200 machine that was 2-4 s of CPU for a 2.5 s parse. One thread is enough.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    one_blas_thread()
     try:
         return body()
     except BrokenPipeError:

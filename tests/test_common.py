@@ -1,7 +1,13 @@
-"""pyprof.common's BoundedDict, the one eviction policy of every cache and window of the stages, and no_cyclic_gc."""
+"""pyprof.common's BoundedDict, the one eviction policy of every cache and window of the stages, no_cyclic_gc, and
+the commands' one BLAS thread."""
 from __future__ import annotations
 
 import gc
+import os
+import subprocess
+import sys
+
+import pytest
 
 from pyprof.common import BoundedDict, no_cyclic_gc
 
@@ -64,3 +70,39 @@ def test_a_program_that_froze_objects_keeps_them_frozen():
         assert _generation_of(kept) in (0, 1)  # young (a collection since may have moved it to the middle one)
     finally:
         gc.unfreeze()
+
+
+# What numpy's import finds in OPENBLAS_NUM_THREADS (OpenBLAS reads it once, as numpy loads it), recorded by an
+# import hook in a fresh interpreter: the commands' one_blas_thread must come before their stage imports numpy.
+_BLAS_AT_NUMPY_IMPORT = r"""
+import os, sys
+class Hook:
+    def find_spec(self, name, path=None, target=None):
+        if name == "numpy":
+            print("OPENBLAS_NUM_THREADS at numpy import:", os.environ.get("OPENBLAS_NUM_THREADS"))
+            sys.meta_path.remove(self)
+        return None
+sys.meta_path.insert(0, Hook())
+"""
+
+
+@pytest.mark.parametrize("how", [
+    "from pyprof import cli\ntry:\n    cli.main(['{stage}', '--help'])\nexcept SystemExit:\n    pass",
+    # python -m pyprof.STAGE: the interpreter imports the package before its __main__ (orig_argv as -m sets it)
+    "sys.orig_argv = [sys.executable, '-m', 'pyprof.{stage}', 'x']\nimport pyprof.{stage}\nimport pyprof.{stage}.cli",
+    "sys.orig_argv = [sys.executable, '-mpyprof.{stage}']\nimport pyprof.{stage}\nimport pyprof.{stage}.cli",
+])
+@pytest.mark.parametrize("stage", ["parse", "prof", "report", "diff"])
+def test_the_commands_keep_blas_to_one_thread_before_numpy_loads(how, stage):
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", _BLAS_AT_NUMPY_IMPORT + how.format(stage=stage)], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert "OPENBLAS_NUM_THREADS at numpy import: 1\n" in out
+
+
+def test_importing_a_stage_in_a_program_leaves_blas_alone():
+    """A notebook or script that imports pyprof.parse keeps numpy's own thread count."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", _BLAS_AT_NUMPY_IMPORT + "import pyprof.parse, pyprof.prof"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert "OPENBLAS_NUM_THREADS at numpy import: None\n" in out

@@ -8,6 +8,10 @@ for all of them. Importing this package never imports torch.
 """
 from __future__ import annotations
 
+from pyprof.common import one_blas_thread_if_run
+
+one_blas_thread_if_run(__name__)  # before this package imports numpy (python -m pyprof.parse)
+
 import os
 import warnings
 from typing import IO, Iterator

@@ -9,6 +9,10 @@ Importing this package never imports torch.
 """
 from __future__ import annotations
 
+from pyprof.common import one_blas_thread_if_run
+
+one_blas_thread_if_run(__name__)  # before this package imports numpy (python -m pyprof.prof)
+
 from pyprof.prof import formulas  # noqa: F401  (registers the built-in formulas)
 from pyprof.prof.args import Args, Tensor, estimate
 from pyprof.prof.modeller import Modeller, Result

@@ -58,6 +58,33 @@ def test_parallel_reports_the_malformed_line(tmp_path, monkeypatch):
         run_stream(f, str(path), io.StringIO(), ["idx"], "csv", jobs=2)
 
 
+def test_a_workers_failure_is_raised_after_the_chunks_before_it(tmp_path, monkeypatch):
+    """A bug in a worker (not bad input) reaches the parent as WorkerError with the worker's traceback, in its
+    chunk's turn: the chunks before it are written whole, and nothing after it."""
+    from pyprof.forked import WorkerError
+
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in _records(400)) + "\n")
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 4096)
+    serial = io.StringIO()
+    with open(path, "rb") as f:
+        run_stream(f, str(path), serial, ["idx"], "csv", jobs=1)
+    real = parallel._work
+
+    def work(task):
+        if task[6] > 600:  # the first chunk whose first line is past line 600 (task[6]: its line number)
+            raise ZeroDivisionError("a bug")
+        return real(task)
+
+    monkeypatch.setattr(parallel, "_work", work)
+    out = io.StringIO()
+    with open(path, "rb") as f, pytest.raises(WorkerError, match="(?s)^a prof worker process failed:.*ZeroDivision"):
+        run_stream(f, str(path), out, ["idx"], "csv", jobs=3)
+    written = out.getvalue().splitlines()
+    # every chunk whose first line is at or before line 600 was written, in order, and nothing after them
+    assert 600 <= len(written) - 1 < 700 and serial.getvalue().splitlines()[:len(written)] == written
+
+
 @pytest.mark.parametrize("trailing_newline", [True, False])
 def test_parallel_file_edges(tmp_path, monkeypatch, trailing_newline):
     """Chunks of a file are counted in a memory map: a line longer than a chunk, runs of empty lines (some at
