@@ -123,13 +123,30 @@ def output_stream(path: str) -> Iterator[IO[str]]:
                 os.unlink(tmp)
 
 
+_BLAS_THREADS = "OPENBLAS_NUM_THREADS"
+_blas_setting_ours = False  # one_blas_thread set it (the user had not): the programs a command runs do not get it
+
+
 def one_blas_thread() -> None:
     """Keep numpy's BLAS to one thread. The commands use numpy for a few vector operations, never its BLAS. An
     OpenBLAS build starts a thread per core when numpy is first imported (again in each forked worker), and they
     spin a while before they sleep: on the 16-core H200 machine that was 2-4 s of CPU for a 2.5 s parse. OpenBLAS
-    reads the setting once, as numpy loads it, so a command calls this before it imports its stage (pyprof.cli,
-    each ``__main__``); run_command calls it too, for a caller that imported nothing yet."""
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    reads the setting once, as numpy loads it, so a command calls this before it imports its stage (pyprof.cli, and
+    each stage's package under ``python -m``); run_command calls it too, for a caller that imported nothing yet. A
+    setting of the user's own is kept."""
+    global _blas_setting_ours
+    if _BLAS_THREADS not in os.environ:
+        os.environ[_BLAS_THREADS] = "1"
+        _blas_setting_ours = True
+
+
+def users_environment() -> dict[str, str]:
+    """The environment as the user gave it, for a program a command runs (``pyprof run``'s script): without the
+    BLAS setting one_blas_thread made for pyprof's own process."""
+    env = dict(os.environ)
+    if _blas_setting_ours:
+        env.pop(_BLAS_THREADS, None)
+    return env
 
 
 def one_blas_thread_if_run(package: str) -> None:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pyprof.common import InputError, UsageError, run_command
+from pyprof.common import InputError, UsageError, run_command, users_environment
 
 PROG = "pyprof run"
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -71,7 +71,7 @@ def _run(args) -> int:
         raise UsageError("--backend nsys: no nsys on the PATH (nor $NSYS); --backend torch needs none")
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ)
+    env = users_environment()
     env.pop("PYPROF_RUN_ACTIVE", None)
     env["PYTHONPATH"] = os.pathsep.join([str(BOOT), str(Path(__file__).resolve().parents[2])] +
                                         ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))

@@ -136,3 +136,17 @@ def test_a_script_without_steps_is_told_how_to_mark_them(tmp_path):
     p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "-o", "out", "--backend", "torch", "--", sys.executable,
                         str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert "no step was counted (no optimizer.step() ran)" in p.stderr and "--step-marker NAME" in p.stderr
+
+
+@pytest.mark.parametrize("setting", [None, "3"])
+def test_the_script_gets_the_users_blas_setting(tmp_path, setting):
+    """pyprof keeps numpy's BLAS to one thread in its own process (common.one_blas_thread); the script it runs
+    gets the environment as the user gave it."""
+    script = tmp_path / "show.py"
+    script.write_text("import os\nprint('BLAS setting:', os.environ.get('OPENBLAS_NUM_THREADS'))\n")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if setting is not None:
+        env["OPENBLAS_NUM_THREADS"] = setting
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "-o", "out", "--backend", "torch", "--",
+                        sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert f"BLAS setting: {setting}\n" in p.stdout, p.stderr
