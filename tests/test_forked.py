@@ -99,3 +99,60 @@ def test_a_serving_worker_answers_a_failed_task_and_serves_on():
     finally:
         forked.stop(workers)
     assert [w.proc.exitcode for w in workers] == [0, 0]
+
+
+def _timed(conn) -> None:
+    """Answer (task, this worker's pid) for each task (seconds to sleep), a failure for a negative one; at the end
+    (None), how many tasks it was sent."""
+    import time
+
+    served = 0
+    while (task := conn.recv()) is not None:
+        served += 1
+        if task < 0:
+            forked.send_failure(conn, ValueError(f"task {task}"))
+            continue
+        time.sleep(task)
+        conn.send((task, os.getpid()))
+    conn.send(("served", served))
+
+
+def _pool(n: int) -> list:
+    workers: list = []
+    for _ in range(n):
+        workers.append(forked.start("a pool worker", _timed, duplex=True, siblings=workers))
+    return workers
+
+
+def test_in_order_gives_results_in_order_and_tasks_to_the_least_busy_worker():
+    # Task 0 keeps its worker busy for 1 s while the other clears the quick ones. Round robin would give each
+    # worker 10 of the 20 tasks, the quick ones behind task 0 waiting for it; by load, the first worker takes
+    # task 0 and one more before the others are all done.
+    tasks = [1.0] + [0.001 * (k % 3) for k in range(1, 20)]
+    workers = _pool(2)
+    met = []
+    try:
+        results = list(forked.in_order(workers, tasks, meanwhile=lambda: met.append("meanwhile")))
+        for w in workers:
+            w.send(None)
+    finally:
+        forked.stop(workers)
+    assert [task for task, _ in results] == tasks
+    first = results[0][1]
+    assert sum(1 for _, pid in results if pid == first) <= 3 and met == ["meanwhile"]
+
+
+def test_in_order_raises_a_failure_in_its_turn_and_sends_nothing_after_it():
+    tasks = [0.3, 0.0, -1, 0.0, 0.0, 0.0, 0.0, 0.0]  # task 2 fails while task 0 is still running
+    workers = _pool(2)
+    got = []
+    try:
+        with pytest.raises(WorkerError, match="^a pool worker failed:\n(?s:.*)ValueError: task -1"):
+            for result in forked.in_order(workers, tasks, depth=lambda task: 1):
+                got.append(result[0])
+        for w in workers:
+            w.send(None)
+        served = [w.recv() for w in workers]
+    finally:
+        forked.stop(workers)
+    assert got == [0.3, 0.0] and sum(n for _, n in served) == 3  # tasks 0 to 2

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import stat
-from collections import deque
 from typing import Callable, Iterator
 
 from pyprof import forked
@@ -111,7 +110,8 @@ def _lines_after(fd: int, pos: int, n: int, size: int) -> list:
 
 
 def _serve(conn, path: str, header: Header, peaks: Peaks, make_observer) -> None:
-    """A worker's body (pyprof.forked): answer each task (chunk) with its partial aggregate, until None."""
+    """A worker's body (pyprof.forked): answer each task (chunk) with its partial aggregate, until its pipe ends
+    (or None comes)."""
     fd = os.open(path, os.O_RDONLY)
     with no_cyclic_gc():
         while True:
@@ -222,22 +222,9 @@ def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = N
         for _ in range(jobs):
             workers.append(forked.start(NAME, _serve, (path, header, peaks, make_observer), duplex=True,
                                         siblings=workers))
-        pending: deque = deque()
-        for k, task in enumerate(tasks):
-            if k == 2 * jobs and meanwhile is not None:
-                meanwhile()
-                meanwhile = None
-            while len(pending) >= 2 * jobs:
-                _take(workers, pending, agg, merged, observer, merge_observer)
-            workers[k % jobs].send(task)
-            pending.append(k % jobs)
-        if meanwhile is not None:  # fewer chunks than two per worker
-            meanwhile()
-        while pending:
-            _take(workers, pending, agg, merged, observer, merge_observer)
-        for w in workers:
-            w.send(None)
-    finally:
+        for result in forked.in_order(workers, tasks, meanwhile=meanwhile):
+            _take(result, agg, merged, observer, merge_observer)
+    finally:  # every result is in, or a failure: the workers see their pipes end and stop
         forked.stop(workers)
     set_dist(merged, None, header.dist)
     for pid, w in merged.items():
@@ -247,8 +234,7 @@ def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = N
     return agg, observer
 
 
-def _take(workers: list, pending: deque, agg: Aggregate, merged: dict, observer, merge_observer) -> None:
-    result = workers[pending.popleft()].recv()
+def _take(result, agg: Aggregate, merged: dict, observer, merge_observer) -> None:
     if result is None:
         raise Fallback
     parts, cov, part_observer = result

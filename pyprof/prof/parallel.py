@@ -374,8 +374,8 @@ def _tasks(stream: IO[bytes], path: str) -> Iterator[tuple]:
 
 def _serve(conn, columns: list, fmt: str, peaks: Peaks) -> None:
     """A worker process's body (pyprof.forked): answer each task sent on ``conn`` with (text, coverage, chunk
-    ending, error) until None comes. A task that fails (a bug, not bad input) is answered with its failure, which
-    the parent raises when it takes that task's result."""
+    ending, error) until its pipe ends (or None comes). A task that fails (a bug, not bad input) is answered with
+    its failure, which the parent raises when it takes that task's result."""
     with no_cyclic_gc():  # records are trees, no cycles: as in the serial run
         _init(columns, fmt, peaks)
         while True:
@@ -394,10 +394,10 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
                  jobs: int):
     """Write the rows of every record through ``jobs`` workers; return the merged coverage.
 
-    Chunk k goes to worker k mod jobs, at most two per worker in flight (one for a pipe's chunks, which travel
-    with the task), and the results are taken back in chunk order, so the output is the input's order. Plain
-    pipes and no pool: a pool's helper threads in this process cost CPU that, on a two-core machine, the
-    workers need. Raises InputError for a malformed line (chunks before it have been written)."""
+    Each chunk goes to the worker with the fewest in flight, at most two per worker (one for a pipe's chunks,
+    which travel with the task), and the results are written in chunk order (forked.in_order), so the output is
+    the input's order. Plain pipes and no pool: a pool's helper threads in this process cost CPU that, on a
+    two-core machine, the workers need. Raises InputError for a malformed line (chunks before it have been written)."""
     if not available():
         raise RuntimeError("parallel prof needs the fork start method")
     coverage = Coverage()
@@ -407,13 +407,11 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
     try:
         for _ in range(jobs):
             workers.append(forked.start(NAME, _serve, (columns, fmt, peaks), duplex=True, siblings=workers))
-        pending: deque = deque()  # worker index of each chunk in flight, in chunk order
-        done = 0
-
-        def take() -> None:
-            nonlocal done
-            w = pending.popleft()
-            text, cov, chunk_end, err = workers[w].recv()
+        # A file's task is a few offsets: two per worker queue up in its pipe. A pipe's task carries its chunk,
+        # larger than a pipe holds: it goes only to a worker that has given back its last result, or each side
+        # would block writing to the other.
+        for k, (text, cov, chunk_end, err) in enumerate(
+                forked.in_order(workers, _tasks(stream, path), depth=lambda task: 2 if task[0] == "file" else 1)):
             if err is not None:
                 raise InputError(path, err)
             out.write(text)
@@ -421,25 +419,9 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
             ending.required |= chunk_end.required
             if chunk_end.any_lines:
                 ending.ended = chunk_end.ended
-            done += 1
-            if commit is not None and done % max(1, COMMIT_BATCHES // 8) == 0:
+            if commit is not None and (k + 1) % max(1, COMMIT_BATCHES // 8) == 0:
                 commit()
-
-        for k, task in enumerate(_tasks(stream, path)):
-            # A file's task is a few offsets: two per worker queue up in its pipe. A pipe's task carries its
-            # chunk, larger than a pipe holds: send it only to a worker that has given back its last result,
-            # or each side would block writing to the other.
-            limit = 2 * jobs if task[0] == "file" else jobs
-            while len(pending) >= limit:
-                take()
-            w = k % jobs
-            workers[w].send(task)
-            pending.append(w)
-        while pending:
-            take()
         ending.done()
-        for worker in workers:
-            worker.send(None)  # every result is in: the workers stop
-    finally:
+    finally:  # every result is in, or a failure: the workers see their pipes end and stop
         forked.stop(workers)
     return coverage

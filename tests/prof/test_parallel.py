@@ -85,6 +85,39 @@ def test_a_workers_failure_is_raised_after_the_chunks_before_it(tmp_path, monkey
     assert 600 <= len(written) - 1 < 700 and serial.getvalue().splitlines()[:len(written)] == written
 
 
+def test_a_worker_killed_part_way_is_a_worker_error_in_its_turn(tmp_path, monkeypatch, capsys):
+    """A worker that exits (killed, as by the OOM killer) is WorkerError, raised after the chunks before its own are
+    written. The parent used to meet it as a BrokenPipeError or ConnectionResetError when it sent the worker its next
+    task: the first reads, in run_command, as the reader of stdout gone, so the command exited 0 after part of its
+    rows."""
+    import os
+
+    from pyprof.forked import WorkerError
+
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in _records(400)) + "\n")
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 4096)
+    real = parallel._work
+
+    def work(task):
+        if task[6] > 300:  # task[6]: the chunk's first line number
+            os._exit(9)
+        return real(task)
+
+    monkeypatch.setattr(parallel, "_work", work)
+    for _ in range(5):  # which of the parent's calls meets the dead worker first varies from run to run
+        out = io.StringIO()
+        with open(path, "rb") as f, pytest.raises(WorkerError, match=r"^a prof worker process exited without a result \(exit status 9\)$"):
+            run_stream(f, str(path), out, ["idx"], "csv", jobs=3)
+        assert 300 <= len(out.getvalue().splitlines()) - 1 < 400
+    # the command: one line naming what happened, exit status 1, no rows on stdout
+    from pyprof.prof.cli import main
+
+    assert main(["--csv", "-c", "idx", "--jobs", "3", str(path)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == "pyprof prof: error: a prof worker process exited without a result (exit status 9)\n"
+
+
 @pytest.mark.parametrize("trailing_newline", [True, False])
 def test_parallel_file_edges(tmp_path, monkeypatch, trailing_newline):
     """Chunks of a file are counted in a memory map: a line longer than a chunk, runs of empty lines (some at
