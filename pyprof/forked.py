@@ -141,9 +141,9 @@ def in_order(workers: list[Worker], tasks: Iterable, depth: Callable[[Any], int]
     failed = False
     total = handed = 0
 
-    def receive(block: bool) -> None:
+    def receive() -> None:  # what has arrived, waiting for at least one result
         nonlocal failed
-        for conn in wait([w.conn for i, w in enumerate(workers) if sent[i]], None if block else 0):
+        for conn in wait([w.conn for i, w in enumerate(workers) if sent[i]]):
             i = index[conn]
             k = sent[i].popleft()
             try:
@@ -169,7 +169,7 @@ def in_order(workers: list[Worker], tasks: Iterable, depth: Callable[[Any], int]
             if meanwhile is not None:
                 meanwhile()
                 meanwhile = None
-            receive(block=True)
+            receive()
             yield from ready()
         if failed:
             break
@@ -184,7 +184,7 @@ def in_order(workers: list[Worker], tasks: Iterable, depth: Callable[[Any], int]
         meanwhile()
     while handed < total:
         if handed not in arrived:
-            receive(block=True)
+            receive()
         yield from ready()
 
 

@@ -397,7 +397,8 @@ def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, col
     Each chunk goes to the worker with the fewest in flight, at most two per worker (one for a pipe's chunks,
     which travel with the task), and the results are written in chunk order (forked.in_order), so the output is
     the input's order. Plain pipes and no pool: a pool's helper threads in this process cost CPU that, on a
-    two-core machine, the workers need. Raises InputError for a malformed line (chunks before it have been written)."""
+    two-core machine, the workers need. Raises InputError for a malformed line (chunks before it have been
+    written)."""
     if not available():
         raise RuntimeError("parallel prof needs the fork start method")
     coverage = Coverage()

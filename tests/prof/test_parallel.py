@@ -107,7 +107,8 @@ def test_a_worker_killed_part_way_is_a_worker_error_in_its_turn(tmp_path, monkey
     monkeypatch.setattr(parallel, "_work", work)
     for _ in range(5):  # which of the parent's calls meets the dead worker first varies from run to run
         out = io.StringIO()
-        with open(path, "rb") as f, pytest.raises(WorkerError, match=r"^a prof worker process exited without a result \(exit status 9\)$"):
+        with open(path, "rb") as f, \
+                pytest.raises(WorkerError, match=r"^a prof worker process exited without a result \(exit status 9\)$"):
             run_stream(f, str(path), out, ["idx"], "csv", jobs=3)
         assert 300 <= len(out.getvalue().splitlines()) - 1 < 400
     # the command: one line naming what happened, exit status 1, no rows on stdout

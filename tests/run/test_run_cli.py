@@ -148,5 +148,6 @@ def test_the_script_gets_the_users_blas_setting(tmp_path, setting):
     if setting is not None:
         env["OPENBLAS_NUM_THREADS"] = setting
     p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "-o", "out", "--backend", "torch", "--",
-                        sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+                        sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env=env)
     assert f"BLAS setting: {setting}\n" in p.stdout, p.stderr
