@@ -6,8 +6,11 @@ convolutions, attention, norms, pointwise, backward kernels with forward links, 
   with prof's own decoder, which builds only the fields prof reads (msgspec, pyprof.prof.reader.lean_loads);
 - prof: ``pyprof.prof.run`` with the default columns in CSV (what ``python -m pyprof.prof --csv`` does).
 Prints one line per figure: rows/s of each and prof's ratio to the baseline. Target: >= 300k rows/s.
+``--group-by KEY`` also times the ``--group-by`` summary (``summarize_stream``, what the command runs) with one
+process and with one worker per CPU, against the same summary of records decoded whole
+(``summarize(read_records(...))``, the command's path before it decoded only the keys it reads).
 
-    python bench/prof_speed.py [--rows 1000000] [--keep FILE] [--from RECORDS] [--against CHECKOUT]
+    python bench/prof_speed.py [--rows 1000000] [--keep FILE] [--from RECORDS] [--against CHECKOUT] [--group-by KEY]
 
 ``--against CHECKOUT`` also times another checkout's prof (e.g. main before a change) on the same input,
 alternating with this one, in CPU seconds of one process: the ratio of the two is the change's cost.
@@ -33,7 +36,8 @@ from pyprof.record import END_KEY, HEADER_KEY, SIDE_KEY, Record, end_line  # noq
 from pyprof.prof.rows import lean_decoder  # noqa: E402
 from pyprof.prof.per_kernel import run_stream  # noqa: E402
 from pyprof.prof.columns import DEFAULT  # noqa: E402
-from pyprof.prof.reader import loads  # noqa: E402
+from pyprof.prof.reader import loads, read_records  # noqa: E402
+from pyprof.prof.summary import summarize, summarize_stream  # noqa: E402
 
 
 def _t(shape, dtype="bfloat16"):
@@ -145,6 +149,18 @@ def prof(path: str, jobs: int = 1) -> float:
     return time.perf_counter() - t0
 
 
+def group_by(path: str, key: str, jobs: int = 0) -> float:
+    """Seconds for the ``--group-by KEY`` table (CSV): the command's path with ``jobs`` workers, or with 0 the
+    records decoded whole first (reader.read_records)."""
+    t0 = time.perf_counter()
+    with open(path, "rb") as f:
+        if jobs:
+            summarize_stream(f, path, _Sink(), key, "csv", jobs=jobs)
+        else:
+            summarize(read_records(f, path), _Sink(), key, "csv")
+    return time.perf_counter() - t0
+
+
 _cpu: dict = {}  # CPU seconds of this process per measurement: robust to other load on the machine
 
 _CHILD = """
@@ -188,6 +204,7 @@ def main() -> int:
                     help="replicate this records file (parse's output for a real capture) instead of the templates")
     ap.add_argument("--against", default=None, metavar="CHECKOUT",
                     help="also time this checkout's prof on the same input (its CPU seconds against this one's)")
+    ap.add_argument("--group-by", default=None, metavar="KEY", help="also time the --group-by KEY summary")
     a = ap.parse_args()
     path = a.keep or tempfile.mktemp(suffix=".jsonl", prefix="prof_speed_")
     try:
@@ -222,6 +239,11 @@ def main() -> int:
                 this.append(cpu_seconds(here, path))
             print(f"this checkout, CPU seconds (best of 3): {min(this):.3f}; {a.against}: {min(other):.3f}; "
                   f"ratio {min(this) / min(other):.2f}")
+        if a.group_by:
+            whole, g1, gj = group_by(path, a.group_by), group_by(path, a.group_by, 1), group_by(path, a.group_by, jobs)
+            print(f"--group-by {a.group_by}, records decoded whole: {a.rows / whole:,.0f} rows/s; the command's path "
+                  f"--jobs 1: {a.rows / g1:,.0f} rows/s ({whole / g1:.2f}x), --jobs {jobs}: {a.rows / gj:,.0f} rows/s "
+                  f"({whole / gj:.2f}x)")
         best = max(a.rows / t1, a.rows / tj)
         print(f"target 300k rows/s: {'met' if best >= 300_000 else 'NOT met'} (best {best:,.0f} rows/s)")
     finally:

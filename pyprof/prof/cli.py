@@ -142,10 +142,9 @@ def _run(args, out) -> int:
     """The prof command proper: errors are raised, run_command turns them into messages and exit codes."""
     import pyprof.prof  # noqa: F401  (registers the built-in formulas)
     from pyprof.prof.plugins import load_plugin
-    from pyprof.prof.reader import read_records
     from pyprof.prof.per_kernel import run_stream
     from pyprof.prof.roofline import Peaks
-    from pyprof.prof.summary import summarize
+    from pyprof.prof.summary import summarize_stream
 
     for spec in args.plugin:
         load_plugin(spec)
@@ -180,7 +179,8 @@ def _run(args, out) -> int:
     try:
         name = "<stdin>" if path == "-" else path
         if args.group_by:
-            cov = summarize(read_records(stream, name), out, args.group_by, fmt, args.width, args.top, peaks, name)
+            cov = summarize_stream(stream, name, out, args.group_by, fmt, args.width, args.top, peaks,
+                                   _jobs(args.jobs, path))
         else:
             cov = run_stream(stream, name, out, cols, fmt, args.width, peaks, header=not args.no_header,
                              jobs=_jobs(args.jobs, path))

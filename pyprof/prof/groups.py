@@ -297,13 +297,25 @@ def _shapes(args) -> str:
     return str(out)
 
 
+class GroupBy(NamedTuple):
+    """A ``--group-by`` key: its function of a record, and the record keys that function reads (lean decoding,
+    pyprof.prof.summary, builds only these, SAMPLE_KEYS and the model's; a forward link keeps the parts
+    reader.lean_loads keeps, which cover every key function's)."""
+
+    key: Callable[[dict], str]
+    reads: tuple[str, ...]
+
+
+#: The record keys ``sample`` reads (is_optimizer's among them).
+SAMPLE_KEYS = ("kDuration", "kind", "dir", "op", "ranges", "seqId", "layer")
+
 #: ``pyprof prof --group-by`` keys.
-GROUP_KEYS: dict[str, Callable[[dict], str]] = {
-    "op": op_key,
-    "layer": layer_key,
-    "kernel": kernel_key,
-    "callsite": callsite_key,
-    "dir": dir_key,
+GROUP_KEYS: dict[str, GroupBy] = {
+    "op": GroupBy(op_key, ("kind", "op", "dir", "fwd", "mod", "recompute")),
+    "layer": GroupBy(layer_key, ("layer", "fwd")),
+    "kernel": GroupBy(kernel_key, ("kLongName", "kShortName")),
+    "callsite": GroupBy(callsite_key, ("callsite", "fwd")),
+    "dir": GroupBy(dir_key, ("dir",)),
 }
 
 

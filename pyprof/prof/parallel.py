@@ -1,7 +1,9 @@
-"""Per-kernel output spread over worker processes (``--jobs``), for inputs of millions of records.
+"""Rows of records spread over worker processes (``--jobs``), for inputs of millions of records: the per-kernel
+table (pyprof.prof.per_kernel) and the ``--group-by`` summary (pyprof.prof.summary).
 
-The main process only cuts the input into chunks of whole lines and writes the workers' text in input order;
-each worker decodes, models and formats its chunk. A kernel's share of its op call depends on the call's other
+The main process only cuts the input into chunks of whole lines and takes the workers' results in input order;
+each worker decodes and models its chunk, and makes of its rows what the caller's ChunkPlan says (the table's
+text, or the chunk's groups). A kernel's share of its op call depends on the call's other
 kernels, before and after it, so a worker also reads lines around its chunk, without output:
 
 - before it, enough lines to have seen the start of every call in progress at the chunk's first line: it
@@ -12,9 +14,9 @@ kernels, before and after it, so a worker also reads lines around its chunk, wit
 - after it, until no call with a kernel in the chunk is open (at most WINDOW lines), decoding only the records
   of those calls' threads.
 
-So the output equals the serial run's byte for byte (tests/prof/test_parallel.py). At most ``2 × jobs``
-chunks are in flight, so memory stays bounded. Needs the ``fork`` start method (workers inherit formulas
-loaded by ``--plugin``); elsewhere the caller runs serially.
+So each chunk's rows are those of the serial run (the per-kernel output equals it byte for byte:
+tests/prof/test_parallel.py). At most ``2 × jobs`` chunks are in flight, so memory stays bounded. Needs the
+``fork`` start method (workers inherit formulas loaded by ``--plugin``); elsewhere the caller runs serially.
 """
 from __future__ import annotations
 
@@ -24,18 +26,16 @@ import os
 import re
 import stat
 from collections import deque
-from typing import IO, Iterator, NamedTuple
+from typing import IO, Any, Callable, Iterator, NamedTuple
 
 from pyprof import forked
 from pyprof.common import InputError, no_cyclic_gc
 from pyprof.record import HEADER_PREFIX, SIDE_PREFIX
 from pyprof.prof.contract import Ending
-from pyprof.prof.columns import ROOFLINE_COLUMNS, row_function
 from pyprof.prof.modeller import Modeller
-from pyprof.prof.formats import FORMATS, Format
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.roofline import Peaks
-from pyprof.prof.rows import COMMIT_BATCHES, RowStream, lean_decoder
+from pyprof.prof.rows import COMMIT_BATCHES, RowStream
 from pyprof.prof.share import WINDOW
 
 CHUNK_BYTES = 4 << 20
@@ -54,11 +54,19 @@ NAME = "a prof worker process"
 available = forked.available
 
 
-def _init(columns: list, fmt: str, peaks: Peaks) -> None:
-    cls = FORMATS[fmt]
-    row, as_lines = row_function(columns, cls)
-    _state.update(columns=columns, cls=cls, peaks=peaks, modeller=Modeller(share=True), lean=lean_decoder(columns),
-                  row=row, as_lines=as_lines, need_roof=bool(ROOFLINE_COLUMNS.intersection(columns)))
+class ChunkPlan(NamedTuple):
+    """What a worker makes of its chunks, built once in each worker by the caller's function (workers are forked:
+    it may be any function, a closure too)."""
+
+    row: Callable  # (idx, record, model result, Roofline) -> a row (RowStream's ``row``)
+    need_roof: bool  # the rows read the roofline
+    lean: Callable | None  # reader.lean_loads of the keys ``row`` reads (None: decode every line whole)
+    omitted: tuple | None  # rows.omitted_read of those keys (None: the per-kernel columns')
+    finish: Callable[[list], Any]  # a chunk's rows, in order -> what the worker sends back for it
+
+
+def _init(plan: Callable[[], ChunkPlan], peaks: Peaks) -> None:
+    _state.update(plan=plan(), peaks=peaks, modeller=Modeller(share=True))
 
 
 def _lines(data) -> list:
@@ -126,22 +134,25 @@ def _work(task: tuple) -> tuple:
         whole = from_start and len(use) == len(back)  # the lines before the chunk are all there is
         cov = Coverage()
         try:
-            text, ending = _chunk_text(s, use, chunk, ahead, taken, path, lineno, idx, whole, cov, RowStream)
+            made, ending = _chunk_result(s, use, chunk, ahead, taken, path, lineno, idx, whole, cov, RowStream)
         except InputError as e:
             return None, None, None, e.problem
         if not s["modeller"].uncertain or len(use) == len(back):
-            return text, cov, ending, None
-    return text, cov, ending, None
+            return made, cov, ending, None
+    return made, cov, ending, None
 
 
-def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str, lineno: int, idx: int,
-                whole: bool, cov, stream_cls) -> tuple[str, tuple]:
-    """The text of the chunk's rows, after replaying ``back`` and reading on after the chunk until its
-    calls are closed, and the chunk's ChunkEnding. Raises InputError for a malformed line of the chunk."""
+def _chunk_result(s: dict, back: list, chunk: list, ahead, taken: list, path: str, lineno: int, idx: int,
+                whole: bool, cov, stream_cls) -> tuple[Any, tuple]:
+    """What the plan makes of the chunk's rows (``finish``), after replaying ``back`` and reading on after the
+    chunk until its calls are closed, and the chunk's ChunkEnding. Raises InputError for a malformed line of the
+    chunk."""
     modeller: Modeller = s["modeller"]
+    plan: ChunkPlan = s["plan"]
     line0 = lineno - len(back)  # lines before the first one replayed
     modeller.reset_calls(-1 if whole else line0 + 1 + WINDOW, lineno + 1)
-    stream = stream_cls(modeller, s["row"], s["peaks"], s["need_roof"], cov, s["lean"], keep=(idx, None))
+    stream = stream_cls(modeller, plan.row, s["peaks"], plan.need_roof, cov, plan.lean, keep=(idx, None),
+                        omitted=plan.omitted)
     if back:
         try:
             stream.feed(back, path, line0, idx - _indexed(back), count=False)
@@ -178,10 +189,7 @@ def _chunk_text(s: dict, back: list, chunk: list, ahead, taken: list, path: str,
         n_after += _indexed(step)
         rows += stream.ready(at)
     rows += stream.ready(None)
-    buf = io.StringIO()
-    writer = s["cls"](buf, s["columns"], s["columns"])
-    (writer.lines if s["as_lines"] else writer.rows)(rows)
-    return buf.getvalue(), ending
+    return plan.finish(rows), ending
 
 
 def _indexed(lines: list) -> int:
@@ -372,12 +380,12 @@ def _tasks(stream: IO[bytes], path: str) -> Iterator[tuple]:
     return _file_chunks(fd, pos, st.st_size, path)
 
 
-def _serve(conn, columns: list, fmt: str, peaks: Peaks) -> None:
-    """A worker process's body (pyprof.forked): answer each task sent on ``conn`` with (text, coverage, chunk
-    ending, error) until its pipe ends (or None comes). A task that fails (a bug, not bad input) is answered with
-    its failure, which the parent raises when it takes that task's result."""
+def _serve(conn, plan: Callable[[], ChunkPlan], peaks: Peaks) -> None:
+    """A worker process's body (pyprof.forked): answer each task sent on ``conn`` with (what the plan makes of
+    its rows, coverage, chunk ending, error) until its pipe ends (or None comes). A task that fails (a bug, not bad
+    input) is answered with its failure, which the parent raises when it takes that task's result."""
     with no_cyclic_gc():  # records are trees, no cycles: as in the serial run
-        _init(columns, fmt, peaks)
+        _init(plan, peaks)
         while True:
             task = conn.recv()
             if task is None:
@@ -390,32 +398,32 @@ def _serve(conn, columns: list, fmt: str, peaks: Peaks) -> None:
                 forked.send_failure(conn, e)
 
 
-def run_parallel(stream: IO[bytes], path: str, out: IO[str], writer: Format, columns: list, fmt: str, peaks: Peaks,
-                 jobs: int):
-    """Write the rows of every record through ``jobs`` workers; return the merged coverage.
+def run_parallel(stream: IO[bytes], path: str, plan: Callable[[], ChunkPlan], take: Callable[[Any], None],
+                 peaks: Peaks, jobs: int, commit: Callable[[], None] | None = None) -> Coverage:
+    """Make the rows of every record in ``jobs`` workers, each as ``plan()`` says, and hand what each chunk's
+    rows made to ``take``, in input order; return the merged coverage. ``commit``: called every few chunks (a
+    spooling output written out).
 
     Each chunk goes to the worker with the fewest in flight, at most two per worker (one for a pipe's chunks,
-    which travel with the task), and the results are written in chunk order (forked.in_order), so the output is
-    the input's order. Plain pipes and no pool: a pool's helper threads in this process cost CPU that, on a
-    two-core machine, the workers need. Raises InputError for a malformed line (chunks before it have been
-    written)."""
+    which travel with the task), and the results are taken in chunk order (forked.in_order). Plain pipes and no
+    pool: a pool's helper threads in this process cost CPU that, on a two-core machine, the workers need. Raises
+    InputError for a malformed line (the chunks before it have been taken)."""
     if not available():
         raise RuntimeError("parallel prof needs the fork start method")
     coverage = Coverage()
     ending = Ending(path)  # the chunks' endings, in order: the input's
-    commit = getattr(out, "commit", None)
     workers: list = []
     try:
         for _ in range(jobs):
-            workers.append(forked.start(NAME, _serve, (columns, fmt, peaks), duplex=True, siblings=workers))
+            workers.append(forked.start(NAME, _serve, (plan, peaks), duplex=True, siblings=workers))
         # A file's task is a few offsets: two per worker queue up in its pipe. A pipe's task carries its chunk,
         # larger than a pipe holds: it goes only to a worker that has given back its last result, or each side
         # would block writing to the other.
-        for k, (text, cov, chunk_end, err) in enumerate(
+        for k, (made, cov, chunk_end, err) in enumerate(
                 forked.in_order(workers, _tasks(stream, path), depth=lambda task: 2 if task[0] == "file" else 1)):
             if err is not None:
                 raise InputError(path, err)
-            out.write(text)
+            take(made)
             coverage.merge(cov)
             ending.required |= chunk_end.required
             if chunk_end.any_lines:

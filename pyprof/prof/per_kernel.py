@@ -5,6 +5,7 @@ worker processes (``--jobs``, pyprof.prof.parallel); returns the coverage.
 """
 from __future__ import annotations
 
+import io
 from typing import IO, Iterable, Sequence
 
 from pyprof.common import no_cyclic_gc
@@ -32,7 +33,8 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
         writer.header()
     peaks = peaks or Peaks()
     if jobs > 1 and fmt != "columns" and parallel.available():
-        coverage = parallel.run_parallel(stream, path, out, writer, list(columns), fmt, peaks, jobs)
+        coverage = parallel.run_parallel(stream, path, _chunk_plan(list(columns), fmt), out.write, peaks, jobs,
+                                         getattr(out, "commit", None))
         writer.close()
         return coverage
     row, as_lines = row_function(list(columns), cls)
@@ -43,6 +45,21 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
         _serial(stream, path, writer.lines if as_lines else writer.rows, rows_, getattr(out, "commit", None), fmt)
     writer.close()
     return coverage
+
+
+def _chunk_plan(columns: list, fmt: str):
+    """A --jobs worker's plan: its chunk's rows as the format's text (the header written by the parent)."""
+    def plan() -> parallel.ChunkPlan:
+        cls = FORMATS[fmt]
+        row, as_lines = row_function(columns, cls)
+
+        def text(rows_: list) -> str:
+            buf = io.StringIO()
+            writer = cls(buf, columns, columns)
+            (writer.lines if as_lines else writer.rows)(rows_)
+            return buf.getvalue()
+        return parallel.ChunkPlan(row, bool(ROOFLINE_COLUMNS.intersection(columns)), lean_decoder(columns), None, text)
+    return plan
 
 
 def _serial(stream: IO[bytes], path: str, write, rows_: RowStream, commit, fmt: str) -> None:

@@ -82,8 +82,15 @@ def rows(records: Iterable[tuple[int, dict]], modeller: Modeller, peaks: Peaks |
 #: roofline and the columns read a record with ``d.get``, which gives None for an absent key anyway, and
 #: no key outside these is read at all (putting back all of them cost a dozen dict stores and a few fresh
 #: lists a row).
-_OMITTED_READ = tuple((k, v, type(v) if type(v) in (list, dict) else None) for k, v in OMITTABLE.items()
-                      if v is not None and k in {*Modeller.RECORD_KEYS, "gpu", *record_keys(list(COLUMNS))})
+def omitted_read(keys: Container[str]) -> tuple:
+    """The (key, default, fresh copy's factory) of each of ``keys`` that a schema-3 line may leave out at a
+    default other than None, for RowStream to put back."""
+    return tuple((k, v, type(v) if type(v) in (list, dict) else None) for k, v in OMITTABLE.items()
+                 if v is not None and k in keys)
+
+
+#: The model's keys (the duration among them), the GPU name (roofline) and every column's.
+_OMITTED_READ = omitted_read({*Modeller.RECORD_KEYS, "gpu", *record_keys(list(COLUMNS))})
 
 
 def lean_decoder(columns: Sequence[str]):
@@ -103,10 +110,10 @@ class RowStream:
     --jobs worker reads lines before and after its chunk)."""
 
     def __init__(self, modeller: Modeller, row, peaks: Peaks, need_roofline: bool, coverage: Coverage, lean=None,
-                 keep: tuple[int, int | None] = (0, None)) -> None:
+                 keep: tuple[int, int | None] = (0, None), omitted: tuple | None = None) -> None:
         self.modeller, self.row, self.peaks, self.need_roofline = modeller, row, peaks, need_roofline
         self.coverage, self.lean = coverage, lean
-        self.omitted = _OMITTED_READ
+        self.omitted = _OMITTED_READ if omitted is None else omitted  # (omitted_read) of the keys ``row`` reads
         self.lo, self.hi = keep
         self.ending = Ending("")  # named at the first feed: whether the input ended as parse ends its records
         self.held: list = []  # a row per record from index ``first`` on (None for a line of spaces)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pyprof.prof import parallel
+from pyprof.prof import parallel, per_kernel
 from pyprof.prof.columns import COLUMNS
 from pyprof.prof.per_kernel import run_stream
 
@@ -227,9 +227,9 @@ def test_parallel_replays_more_when_a_call_started_before_its_first_replay(tmp_p
     assert len(flops) == 72 and sum(flops) == 12 * 4000
     # in this process: the replays a worker makes
     calls = []
-    real = parallel._chunk_text
-    monkeypatch.setattr(parallel, "_chunk_text", lambda *a, **k: calls.append(len(a[1])) or real(*a, **k))
-    parallel._init(cols, "csv", Peaks())
+    real = parallel._chunk_result
+    monkeypatch.setattr(parallel, "_chunk_result", lambda *a, **k: calls.append(len(a[1])) or real(*a, **k))
+    parallel._init(per_kernel._chunk_plan(cols, "csv"), Peaks())
     import os
 
     fd = os.open(path, os.O_RDONLY)

@@ -4,15 +4,21 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import math
 import os
 import subprocess
 import sys
 
+import pytest
+
 from shared_files import EXTERNAL
+from pyprof.prof import parallel
 from pyprof.prof.reader import read_records
-from pyprof.prof.groups import kernel_labels
-from pyprof.prof.summary import summarize
+from pyprof.prof.groups import GROUP_KEYS, kernel_labels
+from pyprof.prof.summary import summarize, summarize_stream
 from pyprof.record import read_lines
+
+from .helpers import parsed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRACE = str(EXTERNAL / "tracelens_b200_eager_trace.json.gz")
@@ -81,3 +87,117 @@ def test_group_by_op_keeps_recomputed_and_unlinked_backward_work_apart(tmp_path,
     assert mm > 0 and rows["mm (bprop)"] == mm + linked_mm
     assert rows.get("mm", 0) == sum(1 for r in recs if r["kind"] == "kernel" and r["dir"] == "fprop"
                                     and r["op"][:1] == ["mm"])
+
+
+# ---- the command's path: lean decoding, and --jobs workers
+
+LEAN_CAPTURES = ["nsys/pyprof/transformer.sqlite.xz", "nsys/emit_nvtx/resnet.sqlite.xz", "kineto/resnet.pt.trace.json.gz",
+                 "kineto/checkpoint.pt.trace.json.gz", "compiled/compiled.sqlite.xz"]
+
+
+def _table(data: bytes, key: str, fmt: str, tmp_path=None, jobs: int = 1) -> tuple[str, str]:
+    """(table, coverage text): decoded whole (read_records) without ``tmp_path``, else through the command's path
+    on a file there."""
+    out = io.StringIO()
+    if tmp_path is None:
+        cov = summarize(read_records(io.BytesIO(data), "x"), out, key, fmt=fmt)
+    else:
+        path = tmp_path / "in.dict"
+        path.write_bytes(data)
+        with open(path, "rb") as f:
+            cov = summarize_stream(f, "x", out, key, fmt, jobs=jobs)
+    return out.getvalue(), cov.text()
+
+
+@pytest.mark.parametrize("rel", LEAN_CAPTURES)
+def test_lean_decoding_and_workers_give_the_tables_of_the_whole_decode(rel, tmp_path, monkeypatch):
+    """The command decodes of each line only the keys its group reads (GroupBy.reads), serially or in workers
+    that group chunks of the file; every table must be the one of records decoded whole. The JSON Lines' floats
+    may differ in their last bits with workers (sums added up in another order): compared to 1e-9."""
+    data = parsed(rel)
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", len(data) // 12)  # a dozen chunks: seams everywhere
+    for key in GROUP_KEYS:
+        whole, whole_cov = _table(data, key, "space")
+        assert whole.count("\n") >= 2
+        assert _table(data, key, "space", tmp_path) == (whole, whole_cov), key
+        assert _table(data, key, "space", tmp_path, jobs=3) == (whole, whole_cov), key
+        rows_whole = [json.loads(x) for x in _table(data, key, "jsonl")[0].splitlines()]
+        rows_jobs = [json.loads(x) for x in _table(data, key, "jsonl", tmp_path, jobs=3)[0].splitlines()]
+        assert [r["key"] for r in rows_jobs] == [r["key"] for r in rows_whole]
+        for a, b in zip(rows_whole, rows_jobs):
+            assert a.keys() == b.keys()
+            assert all(a[k] == b[k] if not isinstance(a[k], float) else math.isclose(a[k], b[k], rel_tol=1e-9)
+                       for k in a), (key, a, b)
+
+
+def test_group_by_dir_with_workers_counts_what_a_recount_of_the_records_counts(tmp_path, monkeypatch, capsys):
+    """Through the command, with 3 workers on chunks of a few records: each direction's count and time are the
+    recount's, by json over parse's records (every activity, kernels, copies and memsets)."""
+    from pyprof.prof.cli import main
+
+    data = parsed("nsys/pyprof/transformer.sqlite.xz")
+    path = tmp_path / "in.dict"
+    path.write_bytes(data)
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 20_000)
+    recount: dict = {}
+    for r in read_lines(data.splitlines()):
+        c = recount.setdefault(r["dir"] or "na", [0, 0])
+        c[0] += 1
+        c[1] += r["kDuration"]
+    assert main(["--group-by", "dir", "--jsonl", "-q", "-j", "3", str(path)]) == 0
+    got = {r["key"]: [r["count"], r["time_ms"]] for r in map(json.loads, capsys.readouterr().out.splitlines())}
+    assert got == {k: [n, round(ns / 1e6, 4)] for k, (n, ns) in recount.items()}  # ms to 0.1 us
+    assert len(got) >= 2
+
+
+class _Reading(dict):
+    """A record that notes every key read from it."""
+
+    def __init__(self, d: dict, seen: set) -> None:
+        super().__init__(d)
+        self.seen = seen
+
+    def get(self, k, default=None):
+        self.seen.add(k)
+        return super().get(k, default)
+
+    def __getitem__(self, k):
+        self.seen.add(k)
+        return super().__getitem__(k)
+
+    def __contains__(self, k):
+        self.seen.add(k)
+        return super().__contains__(k)
+
+
+@pytest.mark.parametrize("rel", LEAN_CAPTURES)
+def test_group_keys_and_samples_read_only_the_keys_they_declare(rel):
+    """Lean decoding builds only GroupBy.reads, SAMPLE_KEYS and the model's keys: a key function or ``sample``
+    that read another key would get None for it and group silently wrong. Of a forward link, lean decoding keeps
+    reader._Fwd's keys."""
+    from pyprof.prof.coverage import Coverage
+    from pyprof.prof.groups import SAMPLE_KEYS, sample
+    from pyprof.prof.modeller import Modeller
+    from pyprof.prof.reader import _Fwd
+    from pyprof.prof.roofline import Peaks
+    from pyprof.prof.rows import rows
+
+    records = read_records(io.BytesIO(parsed(rel)), "x")
+    n = n_fwd = 0
+    for _i, d, m, r in rows(records, Modeller(share=True), Peaks(), True, Coverage()):
+        fwd_seen: set = set()
+        if type(d.get("fwd")) is dict:
+            d = {**d, "fwd": _Reading(d["fwd"], fwd_seen)}
+            n_fwd += 1
+        for name, by in GROUP_KEYS.items():
+            seen: set = set()
+            by.key(_Reading(d, seen))
+            assert seen <= set(by.reads), (name, seen - set(by.reads))
+        seen = set()
+        sample(_Reading(d, seen), m, r)
+        assert seen <= set(SAMPLE_KEYS), seen - set(SAMPLE_KEYS)
+        assert fwd_seen <= set(_Fwd.__annotations__), fwd_seen - set(_Fwd.__annotations__)
+        n += 1
+    assert n >= 50
+    if rel.startswith(("nsys/pyprof", "kineto/resnet")):
+        assert n_fwd > 10  # backward kernels' keys read through their forward links
