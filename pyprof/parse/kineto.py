@@ -26,6 +26,7 @@ import msgspec
 from pyprof.common import BoundedDict, InputError, expansion_cap, no_cyclic_gc
 from pyprof.parse import markers as mk
 from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
+from pyprof.parse.frames import INTERNAL
 from pyprof.parse.kineto_json import READ_BYTES, UNSET, Args, BlockReader, Event, Guarded, NotBlocks, SharedValues, \
     args_of, from_dict
 from pyprof.record import DIST_KEYS
@@ -40,9 +41,6 @@ _PYTHON_CATS = {"python_function"}
 #: A Python frame event's name: "transformer.py(28): forward", "torch/nn/modules/module.py(1779): _call_impl".
 _FRAME = re.compile(r"^(.+)\((\d+)\): ")
 _MODULE_FRAME = "nn.Module: "
-#: Frames that are never the user's call site: torch's own (pyprof.init() skips the same), builtins, frozen
-#: modules; paths are relative to their sys.path folder ("torch/...") or absolute (".../site-packages/torch/").
-_INTERNAL = re.compile(r"^(?:torch/|<|.*/site-packages/torch/|.*/torch/(?:nn|autograd|optim|_|utils|cuda)/)")
 
 # Kineto's memcpy event names end with the direction, e.g. "Memcpy HtoD (Pageable -> Device)".
 _COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP")
@@ -492,17 +490,11 @@ def _legacy_annotation(name: str, args: Args) -> bool:
     return "#" in name or not (args.dims or args.dims_18 or args.seq is not UNSET)
 
 
-def internal_file(path: str) -> bool:
-    """True for a frame's file that is torch's own code or no file (``<string>``): a call site is the innermost frame
-    outside these."""
-    return _INTERNAL.match(path) is not None
-
-
 def _site(frame: str) -> str | None:
     """``file:line`` of a Python frame event's name when it is user code, else None (torch's frames, builtins,
     module frames)."""
     m = _FRAME.match(frame)
-    if m is None or _INTERNAL.match(m.group(1)):
+    if m is None or INTERNAL.match(m.group(1)):
         return None
     return f"{m.group(1)}:{m.group(2)}"
 

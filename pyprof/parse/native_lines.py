@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import sqlite3
 
-from pyprof.parse import correlate, encode, lineparts, native, sweep_worker
+from pyprof.parse import correlate, encode, lineparts, native
 from pyprof.parse import markers as mk
 from pyprof.parse.activities import WINDOW
 from pyprof.parse.correlate import DEEP_RANGES, MAX_RANGE_DEPTH, OUTPUT_WAIT_NS, Correlator
 from pyprof.parse.nsys import KERNEL, MEMCPY, MEMSET, NsysSource, _api_name
-from pyprof.forked import WorkerError
 from pyprof.record import COMPILED_MOD
 
 
@@ -95,6 +94,9 @@ def record_lines(source, stats, raw_markers: bool, worker: bool = False):
     activity_sql, launch_sql = source.native_queries()
     range_sql = source.range_query()
     infos = None
+    if worker:  # imported only here: most parses fork no worker, and need not import multiprocessing
+        from pyprof.forked import WorkerError
+        from pyprof.parse import sweep_worker
     if launch_sql is not None:
         args = (source, launch_sql, range_sql, raw_markers)
         # the worker is forked here, before this process starts the line writer's reading threads
@@ -131,6 +133,8 @@ def _sweep(source, launch_sql: str, range_sql: str | None, raw_markers: bool, od
 def _sweep_in_worker(conn, source, launch_sql: str, range_sql: str | None, raw_markers: bool) -> None:
     """The sweep worker's body (sweep_worker.CoreInfos): the compiled sweep, on the parent's source object but with
     the core's own connections (the parent's is never used here), its infos sent to the parent."""
+    from pyprof.parse import sweep_worker
+
     oddities: dict = {}  # this process's own: the parent adds them to its count at the end
     swept = _sweep(source, launch_sql, range_sql, raw_markers, oddities)
     try:

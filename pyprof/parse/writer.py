@@ -15,7 +15,6 @@ import json
 import os
 from typing import Iterator
 
-from pyprof import forked
 from pyprof.common import BoundedDict, no_cyclic_gc
 from pyprof.record import ATTRIBUTION, SIDE_PREFIX, Record
 from pyprof.parse import encode, native_lines
@@ -47,9 +46,12 @@ def lines(source: Source, worker: bool | None = None, raw_markers: bool = False)
     if worker is None:
         worker = _worth_a_worker(source, CORE_WORKER_CORES if compiled else 1)
     if compiled:
+        if worker:  # imported only here (as in native_lines): most parses fork no worker
+            from pyprof import forked
+
+            worker = forked.available()
         stats = Stats(oddities=source.oddities)
-        return _merge(source, native_lines.record_lines(source, stats, raw_markers, worker and forked.available()),
-                      stats), stats
+        return _merge(source, native_lines.record_lines(source, stats, raw_markers, worker), stats), stats
     if worker and source.reopen_args() is not None:  # Kineto traces are read in memory
         from pyprof.parse.sweep_worker import launch_infos_from_worker
 

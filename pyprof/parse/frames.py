@@ -1,0 +1,16 @@
+"""Which frames of a Python call stack are the user's: a call site is the innermost frame outside torch's own code.
+Shared by the readers of call stacks (Kineto's Python frame events, Nsight Systems' Python backtraces), and kept
+apart from them so that reading one kind of profile does not import the readers of the others."""
+from __future__ import annotations
+
+import re
+
+#: Frames that are never the user's call site: torch's own (pyprof.init() skips the same), builtins, frozen
+#: modules; paths are relative to their sys.path folder ("torch/...") or absolute (".../site-packages/torch/").
+INTERNAL = re.compile(r"^(?:torch/|<|.*/site-packages/torch/|.*/torch/(?:nn|autograd|optim|_|utils|cuda)/)")
+
+
+def internal_file(path: str) -> bool:
+    """True for a frame's file that is torch's own code or no file (``<string>``): a call site is the innermost frame
+    outside these."""
+    return INTERNAL.match(path) is not None
