@@ -72,9 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a peak: fp64, fp32, fp64_tc, tf32_tc, fp16_tc, bf16_tc, fp8_tc, int8_tc")
     p.add_argument("--bandwidth", type=float, default=None, metavar="GBPS", help="override memory bandwidth, GB/s")
     p.add_argument("-j", "--jobs", type=int, default=0, metavar="N",
-                   help="worker processes for per-kernel output (default: one per CPU for files >= 32 MB; 1: none), "
-                        "for --view over one records file of 256 MB or more, and for --view ranks over several "
-                        "rank files (one file a task; with --engine dask, the local cluster's workers)")
+                   help="worker processes for per-kernel output and --group-by (default: one per CPU for files >= "
+                        "32 MB; 1: none), for --view over one records file of 32 MB or more, and for --view ranks over "
+                        "several rank files (one file a task; with --engine dask, the local cluster's workers)")
     p.add_argument("--engine", default=None, metavar="ENGINE",
                    help="--view ranks: summarise the rank files on Dask, one task a file: 'dask' (a local cluster "
                         "of -j worker processes) or 'dask://HOST:PORT' (a running scheduler; needs --spill); "

@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title", default=None, help="page title (default: the input's name)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="worker processes for the views' pass over one large records file (default: one per CPU "
-                        "core for records of 256 MB or more; 1: one process)")
+                        "core for records of 32 MB or more; 1: one process)")
     return p
 
 

@@ -131,3 +131,24 @@ def test_prof_views_with_workers_print_what_one_process_prints(records_file, mon
         outs.append(capfd.readouterr().out)
     assert seen == [3]  # -j 1 is one process; -j 3 went through the workers
     assert outs[0] == outs[1] and outs[0].count("\n") > 50
+
+
+def test_a_file_is_cut_into_a_chunk_per_worker_and_no_worker_waits_for_none(records_file, monkeypatch):
+    """Chunks of size / jobs, within [MIN_CHUNK_BYTES, CHUNK_BYTES]; no more workers forked than there are chunks."""
+    mb = 1 << 20
+    assert aggregate_jobs.MIN_CHUNK_BYTES == 16 * mb and aggregate_jobs.CHUNK_BYTES == 96 * mb
+    assert aggregate_jobs.chunk_bytes(171 * mb, 2) == 171 * mb // 2  # 85.5 MB a worker
+    assert aggregate_jobs.chunk_bytes(171 * mb + 1, 2) == 171 * mb // 2 + 1  # rounded up: no third chunk of a byte
+    assert aggregate_jobs.chunk_bytes(171 * mb, 16) == 16 * mb  # 10.7 MB a worker: at least 16 MB
+    assert aggregate_jobs.chunk_bytes(2900 * mb, 16) == 96 * mb  # 181 MB a worker: at most 96 MB
+    path = records_file(CAPTURES[0])
+    size = path.stat().st_size
+    monkeypatch.setattr(aggregate_jobs, "MIN_CHUNK_BYTES", size // 2 + 1)  # two chunks: the first ends past half
+    monkeypatch.setattr(aggregate_jobs, "MIN_BYTES", 0)
+    started = []
+    real = aggregate_jobs.forked.start
+    monkeypatch.setattr(aggregate_jobs.forked, "start", lambda *a, **k: started.append(1) or real(*a, **k))
+    agg, _ = aggregate_file_jobs(str(path), "x", 5)
+    one, _ = _one_pass(path)
+    assert len(started) == 2
+    assert agg.coverage == one.coverage
