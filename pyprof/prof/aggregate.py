@@ -22,7 +22,7 @@ from pyprof.common import no_cyclic_gc
 from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks, roofline
 from pyprof.prof.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, merge_into, \
-    op_key, sample, shapes_key
+    on_grid, op_key, sample, shapes_key
 from pyprof.prof.registry import TC_FAMILIES, Family
 from pyprof.prof.results import as_list
 from pyprof.prof.occupancy import est_occupancy, limits, sm_fraction
@@ -505,7 +505,7 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
                 gp = peaks.for_gpu(d.get("gpu"))
             tc_pct = roofline(m.flops, m.bytes, dur, gp, m.dtype, True).roofline_pct
             add(w.tc_miss, (okey, name, m.params, line, m.tc_dims, m.dtype),
-                s._replace(ideal_ns=tc_pct * dur / 100.0 if tc_pct is not None else 0.0))
+                s._replace(ideal_ns=on_grid(tc_pct * dur / 100.0) if tc_pct is not None else 0.0))
         if m.family == Family.CONV:
             low = full.lower()
             add(w.convs, ("nhwc" if "nhwc" in low else "nchw" if "nchw" in low else "?", m.dtype), s)

@@ -27,7 +27,7 @@ class Sample(NamedTuple):
     ns: int
     flops: int  # 0 when not modelled (``modelled`` tells it from a modelled 0)
     modelled: bool  # its FLOPs are modelled
-    ideal_ns: float  # the time it would take at the GPU's roofline: roofline % x duration (0 when unknown)
+    ideal_ns: float  # the time it would take at the GPU's roofline: roofline % x duration (0 when unknown; on_grid)
     tc_ns: int  # its duration when it ran on Tensor Cores, else 0
     tc_able_ns: int  # its duration when Tensor Cores apply to it (used or not), else 0
     roof_ns: int  # its duration when its roofline is known, else 0
@@ -59,6 +59,17 @@ def is_optimizer(d: dict) -> bool:
     return False
 
 
+#: Ideal times are kept on a grid of 2**-10 ns (about a picosecond). A sum of such numbers is exact in floating point,
+#: whatever order it is added up in, while it stays under 2**43 ns (2.4 hours): a group's Roofline% is then the same
+#: from one process as from workers that each add up a chunk of the input (pyprof.prof.parallel, aggregate_jobs).
+IDEAL_GRID = 1024
+
+
+def on_grid(ns: float) -> float:
+    """``ns`` rounded to the nearest multiple of 1 / IDEAL_GRID."""
+    return round(ns * IDEAL_GRID) / IDEAL_GRID
+
+
 def sample(d: dict, m, roof) -> Sample:
     """The Sample of a record ``d`` with its model result ``m`` and roofline ``roof`` (pyprof.prof.rows)."""
     dur = d.get("kDuration") or 0
@@ -66,7 +77,7 @@ def sample(d: dict, m, roof) -> Sample:
     roof_ns = dur if pct is not None else 0
     # tuple.__new__: this runs once per activity of the views' pass, and skips the named tuple's own __new__
     backward = d.get("dir") == "bprop"
-    return _new_tuple(Sample, (dur, m.flops or 0, m.flops is not None, pct * dur / 100.0 if roof_ns else 0.0,
+    return _new_tuple(Sample, (dur, m.flops or 0, m.flops is not None, on_grid(pct * dur / 100.0) if roof_ns else 0.0,
                                dur if m.tc else 0, dur if m.tc is not None else 0, roof_ns,
                                dur < TINY_NS and d.get("kind") not in _COPIES, backward,
                                not backward and is_optimizer(d)))

@@ -118,8 +118,8 @@ class _Table:
         return table
 
     def merge(self, later: "_Table") -> None:
-        """Add the groups of the input's next chunk. The sums are the serial run's, but for the order in which
-        the float sum (ideal_ns) is added up: its last bits may differ."""
+        """Add the groups of the input's next chunk: the sums are the serial run's (the one float among them,
+        ideal_ns, is exact whatever the order: groups.on_grid)."""
         groups, shorts = self.groups, self.shorts
         for k, g in later.groups.items():
             if k not in groups:
