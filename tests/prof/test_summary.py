@@ -90,8 +90,8 @@ def test_group_by_op_keeps_recomputed_and_unlinked_backward_work_apart(tmp_path,
 
 # ---- the command's path: lean decoding, and --jobs workers
 
-LEAN_CAPTURES = ["nsys/pyprof/transformer.sqlite.xz", "nsys/emit_nvtx/resnet.sqlite.xz", "kineto/resnet.pt.trace.json.gz",
-                 "kineto/checkpoint.pt.trace.json.gz", "compiled/compiled.sqlite.xz"]
+LEAN_CAPTURES = ["nsys/pyprof/transformer.sqlite.xz", "nsys/emit_nvtx/resnet.sqlite.xz",
+                 "kineto/resnet.pt.trace.json.gz", "kineto/checkpoint.pt.trace.json.gz", "compiled/compiled.sqlite.xz"]
 
 
 def _table(data: bytes, key: str, fmt: str, tmp_path=None, jobs: int = 1) -> tuple[str, str]:
