@@ -63,6 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"exit {SLOWER} when NEW's mean step is more than PCT percent slower than BASE's")
     p.add_argument("-o", "--output", default=None, metavar="FILE.html",
                    help="also write the diff as one self-contained HTML page (as pyprof report -o)")
+    p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
+                   help="worker processes for each side that is one records file of 32 MB or more (default: one per "
+                        "CPU core; 1: one process)")
     p.add_argument("-q", "--quiet", action="store_true", help="no notes on stderr")
     return p
 
@@ -100,6 +103,9 @@ def _run(args) -> int:
         raise UsageError("-w WIDTH must be positive")
     if args.fail_if_slower is not None and not args.fail_if_slower >= 0:
         raise UsageError("--fail-if-slower takes a share in percent, 0 or more")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be >= 1")
+    jobs = (os.cpu_count() or 1) if args.jobs is None else args.jobs
     base_files, new_files = side(args.base), side(args.new)
     if (base_files + new_files).count("-") > 1:
         raise UsageError("stdin ('-') can be read only once")
@@ -112,8 +118,8 @@ def _run(args) -> int:
         page = stack.enter_context(output_stream(args.output)) if args.output else None
         if page is not None:
             shareable(page, args.output)
-        base = load("base", records_sources(base_files, stack))
-        new = load("new", records_sources(new_files, stack))
+        base = load("base", records_sources(base_files, stack), jobs=jobs)
+        new = load("new", records_sources(new_files, stack), jobs=jobs)
         diff = compare(base, new, args.by, args.top)
         tables = diff.tables
         if args.table:

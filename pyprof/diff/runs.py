@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pyprof.prof.aggregate import Aggregate, WorkerData, aggregate, numbered_file
+from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
 from pyprof.prof.groups import is_optimizer
 from pyprof.prof.roofline import Peaks
 from pyprof.prof.steps import no_process, steps
@@ -54,25 +55,55 @@ class Run:
 class _OptimizerSteps:
     """``aggregate``'s observer counting each worker's optimizer steps: runs of consecutive optimizer activities
     in the records' order (an optimizer step launches its kernels one after another, with no forward or backward
-    work between them). Keyed by the worker object, whose name is set only once aggregate returns."""
+    work between them). Keyed by id() of the worker object, whose name is set only once aggregate returns."""
 
     def __init__(self) -> None:
         self.count: dict[int, int] = {}
-        self._inside: dict[int, bool] = {}
+        self._inside: dict[int, bool] = {}  # the worker's last activity so far is an optimizer's
+        self._first: dict[int, bool] = {}  # its first one is
+        self._workers: dict[int, WorkerData] = {}  # the objects themselves: their id() does not survive a pipe
 
     def __call__(self, w: WorkerData, d: dict, _m, _r) -> None:
         opt = d.get("dir") != "bprop" and is_optimizer(d)
         key = id(w)
+        if key not in self._first:
+            self._first[key] = opt
+            self._workers[key] = w
         if opt and not self._inside.get(key):
             self.count[key] = self.count.get(key, 0) + 1
         self._inside[key] = opt
 
+    def merge(self, part: "_OptimizerSteps", workers: dict) -> None:
+        """Add ``part``, the counts of the activities right after these (a chunk of the views' pass in a worker
+        process: pyprof.prof.aggregate_jobs); ``workers`` maps id() of its WorkerData to the merged ones. A run
+        that ends one chunk and starts the next is one step."""
+        for key, first in part._first.items():
+            merged = workers[id(part._workers[key])]
+            mkey = id(merged)
+            n = part.count.get(key, 0)
+            if first and self._inside.get(mkey):
+                n -= 1
+            if mkey not in self._first:
+                self._first[mkey] = first
+                self._workers[mkey] = merged
+            self.count[mkey] = self.count.get(mkey, 0) + n
+            self._inside[mkey] = part._inside[key]
 
-def load(label: str, sources: list[tuple[str, str]], peaks: Peaks | None = None) -> Run:
-    """The Run of ``sources``, (name, records file) pairs, one per input. Raises InputError (naming the file and
-    line) for a malformed record."""
-    opt = _OptimizerSteps()
-    agg = aggregate([(name, numbered_file(path, name)) for name, path in sources], peaks, observe=opt)
+
+def load(label: str, sources: list[tuple[str, str]], peaks: Peaks | None = None, jobs: int = 1) -> Run:
+    """The Run of ``sources``, (name, records file) pairs, one per input: one large records file is aggregated in
+    ``jobs`` worker processes (pyprof.prof.aggregate_jobs), else in this one. Raises InputError (naming the file
+    and line) for a malformed record."""
+    agg = None
+    if len(sources) == 1 and parallel_ok(sources[0][1], jobs):
+        try:
+            agg, opt = aggregate_file_jobs(sources[0][1], sources[0][0], jobs, peaks, make_observer=_OptimizerSteps,
+                                           merge_observer=_OptimizerSteps.merge)
+        except Fallback:  # what the workers cannot judge: the one pass says it
+            agg = None
+    if agg is None:
+        opt = _OptimizerSteps()
+        agg = aggregate([(name, numbered_file(path, name)) for name, path in sources], peaks, observe=opt)
     run = Run(label, [name for name, _ in sources], agg, 0, [])
     timed = [w for w in agg.workers.values() if not no_process(w)] or list(agg.workers.values())
     for w in agg.workers.values():

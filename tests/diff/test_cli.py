@@ -110,6 +110,7 @@ def test_bad_input_one_line_naming_the_file_nothing_written(capsys, tmp_path):
     (["--top", "0"], "--top must be positive"),
     (["--fail-if-slower", "-1"], "--fail-if-slower"),
     (["-o", "-"], "-o -"),
+    (["-j", "0"], "--jobs must be >= 1"),
 ])
 def test_usage_errors_exit_2(capsys, argv, says):
     rc, out, err = _run(capsys, FOREACH, FUSED, *argv)

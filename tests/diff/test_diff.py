@@ -172,3 +172,24 @@ def test_top_keeps_the_rows_that_changed_most(runs):
     top = _table(compare(runs["foreach"], runs["fused"], top=3), "diff_op")
     assert top == full[:3]
     assert [abs(r["delta_ms"]) for r in full] == sorted((abs(r["delta_ms"]) for r in full), reverse=True)
+
+
+@pytest.mark.parametrize("rel", ["kineto/transformer.pt.trace.json.gz", "kineto/checkpoint.pt.trace.json.gz",
+                                 "nsys/pyprof/transformer.sqlite.xz"])
+def test_a_side_aggregated_by_workers_is_the_one_pass_side(rel, monkeypatch):
+    """One records file per side goes to the views' workers (pyprof.prof.aggregate_jobs): in chunks of 20 kB, an
+    optimizer step's run of kernels (the step count of a trace without ProfilerStep ranges) crosses several seams,
+    and must still count once. Every table of the diff, and the steps, are the one pass's."""
+    from pyprof.prof import aggregate_jobs
+
+    monkeypatch.setattr(aggregate_jobs, "CHUNK_BYTES", 20_000)
+    monkeypatch.setattr(aggregate_jobs, "MIN_BYTES", 0)
+    with ExitStack() as stack:
+        sources = records_sources([str(DATA / rel)], stack)  # parsed into a temporary records file
+        sides = {jobs: load("run", sources, jobs=jobs) for jobs in (1, 3)}
+    one, workers = sides[1], sides[3]
+    assert (workers.steps, workers.step_sources, workers.times, workers.gpu_ns) == \
+        (one.steps, one.step_sources, one.times, one.gpu_ns)
+    assert one.steps == 2  # two training steps captured (the examples' harness)
+    for a, b in zip(compare(one, one, "op").tables, compare(workers, workers, "op").tables, strict=True):
+        assert a.to_dict() == b.to_dict(), a.name
