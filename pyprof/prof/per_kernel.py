@@ -16,7 +16,7 @@ from pyprof.prof.coverage import Coverage
 from pyprof.prof.formats import FORMATS
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.roofline import Peaks
-from pyprof.prof.rows import BATCH, COMMIT_BATCHES, RowStream, lean_decoder, line_blocks, rows
+from pyprof.prof.rows import BATCH, RowStream, lean_decoder, rows, stream_rows
 
 
 def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str], fmt: str = "space",
@@ -42,7 +42,8 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
     need_roof = bool(ROOFLINE_COLUMNS.intersection(columns))
     rows_ = RowStream(Modeller(share=True), row, peaks, need_roof, coverage, lean_decoder(columns))
     with no_cyclic_gc():
-        _serial(stream, path, writer.lines if as_lines else writer.rows, rows_, getattr(out, "commit", None), fmt)
+        stream_rows(stream, path, rows_, writer.lines if as_lines else writer.rows,
+                    getattr(out, "commit", None) if fmt != "columns" else None)  # columns: sized at the end
     writer.close()
     return coverage
 
@@ -60,20 +61,6 @@ def _chunk_plan(columns: list, fmt: str):
             return buf.getvalue()
         return parallel.ChunkPlan(row, bool(ROOFLINE_COLUMNS.intersection(columns)), lean_decoder(columns), None, text)
     return plan
-
-
-def _serial(stream: IO[bytes], path: str, write, rows_: RowStream, commit, fmt: str) -> None:
-    lineno = idx = n_batches = 0
-    for lines in line_blocks(stream):
-        n_lines, n_recs = rows_.feed(lines, path, lineno, idx)
-        lineno += n_lines
-        idx += n_recs
-        write(rows_.ready(lineno))
-        n_batches += 1
-        if commit is not None and n_batches % COMMIT_BATCHES == 0 and fmt != "columns":
-            commit()
-    write(rows_.ready(None))
-    rows_.ending.done()
 
 
 def run(records: Iterable[tuple[int, dict]], out: IO[str], columns: Sequence[str], fmt: str = "space",

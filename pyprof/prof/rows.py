@@ -247,6 +247,23 @@ class RowStream:
         return out
 
 
+def stream_rows(stream: IO[bytes], path: str, rows_: RowStream, write, commit=None) -> None:
+    """Feed every line of a binary stream to ``rows_``, handing its rows to ``write`` as they are ready (a list
+    each time), in input order; ``commit()``, when given, every COMMIT_BATCHES blocks read (a spooling output
+    written out). Raises InputError for a malformed line, or an input cut short."""
+    lineno = idx = n_blocks = 0
+    for lines in line_blocks(stream):
+        n_lines, n_records = rows_.feed(lines, path, lineno, idx)
+        lineno += n_lines
+        idx += n_records
+        write(rows_.ready(lineno))
+        n_blocks += 1
+        if commit is not None and n_blocks % COMMIT_BATCHES == 0:
+            commit()
+    write(rows_.ready(None))
+    rows_.ending.done()
+
+
 def process_lines(lines: Sequence[bytes], path: str, lineno: int, idx: int, modeller: Modeller, row,
                   peaks: Peaks, need_roofline: bool, coverage: Coverage, lean=None) -> tuple[list, int, int]:
     """Every row of a run of input lines that is the whole input (a RowStream fed once; see it for the

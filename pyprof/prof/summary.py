@@ -15,7 +15,7 @@ from pyprof.prof.formats import FORMATS
 from pyprof.prof.contract import check_file_ending
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.reader import lean_loads
-from pyprof.prof.rows import RowStream, line_blocks, omitted_read, rows
+from pyprof.prof.rows import RowStream, omitted_read, rows, stream_rows
 from pyprof.prof.groups import GROUP_KEYS, SAMPLE_KEYS, GroupBy, add, kernel_labels, merge_into, sample
 from pyprof.prof.roofline import Peaks
 
@@ -58,16 +58,9 @@ def summarize_stream(stream: IO[bytes], path: str, out: IO[str], group_by: str, 
         return coverage
     coverage = Coverage()
     plan = _chunk_plan(by)()
-    stream_rows = RowStream(Modeller(share=True), plan.row, peaks, True, coverage, plan.lean, omitted=plan.omitted)
-    lineno = idx = 0
     with no_cyclic_gc():
-        for lines in line_blocks(stream):
-            n_lines, n_records = stream_rows.feed(lines, path, lineno, idx)
-            lineno += n_lines
-            idx += n_records
-            table.add(stream_rows.ready(lineno))
-        table.add(stream_rows.ready(None))
-    stream_rows.ending.done()
+        stream_rows(stream, path, RowStream(Modeller(share=True), plan.row, peaks, True, coverage, plan.lean,
+                                            omitted=plan.omitted), table.add)
     table.write(out, group_by, fmt, width, top)
     return coverage
 
