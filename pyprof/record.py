@@ -86,14 +86,21 @@ HOST_RUN = 16_384
 HOST_CATEGORIES = ("step", "dataloader", "runtime", "op")
 
 
-def host_line(pid: int | None, category: str, start_ns: list[int], end_ns: list[int],
-              names: list[str] | None = None) -> str:
+def host_line(pid: int | None, category: str, start_ns, end_ns, names: list[str] | None = None,
+              int_list: Callable[[object], str] | None = None) -> str:
     """One host line (no newline): a process's intervals of one of HOST_CATEGORIES in time order, disjoint but for
-    steps, which are kept each as it is and named (``names``, their range texts)."""
-    body = {SIDE_KEY: "host", "pid": pid, "category": category, "start_ns": start_ns, "end_ns": end_ns}
-    if names is not None:
-        body["names"] = names
-    return json.dumps(body, separators=(",", ":"))
+    steps, which are kept each as it is and named (``names``, their range texts). ``int_list``: what writes the JSON
+    of ``start_ns`` and ``end_ns`` where they are not lists (parse's compiled core, for int64 arrays); the line is
+    the same as json's of the lists."""
+    body = {SIDE_KEY: "host", "pid": pid, "category": category}
+    if int_list is None:
+        body.update(start_ns=start_ns, end_ns=end_ns)
+        if names is not None:
+            body["names"] = names
+        return json.dumps(body, separators=(",", ":"))
+    named = "" if names is None else ',"names":' + json.dumps(names, separators=(",", ":"))
+    return f'{json.dumps(body, separators=(",", ":"))[:-1]},"start_ns":{int_list(start_ns)},' \
+           f'"end_ns":{int_list(end_ns)}{named}}}'
 
 
 #: Version of the NVTX marker payload written by ``pyprof.init()`` (docs/markers.md).

@@ -786,6 +786,51 @@ fail:
     return NULL;
 }
 
+/* ---- a host line's intervals ----------------------------------------------------------------------------- */
+
+/* int64_json(array): the JSON of a one-dimensional array of int64 (any strides), "[1,2,3]": what json.dumps writes of
+ * its tolist(). A 50k-kernel export's host lines hold about 300k such numbers, which json took 0.024 s to write on
+ * two cores: 4% of the parse, at its end, after the last record. */
+static PyObject *int64_json(PyObject *module, PyObject *obj) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_STRIDES | PyBUF_FORMAT) < 0) return NULL;
+    PyObject *out = NULL;
+    const char *f = view.format ? view.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@') f++;
+    if (view.ndim != 1 || view.itemsize != 8 || !(strcmp(f, "q") == 0 || strcmp(f, "l") == 0)) {
+        PyErr_SetString(PyExc_TypeError, "int64_json takes a one-dimensional array of int64");
+        goto done;
+    }
+    Py_ssize_t n = view.shape[0], stride = view.strides[0];
+    /* at most 20 characters a number ("-9223372036854775808"), a comma each, and the brackets */
+    char *text = PyMem_Malloc((size_t)n * 21 + 2);
+    if (text == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    char *w = text, digits[20];
+    *w++ = '[';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long v;
+        memcpy(&v, (const char *)view.buf + i * stride, sizeof v);
+        if (i) *w++ = ',';
+        unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+        int k = 0;
+        do {
+            digits[k++] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (v < 0) *w++ = '-';
+        while (k) *w++ = digits[--k];
+    }
+    *w++ = ']';
+    out = PyUnicode_FromStringAndSize(text, w - text);
+    PyMem_Free(text);
+done:
+    PyBuffer_Release(&view);
+    return out;
+}
+
 static PyMethodDef core_functions[] = {
     {"read_ahead", set_read_ahead, METH_O,
      "read_ahead(on): whether the queries of RangeFeeds, Sweeps and LineWriters made from now on are stepped by "
@@ -795,6 +840,8 @@ static PyMethodDef core_functions[] = {
     {"split_args", split_args, METH_O,
      "split_args(text): (the JSON marker text with its \"args\" list emptied, the list's element texts), or None "
      "where splitting could read it differently or is no help."},
+    {"int64_json", int64_json, METH_O,
+     "int64_json(array): the JSON of a one-dimensional int64 array, as json.dumps writes its tolist()."},
     {NULL, NULL, 0, NULL},
 };
 

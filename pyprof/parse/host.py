@@ -13,6 +13,7 @@ from typing import Iterator
 import numpy as np
 
 from pyprof.record import HOST_CATEGORIES, HOST_RUN, host_line
+from pyprof.parse import native
 from pyprof.parse.activities import Source
 
 
@@ -80,6 +81,7 @@ def _packed(lo: np.ndarray, hi: np.ndarray) -> Packed | None:
 
 def lines_of(found: dict[tuple, tuple]) -> Iterator[str]:
     """The host lines of the intervals a reader found (Source.host_intervals), or of those packed()."""
+    int_list = native.int64_json()  # the same text as json's of the lists, written in C where the core is built
     # in one order whatever the reader's: by process, then category as record.HOST_CATEGORIES lists them
     for pid, category in sorted(found, key=lambda k: (k[0] is None, k[0] or 0, HOST_CATEGORIES.index(k[1]))):
         starts, ends, names = found[(pid, category)]
@@ -94,8 +96,10 @@ def lines_of(found: dict[tuple, tuple]) -> Iterator[str]:
             else:
                 lo, hi = union(lo, hi)
         for k in range(0, len(lo), HOST_RUN):
-            yield host_line(pid, category, lo[k:k + HOST_RUN].tolist(), hi[k:k + HOST_RUN].tolist(),
-                            None if named is None else named[k:k + HOST_RUN])
+            starts, ends = lo[k:k + HOST_RUN], hi[k:k + HOST_RUN]
+            if int_list is None:
+                starts, ends = starts.tolist(), ends.tolist()
+            yield host_line(pid, category, starts, ends, None if named is None else named[k:k + HOST_RUN], int_list)
 
 
 def union(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -55,6 +55,12 @@ def split_args(text: str) -> tuple[str, tuple[str, ...]] | None:
     return _core.split_args(text) if enabled() else None
 
 
+def int64_json():
+    """_core.int64_json (the JSON of an int64 array, as json.dumps writes its tolist()) where parse uses the core,
+    else None: the host lines' lists are written by json (record.host_line, the reference)."""
+    return _core.int64_json if enabled() else None
+
+
 if _core is not None:
     mk.nests_deeper = deeper_than
     mk.split_args = split_args

@@ -163,6 +163,37 @@ def test_nesting_depth_in_c_answers_as_the_python_walk():
         == [True, False]  # dict, args list, tensorlist dict, items list, tensor dict, shape list: 6 levels
 
 
+@needs_core
+def test_host_line_lists_written_in_c_as_json_writes_them():
+    """native.int64_json against json.dumps of the same numbers as a list: the ends of 64 bits, zero, each digit count,
+    random values of either sign, strided views (what host.Packed.bounds hands over) and an empty run; then whole host
+    lines, with and without names, through record.host_line both ways."""
+    import json
+    import random
+
+    import numpy as np
+
+    from pyprof.record import host_line
+
+    rng = random.Random(11)
+    edges = [0, 1, -1, 9, 10, -10, 2 ** 63 - 1, -2 ** 63, -(2 ** 63 - 1)] + [10 ** k for k in range(19)]
+    samples = [np.array(edges, dtype=np.int64), np.array([], dtype=np.int64)]
+    samples += [np.array([rng.randrange(-2 ** 63, 2 ** 63) for _ in range(rng.randrange(1, 300))], dtype=np.int64)
+                for _ in range(50)]
+    times = np.arange(0, 4000, 7, dtype=np.int64)
+    samples += [times[0::2], times[1::2], times[::-3]]
+    to_json = native.int64_json()
+    for a in samples:
+        assert to_json(a) == json.dumps(a.tolist(), separators=(",", ":"))
+    for pid, names in ((4242, None), (None, ["ProfilerStep#1", "ProfilerStep#2 \u00e9\"x"])):
+        lo, hi = np.array([5, 17], dtype=np.int64), np.array([9, 30], dtype=np.int64)
+        assert host_line(pid, "step", lo, hi, names, to_json) == host_line(pid, "step", [5, 17], [9, 30], names)
+    with pytest.raises(TypeError):
+        to_json(np.array([1.5]))
+    with pytest.raises(TypeError):
+        to_json(np.zeros((2, 2), dtype=np.int64))
+
+
 def _marker_view(m) -> tuple | None:
     """What parse reads of a decoded Marker (its fields, its data, its two JSON texts)."""
     if m is None:
