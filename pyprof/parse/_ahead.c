@@ -38,7 +38,6 @@ struct Ahead {
     sqlite3 *db;
     sqlite3_stmt *stmt;
     int n_cols, threaded;
-    int free_wait;            /* AHEAD_FREE_WAIT: other Python threads run while the parser waits for a block */
     /* read-ahead */
     pthread_t thread;
     pthread_mutex_t lock;
@@ -52,6 +51,7 @@ struct Ahead {
     Block *at;
     int row;
     int ended;                /* ahead_step returned 0 or -1 */
+    int failed;               /* ahead_step_quiet met a failure (its message: error) */
 };
 
 static int keep_bytes(Block *b, const void *data, size_t n, size_t *at) {
@@ -180,7 +180,6 @@ int ahead_open(const char *path, const char *sql, int mode, PyObject *error, Ahe
     a->n_cols = sqlite3_column_count(a->stmt);
     *out = a;
     if (mode == AHEAD_OFF || a->n_cols == 0) return 0;
-    a->free_wait = mode == AHEAD_FREE_WAIT;
     for (int k = 0; k < N_BLOCKS; k++)
         if ((a->blocks[k].cells = malloc(sizeof(Cell) * BLOCK_ROWS * (size_t)a->n_cols)) == NULL) {
             PyErr_NoMemory();
@@ -212,11 +211,6 @@ static Block *next_block(Ahead *a) {
     if (a->at != NULL) {
         a->taken++;
         pthread_cond_broadcast(&a->changed);
-    }
-    if (a->filled <= a->taken && a->free_wait) {
-        Py_BEGIN_ALLOW_THREADS
-        while (a->filled <= a->taken) pthread_cond_wait(&a->changed, &a->lock);
-        Py_END_ALLOW_THREADS
     }
     while (a->filled <= a->taken) pthread_cond_wait(&a->changed, &a->lock);
     Block *b = &a->blocks[a->taken % N_BLOCKS];
@@ -250,6 +244,28 @@ int ahead_step(Ahead *a) {
     if (a->error == NULL) return 0;
     PyErr_SetString(a->error_type, a->error);
     return -1;
+}
+
+int ahead_step_quiet(Ahead *a) {
+    if (a->threaded || a->ended) return -1;
+    int rc = sqlite3_step(a->stmt);
+    if (rc == SQLITE_ROW) return 1;
+    a->ended = 1;
+    if (rc == SQLITE_DONE) return 0;
+    a->error = strdup(sqlite3_errmsg(a->db));  /* NULL when out of memory: raised as such */
+    a->failed = 1;
+    return -1;
+}
+
+void ahead_raise(Ahead *a) {
+    if (a->threaded)
+        PyErr_SetString(PyExc_RuntimeError, "ahead_step_quiet takes a query stepped by its caller");
+    else if (!a->failed)
+        PyErr_SetString(a->error_type, "a query was read past its end");
+    else if (a->error == NULL)
+        PyErr_NoMemory();
+    else
+        PyErr_SetString(a->error_type, a->error);
 }
 
 static const Cell *cell(const Ahead *a, int i) {

@@ -1,7 +1,6 @@
 /* _ahead.c: one query's rows, read ahead by a thread of their own (else stepped when asked), on a read-only
- * connection of its own. ``mode``: AHEAD_OFF steps in the calling thread; AHEAD_ON reads ahead; AHEAD_FREE_WAIT
- * also lets other Python threads run while the caller waits for rows (for a caller that holds no borrowed
- * reference another thread could free: the checks' pass, run table by table in threads). Shared by both extensions
+ * connection of its own. ``mode``: AHEAD_OFF steps in the calling thread (which may let go of the GIL meanwhile:
+ * ahead_step_quiet, the checks' pass); AHEAD_ON reads ahead. Shared by both extensions
  * (_core and _scan): errors are raised as ``error``, the extension's own exception type (borrowed: it lives as long
  * as the module).
  * ahead_open: -1 with ``error`` (SQLite's message) or MemoryError set. ahead_step: 1 a row, 0 the end, -1 with
@@ -19,9 +18,13 @@
 #include <sqlite3.h>
 
 typedef struct Ahead Ahead;
-enum { AHEAD_OFF, AHEAD_ON, AHEAD_FREE_WAIT };
+enum { AHEAD_OFF, AHEAD_ON };
 int ahead_open(const char *path, const char *sql, int mode, PyObject *error, Ahead **out);
 int ahead_step(Ahead *a);
+/* ahead_step of a query opened AHEAD_OFF, callable without the GIL: 1 a row, 0 the end, -1 a failure, which
+ * ahead_raise then raises (holding the GIL) as ahead_step would have. */
+int ahead_step_quiet(Ahead *a);
+void ahead_raise(Ahead *a);
 int ahead_columns(const Ahead *a);
 int ahead_type(const Ahead *a, int i);
 long long ahead_int64(const Ahead *a, int i);

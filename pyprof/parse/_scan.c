@@ -72,9 +72,10 @@ static int groups_rehash(Groups *g, size_t n_slots) {
     return 0;
 }
 
-/* The group of (pid, code), made when new; NULL with an exception set when out of memory. */
+/* The group of (pid, code), made when new; NULL when out of memory (an exception set only for a named group's
+ * list, which is made holding the GIL: the pass's caller sets MemoryError where none is). */
 static Group *group_of(Groups *g, int64_t pid, int code, int named) {
-    if (g->n_slots == 0 && groups_rehash(g, 16) < 0) return (Group *)PyErr_NoMemory();
+    if (g->n_slots == 0 && groups_rehash(g, 16) < 0) return NULL;
     size_t s = slot_of(pid, code, g->n_slots);
     for (; g->slots[s]; s = (s + 1) & (g->n_slots - 1)) {
         Group *x = &g->groups[g->slots[s] - 1];
@@ -83,7 +84,7 @@ static Group *group_of(Groups *g, int64_t pid, int code, int named) {
     if (g->n == g->cap) {
         size_t cap = g->cap ? 2 * g->cap : 8;
         Group *more = realloc(g->groups, cap * sizeof *more);
-        if (more == NULL) return (Group *)PyErr_NoMemory();
+        if (more == NULL) return NULL;
         g->groups = more;
         g->cap = cap;
     }
@@ -93,7 +94,7 @@ static Group *group_of(Groups *g, int64_t pid, int code, int named) {
     x->code = code;
     if (named && (x->names = PyList_New(0)) == NULL) return NULL;
     g->slots[s] = ++g->n;
-    if (2 * g->n > g->n_slots && groups_rehash(g, 2 * g->n_slots) < 0) return (Group *)PyErr_NoMemory();
+    if (2 * g->n > g->n_slots && groups_rehash(g, 2 * g->n_slots) < 0) return NULL;
     return x;
 }
 
@@ -131,7 +132,8 @@ static size_t union_in_place(Interval *iv, size_t n) {
     return last + 1;
 }
 
-/* Add [start, end] to the group of (pid, code); a kept group (steps) keeps each interval and its name. */
+/* Add [start, end] to the group of (pid, code); a kept group (steps) keeps each interval and its name (the GIL held
+ * for it). -1 when out of memory, as group_of says. */
 static int add_interval(Groups *g, int64_t pid, int code, int keep, int64_t start, int64_t end, PyObject *name) {
     Group *x = group_of(g, pid, code, keep);
     if (x == NULL) return -1;
@@ -140,10 +142,7 @@ static int add_interval(Groups *g, int64_t pid, int code, int keep, int64_t star
         if (x->n == x->cap || (!keep && x->n > x->cap / 2)) {
             size_t cap = x->cap ? 2 * x->cap : 256;
             Interval *more = realloc(x->iv, cap * sizeof *more);
-            if (more == NULL) {
-                PyErr_NoMemory();
-                return -1;
-            }
+            if (more == NULL) return -1;
             x->iv = more;
             x->cap = cap;
         }
@@ -200,8 +199,10 @@ typedef struct {
     const char **parts; /* a text holding all of them is a node's (node_code) */
     Py_ssize_t *part_lens, n_parts;
     int node_code;
-    PyObject *registered; /* registered string id -> code */
-    PyObject *names;      /* registered string id -> name, of the kept code's strings */
+    int64_t *reg_ids;     /* the registered strings' ids, sorted, with their codes: read without the GIL */
+    int *reg_codes;
+    Py_ssize_t n_reg;
+    PyObject *names;      /* registered string id -> name, of the kept code's strings (read holding the GIL) */
     int keep_code;
 } Categories;
 
@@ -221,17 +222,61 @@ static int inline_code(const Categories *c, const char *s, Py_ssize_t n) {
     return c->node_code;
 }
 
-/* The code of registered string ``id`` (-1 for none); -2 with an exception set. */
+/* The code of registered string ``id`` (-1 for none). */
 static int registered_code(const Categories *c, int64_t id) {
-    PyObject *key = PyLong_FromLongLong(id);
-    if (key == NULL) return -2;
-    PyObject *code = PyDict_GetItemWithError(c->registered, key);
-    Py_DECREF(key);
-    if (code == NULL) return PyErr_Occurred() ? -2 : -1;
-    return (int)PyLong_AsLong(code);
+    Py_ssize_t lo = 0, hi = c->n_reg;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (c->reg_ids[mid] < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < c->n_reg && c->reg_ids[lo] == id ? c->reg_codes[lo] : -1;
 }
 
-static int categories_init(Categories *c, PyObject *prefixes, PyObject *parts) {
+typedef struct {
+    int64_t id;
+    int code;
+} Registered;
+
+static int by_id(const void *a, const void *b) {
+    const Registered *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* ``registered`` (id -> code) as the sorted arrays registered_code searches */
+static int registered_init(Categories *c, PyObject *registered) {
+    Py_ssize_t n = PyDict_GET_SIZE(registered), pos = 0, i = 0;
+    Registered *pairs = PyMem_Calloc((size_t)n + 1, sizeof *pairs);
+    c->reg_ids = PyMem_Calloc((size_t)n + 1, sizeof *c->reg_ids);
+    c->reg_codes = PyMem_Calloc((size_t)n + 1, sizeof *c->reg_codes);
+    if (!pairs || !c->reg_ids || !c->reg_codes) {
+        PyMem_Free(pairs);
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject *key, *value;
+    while (PyDict_Next(registered, &pos, &key, &value)) {
+        pairs[i].id = PyLong_AsLongLong(key);
+        pairs[i].code = (int)PyLong_AsLong(value);
+        if (PyErr_Occurred()) {
+            PyMem_Free(pairs);
+            return -1;
+        }
+        i++;
+    }
+    qsort(pairs, (size_t)n, sizeof *pairs, by_id);
+    for (i = 0; i < n; i++) {
+        c->reg_ids[i] = pairs[i].id;
+        c->reg_codes[i] = pairs[i].code;
+    }
+    c->n_reg = n;
+    PyMem_Free(pairs);
+    return 0;
+}
+
+static int categories_init(Categories *c, PyObject *prefixes, PyObject *parts, PyObject *registered) {
     c->n_prefixes = PyTuple_GET_SIZE(prefixes);
     c->n_parts = PyTuple_GET_SIZE(parts);
     c->prefixes = PyMem_Calloc((size_t)c->n_prefixes + 1, sizeof *c->prefixes);
@@ -241,6 +286,7 @@ static int categories_init(Categories *c, PyObject *prefixes, PyObject *parts) {
         PyErr_NoMemory();
         return -1;
     }
+    if (registered_init(c, registered) < 0) return -1;
     for (Py_ssize_t i = 0; i < c->n_prefixes; i++) {
         PyObject *p = PyTuple_GET_ITEM(prefixes, i);
         char *text;
@@ -265,6 +311,8 @@ static void categories_free(Categories *c) {
     PyMem_Free(c->prefixes);
     PyMem_Free((void *)c->parts);
     PyMem_Free(c->part_lens);
+    PyMem_Free(c->reg_ids);
+    PyMem_Free(c->reg_codes);
 }
 
 /* ---- the pass ------------------------------------------------------------------------------------------------ */
@@ -318,9 +366,10 @@ static int call_row(Ahead *stmt, Facts *f, Groups *host, int shift, int64_t mask
 }
 
 /* One row of NVTX_EVENTS: push/pop ranges (the event type) with integer times and thread are read; one with an
- * end that is not so is counted; marks and other events are neither. */
+ * end that is not so is counted; marks and other events are neither. Called without the GIL, which a step's row
+ * takes (``*released``: the thread state to restore) for its name. */
 static int range_row(Ahead *stmt, Facts *f, Groups *host, const Categories *c, long long event_type,
-                     int shift, int64_t mask) {
+                     int shift, int64_t mask, PyThreadState **released) {
     if (!equals(stmt, R_TYPE, event_type)) return 0;
     int end_type = ahead_type(stmt, R_END);
     if (!(IS_INT(R_START) && end_type == SQLITE_INTEGER && IS_INT(R_THREAD) && INT(R_END) >= INT(R_START))) {
@@ -332,74 +381,74 @@ static int range_row(Ahead *stmt, Facts *f, Groups *host, const Categories *c, l
         f->any_payload = 1;
     if (host == NULL) return 0;
     int code;
-    PyObject *name = NULL;
+    const char *text = NULL;
+    Py_ssize_t n = 0;
     if (ahead_type(stmt, R_TEXT) == SQLITE_TEXT) {
-        Py_ssize_t n;
-        const char *text = ahead_bytes(stmt, R_TEXT, &n);
-        if (text == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
+        if ((text = ahead_bytes(stmt, R_TEXT, &n)) == NULL) return -1;  /* SQLite out of memory */
         code = inline_code(c, text, n);
-        if (code == c->keep_code && (name = PyUnicode_DecodeUTF8(text, n, "replace")) == NULL) return -1;
     } else if (IS_INT(R_TEXT_ID)) {
         code = registered_code(c, INT(R_TEXT_ID));
-        if (code == -2) return -1;
-        if (code == c->keep_code) {
-            PyObject *key = PyLong_FromLongLong(INT(R_TEXT_ID));
-            if (key == NULL) return -1;
-            name = PyDict_GetItemWithError(c->names, key);
-            Py_DECREF(key);
-            if (name == NULL) {
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "a registered step without its name");
-                return -1;
-            }
-            Py_INCREF(name);
-        }
     } else {
         return 0;
     }
     if (code < 0) return 0;
-    int rc = add_interval(host, pid_of(INT(R_THREAD), shift, mask), code, code == c->keep_code, INT(R_START),
-                          INT(R_END), name);
+    int64_t pid = pid_of(INT(R_THREAD), shift, mask);
+    if (code != c->keep_code) return add_interval(host, pid, code, 0, INT(R_START), INT(R_END), NULL);
+    /* a step (a few hundred in a capture): its name is a Python string, made holding the GIL */
+    PyEval_RestoreThread(*released);
+    PyObject *name = NULL;
+    if (text != NULL) {
+        name = PyUnicode_DecodeUTF8(text, n, "replace");
+    } else {
+        PyObject *key = PyLong_FromLongLong(INT(R_TEXT_ID));
+        if (key != NULL) {
+            name = PyDict_GetItemWithError(c->names, key);
+            Py_DECREF(key);
+            if (name == NULL && !PyErr_Occurred())
+                PyErr_SetString(PyExc_KeyError, "a registered step without its name");
+            Py_XINCREF(name);
+        }
+    }
+    int rc = name == NULL ? -1 : add_interval(host, pid, code, 1, INT(R_START), INT(R_END), name);
     Py_XDECREF(name);
+    *released = PyEval_SaveThread();
     return rc;
 }
 
 PyDoc_STRVAR(scan_doc,
 "scan(path, sql, layout, host, event_type, prefixes, node_parts, node_code, registered, names, keep_code,\n"
-"     pid_shift, pid_mask, read_ahead=False)\n"
+"     pid_shift, pid_mask)\n"
 "-> (invalid, in_order, any_payload, groups or None, first start or None, last start or None)\n\n"
 "One pass over the rows of ``sql`` (in rowid order; its columns as ``layout`` lays them out: 0 a kernel, memcpy\n"
 "or memset table's start, end; 1 the runtime calls' start, end, globalTid, correlationId; 2 NVTX_EVENTS'\n"
 "eventType, start, end, globalTid, text, textId, jsonText, jsonTextId). With ``host``, groups lists the host\n"
 "intervals by (pid, code): (pid, code, starts, ends, names) with starts and ends as bytes of int64, the group of\n"
 "``keep_code`` as its rows came with their names, the others merged; the first and last starts of the rows read\n"
-"(None if none is). With ``read_ahead``, a thread of its own steps the query (_ahead.c) and other Python threads\n"
-"run while this one waits for rows. Raises _scan.Error with SQLite's message.");
+"(None if none is). The calling thread steps the query and lets go of the GIL while it does (it takes it back for a\n"
+"step's name and to look for signals), so the passes over several tables, or parts of one, run at once in threads.\n"
+"Raises _scan.Error with SQLite's message.");
 
 static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"path", "sql", "layout", "host", "event_type", "prefixes", "node_parts", "node_code",
-                             "registered", "names", "keep_code", "pid_shift", "pid_mask", "read_ahead", NULL};
+                             "registered", "names", "keep_code", "pid_shift", "pid_mask", NULL};
     const char *path, *sql;
-    int layout, want_host, node_code, keep_code, shift, read_ahead = 0;
+    int layout, want_host, node_code, keep_code, shift;
     long long event_type, mask;
     PyObject *prefixes, *parts, *registered, *names;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ssipLO!O!iO!O!iiL|p", kwlist, &path, &sql, &layout, &want_host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ssipLO!O!iO!O!iiL", kwlist, &path, &sql, &layout, &want_host,
                                      &event_type, &PyTuple_Type, &prefixes, &PyTuple_Type, &parts, &node_code,
-                                     &PyDict_Type, &registered, &PyDict_Type, &names, &keep_code, &shift, &mask,
-                                     &read_ahead))
+                                     &PyDict_Type, &registered, &PyDict_Type, &names, &keep_code, &shift, &mask))
         return NULL;
     if (layout < ACTIVITIES || layout > RANGES || shift < 0 || shift > 62) {
         PyErr_SetString(PyExc_ValueError, "layout is 0, 1 or 2; pid_shift 0 to 62");
         return NULL;
     }
-    Categories cats = {.node_code = node_code, .registered = registered, .names = names, .keep_code = keep_code};
+    Categories cats = {.node_code = node_code, .names = names, .keep_code = keep_code};
     Facts f = {.in_order = 1};
     Groups host = {0};
     Ahead *stmt = NULL;
     PyObject *result = NULL;
-    if (categories_init(&cats, prefixes, parts) < 0 || ahead_open(path, sql, read_ahead ? AHEAD_FREE_WAIT : AHEAD_OFF, ScanError, &stmt) < 0)
+    if (categories_init(&cats, prefixes, parts, registered) < 0 || ahead_open(path, sql, AHEAD_OFF, ScanError, &stmt) < 0)
         goto done;
     if (ahead_columns(stmt) != N_COLUMNS[layout]) {
         PyErr_Format(PyExc_ValueError, "layout %d reads %d columns, the query gives %d", layout, N_COLUMNS[layout],
@@ -408,18 +457,33 @@ static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwds) {
     }
     Groups *h = (want_host && layout != ACTIVITIES) ? &host : NULL;
     long long rows = 0;
-    int rc;
-    while ((rc = ahead_step(stmt)) == 1) {
-        int bad = 0;
+    int rc, bad = 0;
+    /* Nothing here touches Python but a step's name (range_row) and the look for signals, each holding the GIL. */
+    PyThreadState *released = PyEval_SaveThread();
+    while ((rc = ahead_step_quiet(stmt)) == 1) {
         if (layout == ACTIVITIES)
             activity_row(stmt, &f);
         else if (layout == CALLS)
             bad = call_row(stmt, &f, h, shift, mask);
         else
-            bad = range_row(stmt, &f, h, &cats, event_type, shift, mask);
-        if (bad < 0 || (++rows % SIGNAL_ROWS == 0 && PyErr_CheckSignals() < 0)) goto done;
+            bad = range_row(stmt, &f, h, &cats, event_type, shift, mask, &released);
+        if (bad < 0) break;
+        if (++rows % SIGNAL_ROWS == 0) {
+            PyEval_RestoreThread(released);
+            bad = PyErr_CheckSignals();
+            released = PyEval_SaveThread();
+            if (bad < 0) break;
+        }
     }
-    if (rc < 0) goto done;
+    PyEval_RestoreThread(released);
+    if (bad < 0) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();  /* what failed without the GIL: an allocation */
+        goto done;
+    }
+    if (rc < 0) {
+        ahead_raise(stmt);
+        goto done;
+    }
     PyObject *groups = h ? groups_result(h, keep_code) : Py_NewRef(Py_None);
     if (groups != NULL) {
         PyObject *first = f.have_prev ? PyLong_FromLongLong(f.first_start) : Py_NewRef(Py_None);

@@ -7,6 +7,7 @@ import lzma
 import shutil
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -100,9 +101,9 @@ def test_no_rows(nsys_builder, monkeypatch):
 
 @needs_core
 def test_an_error_in_the_middle_of_a_query(nsys_builder, monkeypatch):
-    """A page of the ranges' table overwritten in the middle of the file: the pass over the table, read ahead or
-    not, fails after the rows before it with SQLite's own message, and parse refuses the file with the same line
-    either way."""
+    """A page of the ranges' table overwritten in the middle of the file: the pass over the table, in the calling
+    thread or another, fails after the rows before it with SQLite's own message, and parse refuses the file with the
+    same line either way."""
     b = nsys_builder()
     _many_ranges(b, 3000, 300)
     path = b.close()
@@ -118,15 +119,18 @@ def test_an_error_in_the_middle_of_a_query(nsys_builder, monkeypatch):
             before += 1
     db.close()
     assert 512 < before < 3000  # the failing page is past the first block of rows, before the last row
+    def scan():
+        return nsys_scan._scan.scan(
+            path=str(path), sql="SELECT eventType, start, end, globalTid, text, NULL, NULL, NULL "
+            "FROM NVTX_EVENTS ORDER BY rowid", layout=nsys_scan.RANGES, host=True, event_type=59,
+            prefixes=tuple((p.encode(), 0) for p, _ in nsys_host.PREFIXES), node_parts=(), node_code=0,
+            registered={}, names={}, keep_code=-1, pid_shift=nsys_host.PID_SHIFT, pid_mask=nsys_host.PID_BITS)
+
     errors = []
-    for ahead in (True, False):
+    # in this thread, and in another (as parse runs the passes): the failure is met without the GIL either way
+    for run in (lambda: scan(), lambda: ThreadPoolExecutor(1).submit(scan).result()):
         with pytest.raises(nsys_scan._scan.Error) as e:
-            nsys_scan._scan.scan(
-                path=str(path), sql="SELECT eventType, start, end, globalTid, text, NULL, NULL, NULL "
-                "FROM NVTX_EVENTS ORDER BY rowid", layout=nsys_scan.RANGES, host=True, event_type=59,
-                prefixes=tuple((p.encode(), 0) for p, _ in nsys_host.PREFIXES), node_parts=(), node_code=0,
-                registered={}, names={}, keep_code=-1, pid_shift=nsys_host.PID_SHIFT, pid_mask=nsys_host.PID_BITS,
-                read_ahead=ahead)
+            run()
         errors.append(str(e.value))
     assert errors[0] == errors[1] and "malformed" in errors[0]
     refused = _same_three_ways(path, monkeypatch)
