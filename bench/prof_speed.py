@@ -225,7 +225,8 @@ def main() -> int:
         if tl is not None:
             print(f"baseline with prof's decoder (only the fields prof reads): {a.rows / tl:,.0f} rows/s")
         print(f"prof --csv --jobs 1 (default columns): {a.rows / t1:,.0f} rows/s, ratio to baseline {tb / t1:.2f}")
-        print(f"prof --csv --jobs {jobs} (the CLI default): {a.rows / tj:,.0f} rows/s, ratio to baseline {tb / tj:.2f}; "
+        print(f"prof --csv --jobs {jobs} (the CLI default): {a.rows / tj:,.0f} rows/s, "
+              f"ratio to baseline {tb / tj:.2f}; "
               f"its main process busy {_cpu[f'prof{jobs}'] / tj:.0%} of the time (CPU {_cpu[f'prof{jobs}']:.2f} s in "
               f"{tj:.2f} s; near 100% it would be what bounds the workers)")
         print(f"one process, per CPU-second (insensitive to other load): baseline {a.rows / _cpu['baseline']:,.0f} "

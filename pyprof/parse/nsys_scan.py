@@ -72,8 +72,9 @@ class Table(NamedTuple):
     host: bool
 
 
-#: A table of more rows than this is read in parts, each by a thread of its own, where parse reads ahead
-#: (native.read_ahead): the pass over a large export's ranges was the longest wait before its first record. The
+#: A table of more rows than this is read in parts, each by a thread of its own, where parse uses more than one
+#: thread to read (native.read_ahead: more than one CPU, or as PYPROF_READ_AHEAD says; the passes themselves do not
+#: read ahead): the pass over a large export's ranges was the longest wait before its first record. The
 #: passes hold no GIL while they read (_scan.c), so parts scale with the cores: on the GPU machine (16 cores) the
 #: checks of a 50k-kernel export took 0.060-0.081 s in 8 parts against 0.084-0.159 s in 4 (16: no faster).
 PART_ROWS = 50_000
@@ -81,7 +82,7 @@ MAX_PARTS = 8
 
 
 def scan_tables(rows: Rows, tables: list[Table], event_type: int) -> dict[str, Facts | None]:
-    """The Facts of each of ``tables``, as :func:`scan` gives them. Where parse reads ahead, the passes over the
+    """The Facts of each of ``tables``, as :func:`scan` gives them. Where parse reads in threads, the passes over the
     tables, and over the parts of a large one, run at once, each in a thread of its own (the C lets go of the GIL
     while it reads), and each table's parts are merged as one pass over it would have found them."""
     out: dict = {}
@@ -119,7 +120,7 @@ def _result_of(call):
 
 def _parts(rows: Rows, table: str) -> list[str]:
     """The WHERE clauses of ``table``'s parts, by rowid: one (all of it) unless the table is large and parse reads
-    ahead."""
+    in threads (native.read_ahead)."""
     if not native.read_ahead():
         return [""]
     try:
