@@ -43,8 +43,8 @@ RAW_QUERIES = (
     "SELECT start, end, deviceId, streamId, correlationId, globalPid, bytes, copyKind FROM CUPTI_ACTIVITY_KIND_MEMCPY",
     "SELECT start, end, deviceId, streamId, correlationId, globalPid, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET",
     "SELECT start, end, globalTid, correlationId, nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE correlationId IN "
-    "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT correlationId FROM "
-    "CUPTI_ACTIVITY_KIND_MEMCPY UNION SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMSET)",
+    "(SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL UNION ALL SELECT correlationId FROM "
+    "CUPTI_ACTIVITY_KIND_MEMCPY UNION ALL SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMSET)",
     "SELECT start, end, globalTid, text, textId, int64Value FROM NVTX_EVENTS WHERE eventType = 59",
 )
 

@@ -18,6 +18,20 @@
 #define N_BLOCKS 4          /* blocks in flight: the reader fills one while the parser reads another */
 #define BLOCK_ROWS 512      /* rows in a block, at most */
 #define BLOCK_BYTES 262144  /* a block's texts; past this it is handed on before BLOCK_ROWS */
+#define SHAPE_COLUMNS 64    /* a shaped query's columns, at most */
+
+/* sqlrows.Query.plain's shape, read: the type tests its SQL form makes, made here on each row stepped. */
+enum { AS_IS, FIRST_INTEGER, FIRST_TEXT };  /* sqlrows' ways of taking a column */
+typedef struct {
+    int n_out;                              /* the columns given */
+    unsigned char taken[SHAPE_COLUMNS];
+    unsigned char n_sources[SHAPE_COLUMNS];
+    unsigned char first[SHAPE_COLUMNS];     /* a column's first source in ``sources`` */
+    unsigned char sources[256];             /* the statement's columns each source is */
+    int n_needed;
+    unsigned char needed[256];              /* the statement's columns that must hold integers */
+    int end, start;                         /* and the end not before the start */
+} Shape;
 
 typedef struct {
     int type;              /* SQLITE_INTEGER, _FLOAT, _TEXT, _BLOB or _NULL */
@@ -37,7 +51,8 @@ typedef struct {
 struct Ahead {
     sqlite3 *db;
     sqlite3_stmt *stmt;
-    int n_cols, threaded;
+    Shape *shape;             /* NULL: the statement's columns as they are */
+    int n_cols, threaded;     /* n_cols: the columns given (the shape's, else the statement's) */
     /* read-ahead */
     pthread_t thread;
     pthread_mutex_t lock;
@@ -69,25 +84,47 @@ static int keep_bytes(Block *b, const void *data, size_t n, size_t *at) {
     return 0;
 }
 
+/* Whether the statement's current row is one the shape's SQL form gives: its needed values integers, its end not
+ * before its start (two integers: SQL compares them as such). */
+static int shaped_row(const Ahead *a) {
+    const Shape *s = a->shape;
+    for (int k = 0; k < s->n_needed; k++)
+        if (sqlite3_column_type(a->stmt, s->needed[k]) != SQLITE_INTEGER) return 0;
+    return sqlite3_column_int64(a->stmt, s->end) >= sqlite3_column_int64(a->stmt, s->start);
+}
+
+/* The statement's column that gives column ``i`` of the current row, -1 for NULL (no source of the wanted type). */
+static int source_of(const Ahead *a, int i) {
+    const Shape *s = a->shape;
+    if (s == NULL) return i;
+    const unsigned char *src = s->sources + s->first[i];
+    if (s->taken[i] == AS_IS) return src[0];
+    int want = s->taken[i] == FIRST_INTEGER ? SQLITE_INTEGER : SQLITE_TEXT;
+    for (int k = 0; k < s->n_sources[i]; k++)
+        if (sqlite3_column_type(a->stmt, src[k]) == want) return src[k];
+    return -1;
+}
+
 /* the statement's current row copied into ``b`` */
 static int copy_row(Ahead *a, Block *b) {
     Cell *row = b->cells + (size_t)b->n_rows * (size_t)a->n_cols;
     for (int i = 0; i < a->n_cols; i++) {
         Cell *c = row + i;
-        c->type = sqlite3_column_type(a->stmt, i);
+        int at = source_of(a, i);
+        c->type = at < 0 ? SQLITE_NULL : sqlite3_column_type(a->stmt, at);
         switch (c->type) {
         case SQLITE_INTEGER:
-            c->i = sqlite3_column_int64(a->stmt, i);
+            c->i = sqlite3_column_int64(a->stmt, at);
             break;
         case SQLITE_FLOAT:
-            c->d = sqlite3_column_double(a->stmt, i);
-            c->i = sqlite3_column_int64(a->stmt, i);
+            c->d = sqlite3_column_double(a->stmt, at);
+            c->i = sqlite3_column_int64(a->stmt, at);
             break;
         case SQLITE_TEXT:
         case SQLITE_BLOB: {
-            const void *data = c->type == SQLITE_TEXT ? (const void *)sqlite3_column_text(a->stmt, i)
-                                                      : sqlite3_column_blob(a->stmt, i);
-            int n = sqlite3_column_bytes(a->stmt, i);
+            const void *data = c->type == SQLITE_TEXT ? (const void *)sqlite3_column_text(a->stmt, at)
+                                                      : sqlite3_column_blob(a->stmt, at);
+            int n = sqlite3_column_bytes(a->stmt, at);
             if ((data == NULL && n > 0) || keep_bytes(b, data, (size_t)n, &c->at) < 0) return -1;
             c->n = (size_t)n;
             break;
@@ -120,6 +157,7 @@ static void *read_ahead(void *arg) {
         while (!b->last && b->n_rows < BLOCK_ROWS && b->used < BLOCK_BYTES) {
             int rc = sqlite3_step(a->stmt);
             if (rc == SQLITE_ROW) {
+                if (a->shape != NULL && !shaped_row(a)) continue;
                 if (copy_row(a, b) < 0) {
                     fail(a, "out of memory");
                     b->last = 1;
@@ -160,7 +198,63 @@ static int open_readonly(const char *path, PyObject *error, sqlite3 **db) {
     return 0;
 }
 
-int ahead_open(const char *path, const char *sql, int mode, PyObject *error, Ahead **out) {
+/* ``bytes`` read as a shape of a statement of ``n_columns`` columns: 0, or -1 with ValueError set */
+static int read_shape(PyObject *bytes, int n_columns, Shape *s) {
+    char *data;
+    Py_ssize_t n, at = 0;
+    if (PyBytes_AsStringAndSize(bytes, &data, &n) < 0) return -1;
+    const unsigned char *b = (const unsigned char *)data;
+#define NEXT(v) do { if (at >= n) goto bad; (v) = b[at++]; } while (0)
+    NEXT(s->n_out);
+    if (s->n_out > SHAPE_COLUMNS) goto bad;
+    int used = 0;
+    for (int i = 0; i < s->n_out; i++) {
+        NEXT(s->taken[i]);
+        NEXT(s->n_sources[i]);
+        if (s->taken[i] > FIRST_TEXT || s->n_sources[i] == 0 || (s->taken[i] == AS_IS && s->n_sources[i] != 1) ||
+            used + s->n_sources[i] > (int)sizeof s->sources)
+            goto bad;
+        s->first[i] = (unsigned char)used;
+        for (int k = 0; k < s->n_sources[i]; k++) {
+            NEXT(s->sources[used]);
+            if (s->sources[used++] >= n_columns) goto bad;
+        }
+    }
+    NEXT(s->n_needed);
+    for (int k = 0; k < s->n_needed; k++) {
+        NEXT(s->needed[k]);
+        if (s->needed[k] >= n_columns) goto bad;
+    }
+    NEXT(s->end);
+    NEXT(s->start);
+    int end_needed = 0, start_needed = 0;  /* compared as integers only where the row has them as such */
+    for (int k = 0; k < s->n_needed; k++) {
+        end_needed |= s->needed[k] == s->end;
+        start_needed |= s->needed[k] == s->start;
+    }
+    if (at == n && end_needed && start_needed) return 0;
+#undef NEXT
+bad:
+    PyErr_SetString(PyExc_ValueError, "a query's shape does not fit its SQL");
+    return -1;
+}
+
+int ahead_query(PyObject *query, const char **sql, PyObject **shape) {
+    PyObject *text = query;
+    *shape = NULL;
+    if (PyTuple_Check(query) && PyTuple_GET_SIZE(query) == 2 && PyBytes_Check(PyTuple_GET_ITEM(query, 1))) {
+        text = PyTuple_GET_ITEM(query, 0);
+        *shape = PyTuple_GET_ITEM(query, 1);
+    }
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "a query is its SQL, or (its plain SQL, its shape)");
+        return -1;
+    }
+    *sql = PyUnicode_AsUTF8(text);
+    return *sql == NULL ? -1 : 0;
+}
+
+int ahead_open(const char *path, const char *sql, PyObject *shape, int mode, PyObject *error, Ahead **out) {
     *out = NULL;
     Ahead *a = PyMem_Calloc(1, sizeof *a);
     if (a == NULL) {
@@ -178,6 +272,18 @@ int ahead_open(const char *path, const char *sql, int mode, PyObject *error, Ahe
         return -1;
     }
     a->n_cols = sqlite3_column_count(a->stmt);
+    if (shape != NULL) {
+        if ((a->shape = malloc(sizeof *a->shape)) == NULL) {
+            PyErr_NoMemory();
+            ahead_close(a);
+            return -1;
+        }
+        if (read_shape(shape, a->n_cols, a->shape) < 0) {
+            ahead_close(a);
+            return -1;
+        }
+        a->n_cols = a->shape->n_out;
+    }
     *out = a;
     if (mode == AHEAD_OFF || a->n_cols == 0) return 0;
     for (int k = 0; k < N_BLOCKS; k++)
@@ -218,13 +324,21 @@ static Block *next_block(Ahead *a) {
     return b;
 }
 
+/* the statement stepped to its next row the shape keeps: SQLite's result code */
+static int step(Ahead *a) {
+    int rc;
+    do rc = sqlite3_step(a->stmt);
+    while (rc == SQLITE_ROW && a->shape != NULL && !shaped_row(a));
+    return rc;
+}
+
 int ahead_step(Ahead *a) {
     if (a->ended) {
         PyErr_SetString(a->error_type, "a query was read past its end");
         return -1;
     }
     if (!a->threaded) {
-        int rc = sqlite3_step(a->stmt);
+        int rc = step(a);
         if (rc == SQLITE_ROW) return 1;
         a->ended = 1;
         if (rc == SQLITE_DONE) return 0;
@@ -248,7 +362,7 @@ int ahead_step(Ahead *a) {
 
 int ahead_step_quiet(Ahead *a) {
     if (a->threaded || a->ended) return -1;
-    int rc = sqlite3_step(a->stmt);
+    int rc = step(a);
     if (rc == SQLITE_ROW) return 1;
     a->ended = 1;
     if (rc == SQLITE_DONE) return 0;
@@ -273,27 +387,36 @@ static const Cell *cell(const Ahead *a, int i) {
 }
 
 int ahead_type(const Ahead *a, int i) {
-    return a->threaded ? cell(a, i)->type : sqlite3_column_type(a->stmt, i);
+    if (a->threaded) return cell(a, i)->type;
+    int at = source_of(a, i);
+    return at < 0 ? SQLITE_NULL : sqlite3_column_type(a->stmt, at);
 }
 
 long long ahead_int64(const Ahead *a, int i) {
-    if (!a->threaded) return sqlite3_column_int64(a->stmt, i);
+    if (!a->threaded) {
+        int at = source_of(a, i);
+        return at < 0 ? 0 : sqlite3_column_int64(a->stmt, at);
+    }
     const Cell *c = cell(a, i);
     return c->type == SQLITE_INTEGER || c->type == SQLITE_FLOAT ? c->i : 0;  /* the header's contract: no text */
 }
 
 double ahead_double(const Ahead *a, int i) {
-    if (!a->threaded) return sqlite3_column_double(a->stmt, i);
+    if (!a->threaded) {
+        int at = source_of(a, i);
+        return at < 0 ? 0.0 : sqlite3_column_double(a->stmt, at);
+    }
     const Cell *c = cell(a, i);
     return c->type == SQLITE_FLOAT ? c->d : c->type == SQLITE_INTEGER ? (double)c->i : 0.0;
 }
 
 const char *ahead_bytes(const Ahead *a, int i, Py_ssize_t *n) {
     if (!a->threaded) {
-        int type = sqlite3_column_type(a->stmt, i);
-        const char *data = type == SQLITE_BLOB ? sqlite3_column_blob(a->stmt, i)
-                         : type == SQLITE_TEXT ? (const char *)sqlite3_column_text(a->stmt, i) : NULL;
-        *n = data != NULL ? sqlite3_column_bytes(a->stmt, i) : 0;
+        int at = source_of(a, i);
+        int type = at < 0 ? SQLITE_NULL : sqlite3_column_type(a->stmt, at);
+        const char *data = type == SQLITE_BLOB ? sqlite3_column_blob(a->stmt, at)
+                         : type == SQLITE_TEXT ? (const char *)sqlite3_column_text(a->stmt, at) : NULL;
+        *n = data != NULL ? sqlite3_column_bytes(a->stmt, at) : 0;
         if (data == NULL && type == SQLITE_TEXT) return NULL;  /* SQLite out of memory */
         return data != NULL ? data : "";
     }
@@ -325,6 +448,7 @@ void ahead_close(Ahead *a) {
         free(a->blocks[k].bytes);
     }
     free(a->error);
+    free(a->shape);
     if (a->stmt) sqlite3_finalize(a->stmt);
     if (a->db) sqlite3_close(a->db);
     PyMem_Free(a);

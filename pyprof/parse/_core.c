@@ -544,10 +544,12 @@ static PyObject *LineWriter_close(LineWriter *self, PyObject *Py_UNUSED(ignored)
     Py_RETURN_NONE;
 }
 
-static int prepare(const char *path, PyObject *sql, Ahead **stmt, int columns) {
-    if (sql == Py_None) return 0;
-    const char *text = PyUnicode_AsUTF8(sql);
-    if (text == NULL || ahead_open(path, text, core_read_ahead, CoreError, stmt) < 0) return -1;
+static int prepare(const char *path, PyObject *query, Ahead **stmt, int columns) {
+    if (query == Py_None) return 0;
+    const char *sql;
+    PyObject *shape;
+    if (ahead_query(query, &sql, &shape) < 0 || ahead_open(path, sql, shape, core_read_ahead, CoreError, stmt) < 0)
+        return -1;
     if (ahead_columns(*stmt) != columns) {
         PyErr_SetString(PyExc_ValueError, "a query of the line writer has the wrong number of columns");
         return -1;
@@ -555,9 +557,9 @@ static int prepare(const char *path, PyObject *sql, Ahead **stmt, int columns) {
     return step(stmt);
 }
 
-/* LineWriter(path, (kernel sql, memcpy sql, memset sql), launch sql, infos, segments, parts, no_call,
+/* LineWriter(path, (kernel query, memcpy query, memset query), launch query, infos, segments, parts, no_call,
  *            (empty head, empty tail), api_end_key, stats, clock_skew_ns, recent_max, window_max)
- * A query is None where its table is absent. */
+ * A query (ahead_query) is None where its table is absent. */
 static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
     const char *path;
     PyObject *sqls, *launch_sql, *infos, *segments, *parts, *no_call, *empty, *api_end_key, *stats;

@@ -704,15 +704,16 @@ static void RangeFeed_dealloc(RangeFeed *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* RangeFeed(path, sql, stacks, state, fwd, backward_thread, wanted, oddities, process_of, take_output_shapes,
+/* RangeFeed(path, query (ahead_query), stacks, state, fwd, backward_thread, wanted, oddities, process_of, take_output_shapes,
  *           name_engine_range, quick_seq, is_backward_text, deep_ranges, max_depth, reader_oddities, not_utf8) */
 static int RangeFeed_init(RangeFeed *self, PyObject *args, PyObject *kwds) {
     const char *path, *sql;
-    PyObject *o[14];
+    PyObject *query, *shape, *o[14];
     Py_ssize_t max_depth;
-    if (!PyArg_ParseTuple(args, "ssO!O!OO!O!O!OOOOOUnO!U", &path, &sql, &PyDict_Type, &o[0], &PyDict_Type, &o[1],
+    if (!PyArg_ParseTuple(args, "sOO!O!OO!O!O!OOOOOUnO!U", &path, &query, &PyDict_Type, &o[0], &PyDict_Type, &o[1],
                           &o[2], &PyDict_Type, &o[3], &PyDict_Type, &o[4], &PyDict_Type, &o[5], &o[6], &o[7], &o[8],
-                          &o[9], &o[10], &o[11], &max_depth, &PyDict_Type, &o[12], &o[13]))
+                          &o[9], &o[10], &o[11], &max_depth, &PyDict_Type, &o[12], &o[13]) ||
+        ahead_query(query, &sql, &shape) < 0)
         return -1;
     if (self->opened) {
         PyErr_SetString(PyExc_RuntimeError, "RangeFeed initialised twice");
@@ -730,7 +731,7 @@ static int RangeFeed_init(RangeFeed *self, PyObject *args, PyObject *kwds) {
     if (self->fwd_max == -1 && PyErr_Occurred()) return -1;
     self->max_depth = max_depth;
     self->opened = 1;
-    if ((self->texts = PyDict_New()) == NULL || ahead_open(path, sql, core_read_ahead, CoreError, &self->rows) < 0)
+    if ((self->texts = PyDict_New()) == NULL || ahead_open(path, sql, shape, core_read_ahead, CoreError, &self->rows) < 0)
         return -1;
     if (ahead_columns(self->rows) != 5) {
         PyErr_SetString(PyExc_ValueError, "a range row has (thread, start, end, text, payload)");

@@ -449,7 +449,7 @@ static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwds) {
     Ahead *stmt = NULL;
     PyObject *result = NULL;
     if (categories_init(&cats, prefixes, parts, registered) < 0 ||
-        ahead_open(path, sql, AHEAD_OFF, ScanError, &stmt) < 0)
+        ahead_open(path, sql, NULL, AHEAD_OFF, ScanError, &stmt) < 0)
         goto done;
     if (ahead_columns(stmt) != N_COLUMNS[layout]) {
         PyErr_Format(PyExc_ValueError, "layout %d reads %d columns, the query gives %d", layout, N_COLUMNS[layout],

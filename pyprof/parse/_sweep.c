@@ -179,12 +179,14 @@ static PyObject *Sweep_close(Sweep *self, PyObject *Py_UNUSED(ignored)) {
     Py_RETURN_NONE;
 }
 
-/* Sweep(path, launch sql (start, end, globalTid first), attributor, range feed or None (no ranges), output wait ns) */
+/* Sweep(path, launch query (ahead_query; start, end, globalTid first), attributor, range feed or None (no ranges), output wait ns) */
 static int Sweep_init(Sweep *self, PyObject *args, PyObject *kwds) {
     const char *path, *sql;
-    PyObject *attributor, *feed;
+    PyObject *query, *shape, *attributor, *feed;
     long long wait_ns;
-    if (!PyArg_ParseTuple(args, "ssOOL", &path, &sql, &attributor, &feed, &wait_ns)) return -1;
+    if (!PyArg_ParseTuple(args, "sOOOL", &path, &query, &attributor, &feed, &wait_ns) ||
+        ahead_query(query, &sql, &shape) < 0)
+        return -1;
     if (self->attributor != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "Sweep initialised twice");
         return -1;
@@ -199,7 +201,7 @@ static int Sweep_init(Sweep *self, PyObject *args, PyObject *kwds) {
     if ((self->held = PyList_New(0)) == NULL || (self->ready = PyList_New(0)) == NULL ||
         (self->empty_info = Py_BuildValue("(OOi)", Py_None, Py_None, 0)) == NULL)
         return -1;
-    if (ahead_open(path, sql, core_read_ahead, CoreError, &self->launches) < 0) return -1;
+    if (ahead_open(path, sql, shape, core_read_ahead, CoreError, &self->launches) < 0) return -1;
     if (ahead_columns(self->launches) < 3) {
         PyErr_SetString(PyExc_ValueError, "Sweep: the launch query gives start, end, globalTid first");
         return -1;

@@ -13,7 +13,7 @@ import os
 import sqlite3
 
 from pyprof.parse import markers as mk
-from pyprof.parse.sqlrows import NOT_UTF8
+from pyprof.parse.sqlrows import NOT_UTF8, Query
 
 try:
     from pyprof.parse import _core
@@ -78,14 +78,15 @@ class RangeFeed:
     """A source's ranges read in C and pushed on a Correlator's stacks (correlate.RowFeed's interface); an SQLite
     error becomes the reader's InputError, as its own queries' do (sqlrows.Rows.error)."""
 
-    def __init__(self, source, correlator, sql: str, deep_ranges: str, max_depth: int,
+    def __init__(self, source, correlator, query: Query, deep_ranges: str, max_depth: int,
                  reader_oddities: dict | None = None) -> None:
-        """``reader_oddities``: where a text read leniently is counted (the reader's own oddities by default)."""
+        """``query``: the ranges' (RANGE_ROW); ``reader_oddities``: where a text read leniently is counted (the
+        reader's own oddities by default)."""
         self._rows = source.rows
         c = correlator
         try:
             self._feed = _core.RangeFeed(
-                source.file, sql, c._stacks, c._state, c._fwd, c._backward_thread, c._wanted, c.oddities,
+                source.file, query.plain(), c._stacks, c._state, c._fwd, c._backward_thread, c._wanted, c.oddities,
                 c._process_of, c._take_output_shapes, c._name_engine_range, mk.quick_seq, mk.is_backward_text,
                 deep_ranges, max_depth, source.rows.oddities if reader_oddities is None else reader_oddities,
                 NOT_UTF8)
@@ -128,18 +129,19 @@ def range_feed(source, correlator, deep_ranges: str, max_depth: int) -> RangeFee
     switched off, a reader other than nsys, ranges with JSON payloads)."""
     if not enabled():
         return None
-    query = getattr(source, "range_query", None)
-    sql = query() if query is not None else None
-    if sql is None:
+    range_query = getattr(source, "range_query", None)
+    query = range_query() if range_query is not None else None
+    if query is None:
         return None
-    return RangeFeed(source, correlator, sql, deep_ranges, max_depth)
+    return RangeFeed(source, correlator, query, deep_ranges, max_depth)
 
 
-def sweep(source, launch_sql: str, attributor, feed: RangeFeed | None, output_wait_ns: int):
+def sweep(source, launches: Query, attributor, feed: RangeFeed | None, output_wait_ns: int):
     """correlate.Correlator.sweep in C (the reference), for the compiled line writer: each launch's info in launch
-    order, read by its own query ``launch_sql`` (start, end, globalTid first, in the writer's order); ``feed``
+    order, read by its own query ``launches`` (start, end, globalTid first, in the writer's order); ``feed``
     None where the export has no ranges."""
     try:
-        return _core.Sweep(source.file, launch_sql, attributor, None if feed is None else feed._feed, output_wait_ns)
+        return _core.Sweep(source.file, launches.plain(), attributor, None if feed is None else feed._feed,
+                           output_wait_ns)
     except _core.Error as e:
         raise source.rows.error(sqlite3.DatabaseError(str(e))) from None

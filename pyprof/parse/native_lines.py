@@ -12,6 +12,7 @@ from pyprof.parse import markers as mk
 from pyprof.parse.activities import WINDOW
 from pyprof.parse.correlate import DEEP_RANGES, MAX_RANGE_DEPTH, OUTPUT_WAIT_NS, Correlator
 from pyprof.parse.nsys import KERNEL, MEMCPY, MEMSET, NsysSource, _api_name
+from pyprof.parse.sqlrows import Query
 from pyprof.record import COMPILED_MOD
 
 
@@ -91,20 +92,22 @@ def record_lines(source, stats, raw_markers: bool, worker: bool = False):
     head_line, gpu_names = lineparts.header(source)
     yield head_line
     native._core.read_ahead(native.read_ahead())
-    activity_sql, launch_sql = source.native_queries()
-    range_sql = source.range_query()
+    activity_queries, launch_query = source.native_queries()
+    range_query = source.range_query()
     infos = None
     if worker:  # imported only here: most parses fork no worker, and need not import multiprocessing
         from pyprof.forked import WorkerError
         from pyprof.parse import sweep_worker
-    if launch_sql is not None:
-        args = (source, launch_sql, range_sql, raw_markers)
+    if launch_query is not None:
+        args = (source, launch_query, range_query, raw_markers)
         # the worker is forked here, before this process starts the line writer's reading threads
         infos = sweep_worker.CoreInfos(_sweep_in_worker, args, stats.oddities) if worker else \
             _sweep(*args, stats.oddities)
     segments = tuple(lineparts.LINE.split("%s"))
     try:
-        lines = native._core.LineWriter(source.file, activity_sql, launch_sql, iter(()) if infos is None else infos,
+        lines = native._core.LineWriter(source.file, tuple(None if q is None else q.plain() for q in activity_queries),
+                                        None if launch_query is None else launch_query.plain(),
+                                        iter(()) if infos is None else infos,
                                         segments, Parts(source, gpu_names), lineparts.NO_CALL,
                                         encode.attribution(None), lineparts.API_END_KEY, stats,
                                         lineparts.CLOCK_SKEW_NS, 2 * lineparts.RECENT, 2 * WINDOW)
@@ -121,22 +124,22 @@ def record_lines(source, stats, raw_markers: bool, worker: bool = False):
         raise source.rows.error(sqlite3.DatabaseError(str(e))) from None
 
 
-def _sweep(source, launch_sql: str, range_sql: str | None, raw_markers: bool, oddities: dict):
-    """The compiled sweep of ``source``'s launch calls (``range_sql`` None: an export without ranges), counting what
+def _sweep(source, launches: Query, ranges: Query | None, raw_markers: bool, oddities: dict):
+    """The compiled sweep of ``source``'s launch calls (``ranges`` None: an export without ranges), counting what
     it leaves out in ``oddities``: its infos, in launch order (native.sweep)."""
     correlator = Correlator(source, oddities)
-    feed = None if range_sql is None else \
-        native.RangeFeed(source, correlator, range_sql, DEEP_RANGES, MAX_RANGE_DEPTH, oddities)
-    return native.sweep(source, launch_sql, _attributor(correlator, raw_markers), feed, OUTPUT_WAIT_NS)
+    feed = None if ranges is None else \
+        native.RangeFeed(source, correlator, ranges, DEEP_RANGES, MAX_RANGE_DEPTH, oddities)
+    return native.sweep(source, launches, _attributor(correlator, raw_markers), feed, OUTPUT_WAIT_NS)
 
 
-def _sweep_in_worker(conn, source, launch_sql: str, range_sql: str | None, raw_markers: bool) -> None:
+def _sweep_in_worker(conn, source, launches: Query, ranges: Query | None, raw_markers: bool) -> None:
     """The sweep worker's body (sweep_worker.CoreInfos): the compiled sweep, on the parent's source object but with
     the core's own connections (the parent's is never used here), its infos sent to the parent."""
     from pyprof.parse import sweep_worker
 
     oddities: dict = {}  # this process's own: the parent adds them to its count at the end
-    swept = _sweep(source, launch_sql, range_sql, raw_markers, oddities)
+    swept = _sweep(source, launches, ranges, raw_markers, oddities)
     try:
         sweep_worker.send_infos(conn, lambda: swept, oddities)
     except native._core.Error as e:  # the reader's InputError, as in the parsing process (sent as such)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+from dataclasses import dataclass
 from typing import Iterator
 
 from pyprof.common import InputError
@@ -31,6 +32,101 @@ def integer(col: str) -> str:
 def integers(*cols: str) -> str:
     """SQL condition: every one of ``cols`` holds an integer (the values a row cannot do without)."""
     return " AND ".join(f"typeof({c}) = 'integer'" for c in cols)
+
+
+#: How a Query's column is taken of its sources: the one source as it is; the first holding an integer; the first
+#: holding text (each else NULL: a value of the wrong type is no value).
+AS_IS, FIRST_INTEGER, FIRST_TEXT = 0, 1, 2
+_TYPE_OF = {FIRST_INTEGER: "integer", FIRST_TEXT: "text"}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a Query: how it is ``taken`` (AS_IS, FIRST_INTEGER, FIRST_TEXT) of its ``sources``, SQL
+    expressions."""
+    taken: int
+    sources: tuple[str, ...]
+
+    @property
+    def sql(self) -> str:
+        """The column as SQL, its type tests written out (the reference)."""
+        if self.taken == AS_IS:
+            return self.sources[0]
+        kind = _TYPE_OF[self.taken]
+        return f"CASE {' '.join(f'WHEN typeof({s}) = {kind!r} THEN {s}' for s in self.sources)} END"
+
+
+def as_is(expr: str) -> Column:
+    """A column read as it is (a value the row's validity already makes an integer, or NULL)."""
+    return Column(AS_IS, (expr,))
+
+
+def integer_of(*exprs: str) -> Column:
+    """A describing column: the first of ``exprs`` that holds an integer, else NULL."""
+    return Column(FIRST_INTEGER, exprs)
+
+
+def text_of(*exprs: str) -> Column:
+    """The first of ``exprs`` that holds text, else NULL (a number stored by a broken writer is no name)."""
+    return Column(FIRST_TEXT, exprs)
+
+
+@dataclass(frozen=True)
+class Valid:
+    """What a row needs to be read at all (SQLite does not enforce column types): integer times, the end not before
+    the start, and integer ids. The readers leave other rows out and count them."""
+    start: str
+    end: str
+    ids: tuple[str, ...] = ()
+
+    @property
+    def sql(self) -> str:
+        """The condition as SQL."""
+        return (f"{integers(self.start, self.end)} AND {self.end} >= {self.start}"
+                + "".join(f" AND {integers(c)}" for c in self.ids))
+
+
+@dataclass(frozen=True)
+class Query:
+    """A large query of an export, declared once and read two ways: :attr:`sql` tests each value's type in SQL
+    (the Python path runs it: the reference); :meth:`plain` leaves the tests to the compiled core, which makes them
+    in C on each row as it is stepped (typeof and its string comparisons were a third of SQLite's stepping of the
+    ranges' query). ``where``: the conditions other than ``valid``'s; ``order``: an ORDER BY or nothing."""
+    columns: tuple[Column, ...]
+    tables: str
+    valid: Valid
+    where: str = ""
+    order: str = ""
+
+    @property
+    def sql(self) -> str:
+        """The query, every type test in SQL."""
+        where = f"{self.where} AND {self.valid.sql}" if self.where else self.valid.sql
+        return self._select(", ".join(c.sql for c in self.columns), where)
+
+    def plain(self) -> tuple[str, bytes]:
+        """(the query without its type tests, the shape that makes them): each value the SQL reads once, in a
+        column of its own; the shape's bytes say, in order, the count of columns given, then for each its way of
+        taking, its count of sources and their columns, then the count of columns that must hold integers and
+        those columns, then the end's and the start's columns (the end not before the start). _ahead.c reads it."""
+        raw: list[str] = []
+
+        def at(expr: str) -> int:
+            if expr not in raw:
+                raw.append(expr)
+            return raw.index(expr)
+
+        shape = [len(self.columns)]
+        for c in self.columns:
+            shape += [c.taken, len(c.sources), *(at(s) for s in c.sources)]
+        needed = [at(c) for c in (self.valid.start, self.valid.end, *self.valid.ids)]
+        shape += [len(needed), *needed, needed[1], needed[0]]
+        if len(raw) > 255:
+            raise ValueError("a query of more than 255 values has no shape")
+        return self._select(", ".join(raw), self.where), bytes(shape)
+
+    def _select(self, columns: str, where: str) -> str:
+        return f"SELECT {columns} FROM {self.tables}{f' WHERE {where}' if where else ''}{f' {self.order}' if self.order else ''}"
 
 
 def connect(path: str, display: str, text_factory=None) -> sqlite3.Connection:

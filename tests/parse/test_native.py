@@ -3,15 +3,18 @@ line, for every committed capture and every shared nsys and NvProf export; witho
 path. The rest of the parse tests run whichever path the environment gives (the core where it is built)."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pyprof.common import InputError
 from pyprof.parse import native, native_lines, open_source, close_source
+from pyprof.parse.sqlrows import as_is
 
 from parse_synth import CORPUS, parse_outcome
 
@@ -355,9 +358,8 @@ def test_sqlite_error_part_way_through_the_sweep(monkeypatch, worker):
         src = open_source(str(EMIT_NVTX))
         real = src.range_query()
         cut = sorted(start for _, start, *_ in src.ranges())[100]
-        src.range_query = lambda: real.replace(
-            "SELECT e.globalTid,", f"SELECT e.globalTid + CASE WHEN e.start > {cut} THEN "
-            "abs(-9223372036854775807 - 1) ELSE 0 END,")
+        overflow = as_is(f"e.globalTid + CASE WHEN e.start > {cut} THEN abs(-9223372036854775807 - 1) ELSE 0 END")
+        src.range_query = lambda: replace(real, columns=(overflow,) + real.columns[1:])
         try:
             with pytest.raises(InputError) as e:
                 list(lines(src, worker)[0])
@@ -442,3 +444,58 @@ def test_times_at_the_ends_of_64_bits_same_bytes_both_paths(nsys_builder, monkey
     assert c_path == _outcome(path, True, monkeypatch)
     assert f'"kDuration":{high - low - 20},' in c_path[0]
     assert f'{-(1 << 63)},' in c_path[0] and f'{-(1 << 63) + 3},' in c_path[0]
+
+
+@needs_core
+@pytest.mark.parametrize("ahead", ["0", "1"])
+def test_values_of_every_type_read_in_c_as_sql_reads_them(nsys_builder, monkeypatch, ahead):
+    """The core makes its queries' type tests in C (sqlrows.Query.plain), the Python path in SQL (Query.sql). Each
+    value they test holds, in some row, a type other than an integer (or text): the same records, and the rows left
+    out are the ones broken here, counted by hand below."""
+    b = nsys_builder()
+    b.gpu(0, "NVIDIA H100")
+    b.db.execute("ALTER TABLE NVTX_EVENTS ADD COLUMN uint64Value INTEGER")
+    for i in range(1, 13):
+        t = i * 10_000
+        b.range(1, 1, t, t + 900, f"aten::op{i}, seq = {i}, op_id = {i}")
+        b.launch(1, 1, t + 100, t + 150, i)
+        b.kernel(1, 500_000 + t, 500_500 + t, i)
+    for i in (13, 14):
+        b.launch(1, 1, i * 10_000 + 100, i * 10_000 + 150, i, api="cudaMemcpyAsync_v3020")
+        b.memcpy(1, 500_000 + i * 10_000, 500_500 + i * 10_000, i, 4096)
+    registered, not_text = b.string("aten::registered, seq = 5, op_id = 5"), b.string("placeholder")
+    b.db.execute("UPDATE StringIds SET value = x'00' WHERE id = ?", (not_text,))
+    for sql in (  # the ranges: rowid i is op i
+            "UPDATE NVTX_EVENTS SET start = 10000.5 WHERE rowid = 1",  # left out (a float)
+            "UPDATE NVTX_EVENTS SET end = 'late' WHERE rowid = 2",  # left out
+            "UPDATE NVTX_EVENTS SET globalTid = x'01' WHERE rowid = 3",  # left out
+            "UPDATE NVTX_EVENTS SET end = start - 1 WHERE rowid = 4",  # left out (ends before it starts)
+            f"UPDATE NVTX_EVENTS SET text = x'6f70', textId = {registered} WHERE rowid = 5",  # the registered text
+            "UPDATE NVTX_EVENTS SET text = x'6f70' WHERE rowid = 6",  # no text
+            "UPDATE NVTX_EVENTS SET int64Value = 'seven', uint64Value = 77 WHERE rowid = 7",  # payload 77
+            "UPDATE NVTX_EVENTS SET int64Value = 8.5, uint64Value = 'x' WHERE rowid = 8",  # no payload
+            f"UPDATE NVTX_EVENTS SET text = NULL, textId = {not_text} WHERE rowid = 9",  # no text
+            "UPDATE NVTX_EVENTS SET start = NULL WHERE rowid = 10",  # left out
+            # the launch calls
+            "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = 'soon' WHERE rowid = 1",  # left out
+            "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = 2.5 WHERE rowid = 2",  # left out
+            "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET nameId = 'name' WHERE rowid = 3",  # no API name
+            "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET globalTid = NULL WHERE rowid = 4",  # left out
+            "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET end = start - 1 WHERE rowid = 5",  # left out
+            # the kernels and memcpys
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET gridX = 'wide', deviceId = 0.5 WHERE rowid = 6",
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET demangledName = x'00', shortName = 'k' WHERE rowid = 7",
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET start = x'01' WHERE rowid = 8",  # left out
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = start - 5 WHERE rowid = 9",  # left out
+            "UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = NULL, registersPerThread = 3.25 WHERE rowid = 10",
+            "UPDATE CUPTI_ACTIVITY_KIND_MEMCPY SET bytes = 'many', copyKind = 1.5 WHERE rowid = 1"):
+        b.db.execute(sql)
+    path = b.close()
+    monkeypatch.setenv(native.READ_AHEAD_ENV, ahead)
+    assert native_lines.takes(open_source(str(path)))
+    c_path, py_path = _outcome(path, False, monkeypatch), _outcome(path, True, monkeypatch)
+    assert c_path == py_path
+    left_out = {k.split(" rows ")[0]: n for k, n in c_path[1]["oddities"].items() if k.endswith("left out")}
+    assert left_out == {"NVTX range": 5, "launch call": 4, "kernel": 2}
+    records = [json.loads(line) for line in c_path[0].splitlines()[1:] if '"kind"' in line]
+    assert len(records) == 12 - 2 + 2  # the kernels not left out, and the memcpys

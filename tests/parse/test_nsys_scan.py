@@ -40,7 +40,8 @@ def _facts(path: Path, pure: bool, monkeypatch) -> tuple:
         src.check()
         orders = {t: src._order_by(t, where, "e." if t == NVTX else "")
                   for t, (_kind, where) in nsys._SCANNED.items() if t in src.cols}
-        query = src.range_query() if NVTX in src.cols else None
+        ranges = src.range_query() if NVTX in src.cols else None
+        query = None if ranges is None else ranges.sql
         host = {k: ([int(x) for x in s], [int(x) for x in e], list(n)) for k, (s, e, n) in src.host_intervals().items()}
         return (dict(src.oddities), orders, query, host), dict(src._scanned)
     except InputError as e:
