@@ -67,14 +67,13 @@ def _tables_of(q: str) -> list[str]:
 
 def _parse(path: str, worker: bool | None) -> int:
     from pyprof.parse import open_source
-    from pyprof.parse.writer import lines
+    from pyprof.parse.writer import text
 
     src = open_source(path)
     with open(os.devnull, "w") as out:
-        records, stats = lines(src, worker)
-        for line in records:
-            out.write(line)
-            out.write("\n")
+        pieces, stats = text(src, worker)  # as parse writes its output (cli._write)
+        for piece in pieces:
+            out.write(piece)
     src.close()
     return stats.records
 

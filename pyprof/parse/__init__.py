@@ -21,7 +21,7 @@ from pyprof.record import Record, end_line
 from pyprof.parse.activities import Source
 from pyprof.parse.correlate import Stats
 from pyprof.parse.detect import open_source
-from pyprof.parse.writer import lines, records
+from pyprof.parse.writer import records, text
 
 __all__ = ["parse_file", "parse_records", "open_source", "close_source", "Stats"]
 
@@ -68,11 +68,10 @@ def parse_file(path: str, out: IO[str], raw_markers: bool = False) -> Stats:
     with no_cyclic_gc():  # as cli._run, for the same reason
         src = open_source(path)
         try:
-            out_lines, stats = lines(src, raw_markers=raw_markers)
+            pieces, stats = text(src, raw_markers=raw_markers)
             write = out.write
-            for line in out_lines:
-                write(line)
-                write("\n")
+            for piece in pieces:
+                write(piece)
             write(end_line(stats.records))
             write("\n")
         finally:

@@ -147,6 +147,7 @@ typedef struct {
     PyObject *stats;
     long long clock_skew_ns;
     Py_ssize_t recent_max, window_max;
+    Py_ssize_t piece_chars;        /* 0: a line at a time; else lines to a str until they pass it */
     long long counters[N_STATS];
     Buffer line;
 } LineWriter;
@@ -405,18 +406,20 @@ static int put_pid(Buffer *b, Ahead *st) {
     return buf_ll(b, (ahead_int64(st, A_GPID) >> 24) & 0xFFFFFF);  /* nsys.os_pid */
 }
 
-/* One record's line (writer._merge_lines, for the activity statement ``t`` is on). */
-static PyObject *activity_line(LineWriter *self, int t) {
+/* One record's line (writer._merge_lines, for the activity statement ``t`` is on), added to self->line: 0, or -1
+ * with an error set. */
+static int activity_line(LineWriter *self, int t) {
     Ahead *st = self->acts[t];
-    PyObject *name = NULL, *place = NULL, *shape = NULL, *sub = NULL, *line = NULL;
+    PyObject *name = NULL, *place = NULL, *shape = NULL, *sub = NULL;
+    int rc = -1;
     long long start = ahead_int64(st, A_START), end = ahead_int64(st, A_END);
     /* the horizon start + skew, saturated: past 64 bits every launch start is before it, as in Python */
     long long horizon;
     if (__builtin_add_overflow(start, self->clock_skew_ns, &horizon)) horizon = start < 0 ? LLONG_MIN : LLONG_MAX;
     while (self->launches != NULL && ahead_int64(self->launches, L_START) <= horizon)
-        if (take_launch(self) < 0) return NULL;
+        if (take_launch(self) < 0) return -1;
     Launch *record;
-    if (launch_of(self, st, &record) < 0) return NULL;
+    if (launch_of(self, st, &record) < 0) return -1;
     self->counters[S_RECORDS]++;
     if (record == NULL) self->counters[S_NO_LAUNCH]++;
     /* the launch's objects, referenced for the line: Python code (the parts' makers) runs before they are written */
@@ -439,7 +442,6 @@ static PyObject *activity_line(LineWriter *self, int t) {
         goto done;
     }
     Buffer *b = &self->line;
-    b->size = 0;
     PyObject **seg = self->segments;
     if (buf_str(b, seg[0]) || buf_str(b, name) || buf_str(b, seg[1]) || buf_difference(b, end, start) ||
         buf_str(b, seg[2]) || buf_ll(b, start) || buf_str(b, seg[3]) ||
@@ -458,7 +460,7 @@ static PyObject *activity_line(LineWriter *self, int t) {
     if (sub == Py_None ? buf_put(b, "null", 4) : buf_ll(b, PyLong_AsLongLong(sub))) goto done;
     if (buf_str(b, seg[12]) || buf_str(b, tail) || buf_str(b, seg[13])) goto done;
     if (PyErr_Occurred()) goto done;
-    line = PyUnicode_DecodeUTF8(b->data, b->size, "strict");
+    rc = 0;
 done:
     Py_DECREF(call);
     Py_XDECREF(api);
@@ -468,7 +470,7 @@ done:
     Py_XDECREF(name);
     Py_XDECREF(place);
     Py_XDECREF(shape);
-    return line;
+    return rc;
 }
 
 static int store_stats(LineWriter *self) {
@@ -489,18 +491,23 @@ static int store_stats(LineWriter *self) {
     return 0;
 }
 
+/* The next line, or with piece_chars the next lines, each ended by a newline, until they pass piece_chars. */
 static PyObject *LineWriter_next(LineWriter *self) {
-    int t = first_activity(self);
-    if (t < 0) {
-        store_stats(self);
-        return NULL;  /* StopIteration, or the error store_stats set */
+    Buffer *b = &self->line;
+    b->size = 0;
+    for (;;) {
+        int t = first_activity(self);
+        if (t < 0) {
+            if (b->size > 0) break;  /* the last piece now, the end at the next call */
+            store_stats(self);
+            return NULL;  /* StopIteration, or the error store_stats set */
+        }
+        if (activity_line(self, t) < 0 || step(&self->acts[t]) < 0) return NULL;
+        if (self->piece_chars == 0) break;
+        if (buf_put(b, "\n", 1) < 0) return NULL;
+        if ((Py_ssize_t)b->size >= self->piece_chars) break;
     }
-    PyObject *line = activity_line(self, t);
-    if (line == NULL || step(&self->acts[t]) < 0) {
-        Py_XDECREF(line);
-        return NULL;
-    }
-    return line;
+    return PyUnicode_DecodeUTF8(b->data, (Py_ssize_t)b->size, "strict");
 }
 
 static void writer_close_db(LineWriter *self) {
@@ -558,16 +565,17 @@ static int prepare(const char *path, PyObject *query, Ahead **stmt, int columns)
 }
 
 /* LineWriter(path, (kernel query, memcpy query, memset query), launch query, infos, segments, parts, no_call,
- *            (empty head, empty tail), api_end_key, stats, clock_skew_ns, recent_max, window_max)
- * A query (ahead_query) is None where its table is absent. */
+ *            (empty head, empty tail), api_end_key, stats, clock_skew_ns, recent_max, window_max, piece_chars)
+ * A query (ahead_query) is None where its table is absent. piece_chars 0: each line on its own, without its
+ * newline; else lines with their newlines, as many to a str as pass piece_chars. */
 static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
     const char *path;
     PyObject *sqls, *launch_sql, *infos, *segments, *parts, *no_call, *empty, *api_end_key, *stats;
     long long skew;
-    Py_ssize_t recent_max, window_max;
-    if (!PyArg_ParseTuple(args, "sO!OOO!OUO!UOLnn", &path, &PyTuple_Type, &sqls, &launch_sql, &infos, &PyTuple_Type,
+    Py_ssize_t recent_max, window_max, piece_chars;
+    if (!PyArg_ParseTuple(args, "sO!OOO!OUO!UOLnnn", &path, &PyTuple_Type, &sqls, &launch_sql, &infos, &PyTuple_Type,
                           &segments, &parts, &no_call, &PyTuple_Type, &empty, &api_end_key, &stats, &skew,
-                          &recent_max, &window_max))
+                          &recent_max, &window_max, &piece_chars))
         return -1;
     if (self->parts != NULL) {
         PyErr_SetString(PyExc_RuntimeError, "LineWriter initialised twice");
@@ -596,6 +604,7 @@ static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
     self->clock_skew_ns = skew;
     self->recent_max = recent_max;
     self->window_max = window_max;
+    self->piece_chars = piece_chars < 0 ? 0 : piece_chars;
     self->recent.max_entries = recent_max;
     PyObject **caches[] = {&self->names, &self->places, &self->shapes, &self->apis, &self->counts};
     for (int i = 0; i < 5; i++)

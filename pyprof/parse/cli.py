@@ -108,27 +108,22 @@ def _want_progress(args: argparse.Namespace) -> bool:
 
 
 def _write(src, out: IO[str], progress: bool = False, worker: bool | None = None, raw_markers: bool = False) -> Stats:
-    from pyprof.parse.writer import lines as record_lines
+    from pyprof.parse.writer import text
 
-    lines, stats = record_lines(src, worker, raw_markers)
+    pieces, stats = text(src, worker, raw_markers)
     bar = None
     if progress:
         from tqdm import tqdm
 
         bar = tqdm(desc=os.path.basename(src.path), unit=" records", file=sys.stderr, mininterval=0.5)
     write = out.write
-    n = 0
-    for line in lines:
-        write(line)
-        write("\n")
+    for piece in pieces:
+        write(piece)
         if bar is not None:
-            n += 1
-            if n & 1023 == 0:
-                bar.update(1024)
+            bar.update(piece.count("\n"))  # lines, as the records' count is the core's only at the end
     write(end_line(stats.records))
     write("\n")
     if bar is not None:
-        bar.update(n & 1023)
         bar.close()
     src.close()
     return stats

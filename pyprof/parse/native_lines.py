@@ -84,13 +84,14 @@ def _attributor(correlator, raw_markers: bool):
     return native._core.Attributor(correlator, defs, runs, raw_markers)
 
 
-def record_lines(source, stats, raw_markers: bool, worker: bool = False):
+def record_lines(source, stats, raw_markers: bool, worker: bool = False, piece_chars: int = 0):
     """parse's header line, then the records' lines of ``source`` made by the compiled core (writer._merge_lines is
     the reference): the launch calls swept and attributed in C, in this process or, with ``worker``, in a forked
     worker process while this one writes the lines (the sweep is the larger half of the work); the activities read,
-    joined and written in C."""
+    joined and written in C. ``piece_chars``: each line ended by its newline, as many to a str as pass it (0: each
+    line a str, without its newline)."""
     head_line, gpu_names = lineparts.header(source)
-    yield head_line
+    yield head_line + "\n" if piece_chars else head_line
     native._core.read_ahead(native.read_ahead())
     activity_queries, launch_query = source.native_queries()
     range_query = source.range_query()
@@ -110,7 +111,7 @@ def record_lines(source, stats, raw_markers: bool, worker: bool = False):
                                         iter(()) if infos is None else infos,
                                         segments, Parts(source, gpu_names), lineparts.NO_CALL,
                                         encode.attribution(None), lineparts.API_END_KEY, stats,
-                                        lineparts.CLOCK_SKEW_NS, 2 * lineparts.RECENT, 2 * WINDOW)
+                                        lineparts.CLOCK_SKEW_NS, 2 * lineparts.RECENT, 2 * WINDOW, piece_chars)
         try:
             yield from lines  # the cyclic collector is off around them (writer._merge)
             if worker and infos is not None:

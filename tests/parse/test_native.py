@@ -499,3 +499,33 @@ def test_values_of_every_type_read_in_c_as_sql_reads_them(nsys_builder, monkeypa
     assert left_out == {"NVTX range": 5, "launch call": 4, "kernel": 2}
     records = [json.loads(line) for line in c_path[0].splitlines()[1:] if '"kind"' in line]
     assert len(records) == 12 - 2 + 2  # the kernels not left out, and the memcpys
+
+
+@pytest.mark.parametrize("pure", [False, True])
+@pytest.mark.parametrize("piece_chars", [1, 4096, 1 << 18])
+def test_text_in_pieces_is_the_lines_with_their_newlines(monkeypatch, pure, piece_chars):
+    """parse writes writer.text's pieces: the lines of writer.lines each ended by its newline, in strs that pass
+    ``piece_chars`` only by their last line (1: one line each; the header and side lines come in pieces of their
+    own), on both paths."""
+    from pyprof.parse import writer
+
+    if not pure and native._core is None:
+        pytest.skip("the compiled core is not built")
+    monkeypatch.setenv(native.PURE_PYTHON_ENV, "1" if pure else "0")
+    monkeypatch.setattr(writer, "PIECE_CHARS", piece_chars)
+    got = {}
+    for make in (writer.lines, writer.text):
+        src = open_source(str(EMIT_NVTX))
+        try:
+            out, stats = make(src, False)
+            got[make.__name__] = (list(out), vars(stats))
+        finally:
+            close_source(src)
+    lines, pieces = got["lines"][0], got["text"][0]
+    assert got["lines"][1] == got["text"][1]
+    assert "".join(pieces) == "".join(line + "\n" for line in lines)
+    assert all(p.endswith("\n") and len(p) - len(p[:-1].rsplit("\n", 1)[-1]) - 1 < piece_chars for p in pieces)
+    if piece_chars == 1:
+        assert len(pieces) == len(lines)
+    else:
+        assert 1 < len(pieces) < len(lines)
