@@ -551,6 +551,7 @@ static PyObject *LineWriter_close(LineWriter *self, PyObject *Py_UNUSED(ignored)
     Py_RETURN_NONE;
 }
 
+/* a query opened (its reading thread started); its first row is read by the caller, once every query is open */
 static int prepare(const char *path, PyObject *query, Ahead **stmt, int columns) {
     if (query == Py_None) return 0;
     const char *sql;
@@ -561,7 +562,7 @@ static int prepare(const char *path, PyObject *query, Ahead **stmt, int columns)
         PyErr_SetString(PyExc_ValueError, "a query of the line writer has the wrong number of columns");
         return -1;
     }
-    return step(stmt);
+    return 0;
 }
 
 /* LineWriter(path, (kernel query, memcpy query, memset query), launch query, infos, segments, parts, no_call,
@@ -613,6 +614,11 @@ static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
     for (int t = 0; t < N_TABLES; t++)
         if (prepare(path, PyTuple_GET_ITEM(sqls, t), &self->acts[t], columns[t]) < 0) return -1;
     if (prepare(path, launch_sql, &self->launches, L_COLUMNS) < 0) return -1;
+    /* the launch calls' first rows come after SQLite has gathered their filter's ids (9 ms on a 50k export): read
+     * once every query is under way, their waits overlap */
+    for (int t = 0; t < N_TABLES; t++)
+        if (self->acts[t] != NULL && step(&self->acts[t]) < 0) return -1;
+    if (self->launches != NULL && step(&self->launches) < 0) return -1;
     return next_info(self);
 }
 

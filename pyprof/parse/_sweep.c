@@ -21,6 +21,7 @@ typedef struct {
     PyObject *empty_info;    /* (None, None, 0) */
     long long wait_ns;
     int done;
+    int started;             /* the launch query's first row read */
 } Sweep;
 
 static long long plus(long long a, long long b) {
@@ -128,6 +129,10 @@ static int step_launches(Sweep *self) {
 }
 
 static PyObject *Sweep_next(Sweep *self) {
+    if (!self->started) {  /* the first row waited for here, not in Sweep(): the line writer's queries start meanwhile */
+        self->started = 1;
+        if (step_launches(self) < 0) return NULL;
+    }
     while (self->ready_from >= PyList_GET_SIZE(self->ready)) {
         if (self->ready_from > 0) {
             if (PyList_SetSlice(self->ready, 0, PyList_GET_SIZE(self->ready), NULL) < 0) return NULL;
@@ -206,7 +211,7 @@ static int Sweep_init(Sweep *self, PyObject *args, PyObject *kwds) {
         PyErr_SetString(PyExc_ValueError, "Sweep: the launch query gives start, end, globalTid first");
         return -1;
     }
-    return step_launches(self);
+    return 0;
 }
 
 static PyMethodDef Sweep_methods[] = {
