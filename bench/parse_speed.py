@@ -66,15 +66,16 @@ def _tables_of(q: str) -> list[str]:
 
 
 def _parse(path: str, worker: bool | None) -> int:
+    from pyprof.common import no_cyclic_gc
     from pyprof.parse import open_source
     from pyprof.parse.writer import text
 
-    src = open_source(path)
-    with open(os.devnull, "w") as out:
+    with no_cyclic_gc(), open(os.devnull, "w") as out:  # as parse does (cli._run, parse_file)
+        src = open_source(path)
         pieces, stats = text(src, worker)  # as parse writes its output (cli._write)
         for piece in pieces:
             out.write(piece)
-    src.close()
+        src.close()
     return stats.records
 
 

@@ -128,6 +128,7 @@ typedef struct {
 typedef struct {
     long long thread_ll;
     PyObject *thread;  /* owned: the stacks' key and each row's first item */
+    PyObject *process; /* owned: process_of(thread), made at the thread's first forward op */
     PyObject *list;    /* owned */
     Range *r;
     Py_ssize_t n, cap, synced;
@@ -254,6 +255,7 @@ static void free_stacks(RangeFeed *self) {
         for (Py_ssize_t k = 0; k < s->n; k++) range_clear(&s->r[k]);
         PyMem_Free(s->r);
         Py_XDECREF(s->thread);
+        Py_XDECREF(s->process);
         Py_XDECREF(s->list);
         PyMem_Free(s);
     }
@@ -478,15 +480,10 @@ fail:
 
 /* correlate._push's forward-op memory: (process, seq, on the engine's side) -> the stack down to range depth - 1. */
 static int remember_forward(RangeFeed *self, Stack *s, Py_ssize_t depth, PyObject *seq) {
-    PyObject *process = PyObject_CallOneArg(self->process_of, s->thread);
-    if (process == NULL) return -1;
+    if (s->process == NULL && (s->process = PyObject_CallOneArg(self->process_of, s->thread)) == NULL) return -1;
     PyObject *side = PyDict_GetItemWithError(self->backward_thread, s->thread);
-    if (side == NULL && PyErr_Occurred()) {
-        Py_DECREF(process);
-        return -1;
-    }
-    PyObject *key = PyTuple_Pack(3, process, seq, side == Py_True ? Py_True : Py_False);
-    Py_DECREF(process);
+    if (side == NULL && PyErr_Occurred()) return -1;
+    PyObject *key = PyTuple_Pack(3, s->process, seq, side == Py_True ? Py_True : Py_False);
     if (key == NULL) return -1;
     int rc = -1;
     PyObject *prev = PyDict_GetItemWithError(self->fwd, key);
