@@ -701,8 +701,9 @@ static void RangeFeed_dealloc(RangeFeed *self) {
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* RangeFeed(path, query (ahead_query), stacks, state, fwd, backward_thread, wanted, oddities, process_of, take_output_shapes,
- *           name_engine_range, quick_seq, is_backward_text, deep_ranges, max_depth, reader_oddities, not_utf8) */
+/* RangeFeed(path, query (ahead_query), stacks, state, fwd, backward_thread, wanted, oddities, process_of,
+ *           take_output_shapes, name_engine_range, quick_seq, is_backward_text, deep_ranges, max_depth,
+ *           reader_oddities, not_utf8) */
 static int RangeFeed_init(RangeFeed *self, PyObject *args, PyObject *kwds) {
     const char *path, *sql;
     PyObject *query, *shape, *o[14];
@@ -728,7 +729,8 @@ static int RangeFeed_init(RangeFeed *self, PyObject *args, PyObject *kwds) {
     if (self->fwd_max == -1 && PyErr_Occurred()) return -1;
     self->max_depth = max_depth;
     self->opened = 1;
-    if ((self->texts = PyDict_New()) == NULL || ahead_open(path, sql, shape, core_read_ahead, CoreError, &self->rows) < 0)
+    if ((self->texts = PyDict_New()) == NULL ||
+        ahead_open(path, sql, shape, core_read_ahead, CoreError, &self->rows) < 0)
         return -1;
     if (ahead_columns(self->rows) != 5) {
         PyErr_SetString(PyExc_ValueError, "a range row has (thread, start, end, text, payload)");

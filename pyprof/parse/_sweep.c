@@ -129,7 +129,7 @@ static int step_launches(Sweep *self) {
 }
 
 static PyObject *Sweep_next(Sweep *self) {
-    if (!self->started) {  /* the first row waited for here, not in Sweep(): the line writer's queries start meanwhile */
+    if (!self->started) {  /* the first row waited for here, not in Sweep(): the writer's queries start meanwhile */
         self->started = 1;
         if (step_launches(self) < 0) return NULL;
     }
@@ -184,7 +184,8 @@ static PyObject *Sweep_close(Sweep *self, PyObject *Py_UNUSED(ignored)) {
     Py_RETURN_NONE;
 }
 
-/* Sweep(path, launch query (ahead_query; start, end, globalTid first), attributor, range feed or None (no ranges), output wait ns) */
+/* Sweep(path, launch query (ahead_query; start, end, globalTid first), attributor, range feed or None (no ranges),
+ *       output wait ns) */
 static int Sweep_init(Sweep *self, PyObject *args, PyObject *kwds) {
     const char *path, *sql;
     PyObject *query, *shape, *attributor, *feed;

@@ -126,7 +126,8 @@ class Query:
         return self._select(", ".join(raw), self.where), bytes(shape)
 
     def _select(self, columns: str, where: str) -> str:
-        return f"SELECT {columns} FROM {self.tables}{f' WHERE {where}' if where else ''}{f' {self.order}' if self.order else ''}"
+        return (f"SELECT {columns} FROM {self.tables}{f' WHERE {where}' if where else ''}"
+                f"{f' {self.order}' if self.order else ''}")
 
 
 def connect(path: str, display: str, text_factory=None) -> sqlite3.Connection:
