@@ -240,17 +240,13 @@ bad:
 }
 
 int ahead_query(PyObject *query, const char **sql, PyObject **shape) {
-    PyObject *text = query;
-    *shape = NULL;
-    if (PyTuple_Check(query) && PyTuple_GET_SIZE(query) == 2 && PyBytes_Check(PyTuple_GET_ITEM(query, 1))) {
-        text = PyTuple_GET_ITEM(query, 0);
-        *shape = PyTuple_GET_ITEM(query, 1);
-    }
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "a query is its SQL, or (its plain SQL, its shape)");
+    if (!PyTuple_Check(query) || PyTuple_GET_SIZE(query) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(query, 0)) ||
+        !PyBytes_Check(PyTuple_GET_ITEM(query, 1))) {
+        PyErr_SetString(PyExc_TypeError, "a query is (its plain SQL, its shape): sqlrows.Query.plain()");
         return -1;
     }
-    *sql = PyUnicode_AsUTF8(text);
+    *shape = PyTuple_GET_ITEM(query, 1);
+    *sql = PyUnicode_AsUTF8(PyTuple_GET_ITEM(query, 0));
     return *sql == NULL ? -1 : 0;
 }
 

@@ -23,8 +23,8 @@ enum { AHEAD_OFF, AHEAD_ON };
  * (rows whose needed values are not integers, or whose end is before its start, skipped; each column the first of
  * its sources of the wanted type, else NULL), the columns read as such. */
 int ahead_open(const char *path, const char *sql, PyObject *shape, int mode, PyObject *error, Ahead **out);
-/* A query as Python passes it to the core: its SQL, or (the plain SQL, the shape) (sqlrows.Query.plain). 0, or -1
- * with TypeError set; *shape NULL for SQL alone (borrowed references). */
+/* A query as Python passes it to the core: (the plain SQL, the shape), sqlrows.Query.plain(). 0, or -1 with
+ * TypeError set (borrowed references). */
 int ahead_query(PyObject *query, const char **sql, PyObject **shape);
 int ahead_step(Ahead *a);
 /* ahead_step of a query opened AHEAD_OFF, callable without the GIL: 1 a row, 0 the end, -1 a failure, which

@@ -197,7 +197,7 @@ class NsysSource(Source):
         if self._payload is _UNKNOWN:  # looked for once: a scan of every range when none has a payload
             facts = self._facts(NVTX)
             self._payload = self._json_payload(_RANGES) if facts is None else \
-                self._payload_sql() if facts.payload else None
+                self._payload_column() if facts.payload else None
         return None if self._payload is not None else self._range_query()
 
     def _ranges_with_payloads(self) -> Iterator[tuple]:
@@ -227,9 +227,9 @@ class NsysSource(Source):
                 f"SELECT 1 FROM {NVTX} e WHERE {where} AND ({' OR '.join(f'e.{c} IS NOT NULL' for c in sources)}) "
                 "LIMIT 1").fetchone() is None:
             return None
-        return self._payload_sql()
+        return self._payload_column()
 
-    def _payload_sql(self) -> tuple[Column, str]:
+    def _payload_column(self) -> tuple[Column, str]:
         """(the column of a range's JSON payload, its join), of an export where some range has one."""
         texts = ("e.jsonText",) if "jsonText" in self.cols[NVTX] else ()
         if "jsonTextId" not in self.cols[NVTX]:

@@ -26,7 +26,7 @@ NOT_UTF8 = "texts that are not UTF-8, read with replacement characters"
 
 def integer(col: str) -> str:
     """SQL for ``col`` when it holds an integer, else NULL (a describing value of the wrong type)."""
-    return f"CASE WHEN typeof({col}) = 'integer' THEN {col} END"
+    return integer_of(col).sql
 
 
 def integers(*cols: str) -> str:

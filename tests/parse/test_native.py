@@ -492,7 +492,11 @@ def test_values_of_every_type_read_in_c_as_sql_reads_them(nsys_builder, monkeypa
         b.db.execute(sql)
     path = b.close()
     monkeypatch.setenv(native.READ_AHEAD_ENV, ahead)
-    assert native_lines.takes(open_source(str(path)))
+    src = open_source(str(path))
+    try:
+        assert native_lines.takes(src)
+    finally:
+        close_source(src)
     c_path, py_path = _outcome(path, False, monkeypatch), _outcome(path, True, monkeypatch)
     assert c_path == py_path
     left_out = {k.split(" rows ")[0]: n for k, n in c_path[1]["oddities"].items() if k.endswith("left out")}
