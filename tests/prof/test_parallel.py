@@ -36,14 +36,55 @@ def test_parallel_equals_serial(tmp_path, monkeypatch, fmt):
     monkeypatch.setattr(parallel, "CHUNK_BYTES", 4096)  # many chunks, boundaries inside calls
     cols = list(COLUMNS)
     outs = []
-    for jobs, pipe in ((1, False), (3, False), (2, True)):  # a file (workers pread it) and a pipe (bytes sent)
+    # a file (workers pread it), its lines counted in the main thread (3 workers) and in a thread beside it (5
+    # workers: parallel.WORKERS_PER_COUNTER), and a pipe (bytes sent)
+    for jobs, pipe in ((1, False), (3, False), (5, False), (2, True)):
         buf = io.StringIO()
         with open(path, "rb") as f:
             src = io.BytesIO(f.read()) if pipe else f
             cov = run_stream(src, str(path), buf, cols, fmt, jobs=jobs)
         outs.append((buf.getvalue(), cov.kernels, cov.flops, cov.own_ns, cov.elsewhere_ns))
-    assert outs[0] == outs[1] == outs[2]
+    assert outs[0] == outs[1] == outs[2] == outs[3]
     assert outs[0][1] == 400 * 3 + 58 and outs[0][2] == 400 * 27648  # each conv counted once: 2·2·4·3·9·64
+
+
+@pytest.mark.parametrize("counters", [0, 3])
+def test_file_chunks_number_their_lines_as_a_recount_does(tmp_path, monkeypatch, counters):
+    """Each chunk of a file starts at a line's start, the chunks tile the file, and the line number, record index
+    and lookback start each task carries are those of a plain recount of the lines before it: empty lines (CRLF
+    ones too) and parse's header and side lines take no index, a line longer than a chunk is a chunk of its own,
+    and the last line has no newline. Counted in this thread or in ``counters`` threads ahead of it."""
+    from pyprof.record import HEADER_PREFIX, SIDE_PREFIX
+
+    lines = [HEADER_PREFIX + b' 1}', b'{"a": 1}', b'', b'\r', b'{"b": "' + b'x' * 5000 + b'"}', b'{"c": 2}\r',
+             SIDE_PREFIX + b' []}', b'', b''] + [b'{"k": %d}' % i for i in range(3000)] + [b'{"last": 1}']
+    data = b"\n".join(lines)  # the last line without a newline
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(data)
+    monkeypatch.setattr(parallel, "CHUNK_BYTES", 1000)
+    monkeypatch.setattr(parallel, "LOOKBACK", 40)
+    import os
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        tasks = list(parallel._file_chunks(fd, 0, len(data), str(path), counters))
+    finally:
+        os.close(fd)
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+    no_idx = [x in (b"", b"\r") or x.startswith((HEADER_PREFIX, SIDE_PREFIX)) for x in lines]
+    assert [t[3] for t in tasks] == [0] + [t[4] for t in tasks[:-1]]  # they tile the file
+    assert tasks[-1][4] == len(data) and len(tasks) > 30
+    assert any(t[4] - t[3] > 5000 for t in tasks)  # the long line
+    for _tag, _fd, lb, start, end, _path, lineno, idx, from_start in tasks:
+        assert start in starts and (end in starts or end == len(data))
+        k = starts.index(start)  # lines before the chunk
+        assert lineno == k and idx == k - sum(no_idx[:k])
+        assert lb == starts[max(0, k - 40)] and from_start == (k <= 40)
+        if end < len(data):  # as many whole lines as fit in a chunk, or the one line that does not
+            after = starts.index(end)
+            assert end - start <= 1000 < end - start + len(lines[after]) + 1 or after == k + 1 and len(lines[k]) >= 1000
 
 
 def test_parallel_reports_the_malformed_line(tmp_path, monkeypatch):
