@@ -436,13 +436,13 @@ class _CountBuffers:
         """(buffer, its numpy view, a mask of its size) of at least ``nbytes``."""
         import numpy as np
 
-        mine = getattr(self._local, "bufs", None)
-        if mine is None or len(mine[0]) < min(nbytes, CHUNK_BYTES):
-            buf = bytearray(CHUNK_BYTES)
-            mine = self._local.bufs = (buf, np.frombuffer(buf, np.uint8), np.empty(len(buf), bool))
-        if nbytes > len(mine[0]):  # a line longer than a chunk: buffers of its own, not kept
+        if nbytes > CHUNK_BYTES:  # a line longer than a chunk: buffers of its own, not kept
             buf = bytearray(nbytes)
             return buf, np.frombuffer(buf, np.uint8), np.empty(nbytes, bool)
+        mine = getattr(self._local, "bufs", None)
+        if mine is None:
+            buf = bytearray(CHUNK_BYTES)
+            mine = self._local.bufs = (buf, np.frombuffer(buf, np.uint8), np.empty(CHUNK_BYTES, bool))
         return mine
 
 
@@ -454,16 +454,15 @@ def _count_chunk(fd: int, start: int, end: int, bufs: _CountBuffers) -> tuple:
 
     buf, arr, is_nl = bufs.get(end - start)
     got = os.preadv(fd, [memoryview(buf)[:end - start]], start)
-    cut = got
-    ends = np.flatnonzero(np.equal(arr[:cut], 10, out=is_nl[:cut]))
+    ends = np.flatnonzero(np.equal(arr[:got], 10, out=is_nl[:got]))
     n = len(ends)
-    if n == 0:
+    if n == 0:  # the file's last line alone, without a newline: no line after it needs the count
         empty = 0
-    elif buf.find(b"\r", 0, cut) >= 0:  # CRLF lines: "\r" alone is an empty line too
-        empty = empty_lines(buf, 0, cut)
+    elif buf.find(b"\r", 0, got) >= 0:  # CRLF lines: "\r" alone is an empty line too
+        empty = empty_lines(buf, 0, got)
     else:  # an empty line is a newline right after one; and parse's own lines
         empty = int(np.count_nonzero(np.diff(ends) == 1)) + (1 if buf[0] == 10 else 0) + \
-            _unindexed_at(buf, arr, ends, cut)
+            _unindexed_at(buf, arr, ends, got)
     return start, start + got, n, empty, (ends[-(LOOKBACK + 1):] + (start + 1)).tolist()
 
 
