@@ -91,12 +91,17 @@ def _line_starts(fd: int, size: int, step: int) -> Iterator[tuple[int, int]]:
 
 def _lines_before(fd: int, pos: int, n: int) -> list:
     """The ``n`` whole lines before offset ``pos`` (all of them when the file has fewer), without newlines."""
-    data, at = b"", pos
-    while at > 0 and data.count(b"\n") <= n:
+    # The blocks are joined once, and each block's newlines counted once: prepending each block to what was read
+    # copied and recounted it all every time, quadratic where the lines are megabytes long (the views' pass over
+    # 134 lines of 3.2 MB took 16.5 s with two workers, against 0.95 s with one; 1.75 s now).
+    blocks: list = []
+    newlines, at = 0, pos
+    while at > 0 and newlines <= n:
         take = min(1 << 20, at)
         at -= take
-        data = os.pread(fd, take, at) + data
-    lines = data.split(b"\n")
+        blocks.append(os.pread(fd, take, at))
+        newlines += blocks[-1].count(b"\n")
+    lines = b"".join(reversed(blocks)).split(b"\n")
     lines.pop()  # what follows the newline before ``pos``: nothing
     if at > 0:
         lines = lines[1:]  # the first may be the end of a longer line
@@ -105,14 +110,16 @@ def _lines_before(fd: int, pos: int, n: int) -> list:
 
 def _lines_after(fd: int, pos: int, n: int, size: int) -> list:
     """The ``n`` whole lines from offset ``pos`` on (fewer at the file's end), without newlines."""
-    data = b""
-    while pos < size and data.count(b"\n") < n:
+    blocks: list = []
+    newlines = 0
+    while pos < size and newlines < n:  # joined once, counted once (see _lines_before)
         block = os.pread(fd, 1 << 20, pos)
         if not block:
             break
-        data += block
+        blocks.append(block)
+        newlines += block.count(b"\n")
         pos += len(block)
-    lines = data.split(b"\n")
+    lines = b"".join(blocks).split(b"\n")
     if pos < size or (lines and lines[-1] == b""):
         lines.pop()  # a partial line, or nothing after the last newline
     return lines[:n]

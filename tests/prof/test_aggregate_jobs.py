@@ -152,3 +152,25 @@ def test_a_file_is_cut_into_a_chunk_per_worker_and_no_worker_waits_for_none(reco
     one, _ = _one_pass(path)
     assert len(started) == 2
     assert agg.coverage == one.coverage
+
+
+def test_lines_around_an_offset_are_those_of_a_plain_split(tmp_path):
+    """A worker reads the lines before and after its chunk in 1 MB blocks: on lines longer than a block (1.5 MB),
+    shorter ones and empty ones, at every line's start, the lines are those of splitting the whole file."""
+    import os
+
+    lines = [b"a" * 1_500_000, b"", b'{"k": 1}', b"b" * 3_000_000, b'{"k": 2}', b"", b"c" * 1_200_000, b'{"k": 3}']
+    data = b"\n".join(lines) + b"\n"
+    path = tmp_path / "long.jsonl"
+    path.write_bytes(data)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for k, pos in enumerate(starts[:-1]):
+            for n in (1, 2, 5):
+                assert aggregate_jobs._lines_before(fd, pos, n) == lines[max(0, k - n):k]
+                assert aggregate_jobs._lines_after(fd, pos, n, len(data)) == lines[k:k + n]
+    finally:
+        os.close(fd)
