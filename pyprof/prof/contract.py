@@ -223,7 +223,10 @@ def check_file_ending(stream: IO[bytes], path: str) -> None:
     head = os.pread(fd, min(ENDS_BYTES, st.st_size - pos), pos)
     first = next((x for x in head.split(b"\n") if x.strip()), b"")
     if is_header(first):  # schema 3 on: the header says the schema
-        Header().read(first, path, 1 + head[: head.find(first)].count(b"\n"))
+        at = head.find(first)
+        if head.find(b"\n", at) < 0:  # a header longer than what was read (its GPU's name, say): read it whole,
+            first = _line_at(fd, pos + at, st.st_size)  # as the rows' reader will
+        Header().read(first, path, 1 + head[:at].count(b"\n"))
         ending = Ending(path)
         ending.required = True
         return _check_tail(fd, pos, st.st_size, ending)
@@ -239,6 +242,21 @@ def check_file_ending(stream: IO[bytes], path: str) -> None:
     if type(d) is dict and not is_end(first):
         ending.record(d, 1 + head[: head.find(first)].count(b"\n"))
     _check_tail(fd, pos, st.st_size, ending)
+
+
+def _line_at(fd: int, pos: int, size: int) -> bytes:
+    """The file's line from ``pos`` to its newline (or the file's end), without it."""
+    blocks: list = []
+    while pos < size:
+        block = os.pread(fd, ENDS_BYTES, pos)
+        if not block:
+            break
+        end = block.find(b"\n")
+        blocks.append(block if end < 0 else block[:end])
+        if end >= 0:
+            break
+        pos += len(block)
+    return b"".join(blocks)
 
 
 def _check_tail(fd: int, pos: int, size: int, ending: "Ending") -> None:

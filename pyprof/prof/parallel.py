@@ -263,42 +263,47 @@ def _chunks(stream: IO[bytes], path: str) -> Iterator[tuple]:
     lineno = idx = 0
     rest = b""
     tail = b""  # the last LOOKBACK lines before the next chunk to send
-    queue: deque = deque()  # chunks read and not yet sent
-    eof = False
+    queue: deque = deque()  # (chunk, its newlines) read and not yet sent
+    after = 0  # newlines in the queued chunks after the first: each chunk counted once, not at every read (records
+    eof = False  # of megabytes fill the queue with many chunks)
     while True:
-        while not eof and (not queue or sum(c.count(b"\n") for c in list(queue)[1:]) < WINDOW):
+        while not eof and (not queue or after < WINDOW):
             block = stream.read(CHUNK_BYTES)
             data = rest + block
             if not block:
                 eof = True
-                if data:
-                    queue.append(data if data.endswith(b"\n") else data + b"\n")
                 rest = b""
-                break
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                rest = data
-                continue
-            queue.append(data[:cut])
-            rest = data[cut:]
+                if not data:
+                    break
+                data = data if data.endswith(b"\n") else data + b"\n"
+            else:
+                cut = data.rfind(b"\n") + 1
+                if cut == 0:
+                    rest = data
+                    continue
+                data, rest = data[:cut], data[cut:]
+            k = data.count(b"\n")
+            if queue:
+                after += k
+            queue.append((data, k))
         if not queue:
             return
-        chunk = queue.popleft()
+        chunk, n = queue.popleft()
+        if queue:
+            after -= queue[0][1]
         # The lines before it are all the input's when there are no more than the tail keeps.
         yield "bytes", tail, chunk, _first_lines(queue, WINDOW), path, lineno, idx, lineno <= LOOKBACK
-        n = chunk.count(b"\n")
         lineno += n
         idx += n - empty_lines(chunk)
-        joined = tail + chunk if chunk.count(b"\n") < LOOKBACK else chunk
+        joined = tail + chunk if n < LOOKBACK else chunk
         start = _lookback_start(joined)
         tail = joined[start + 1:] if start >= 0 else joined
 
 
 def _first_lines(chunks, n: int) -> bytes:
-    """The first ``n`` lines of the concatenation of ``chunks`` (whole-line bytes)."""
+    """The first ``n`` lines of the concatenation of ``chunks`` ((whole-line bytes, their newlines) pairs)."""
     out = []
-    for c in chunks:
-        k = c.count(b"\n")
+    for c, k in chunks:
         if k >= n:
             at = -1
             for _ in range(n):

@@ -208,3 +208,29 @@ def test_a_legacy_line_naming_one_op_as_a_string(tmp_path):
                     "'grid': (1, 1, 1), 'block': (32, 1, 1)}\n")
     p = _cli("pyprof.prof", "-q", "-c", "mod,op", str(path))
     assert p.returncode == 0 and p.stdout.decode().split() == ["Module", "Op", "torch", "mm"], p.stderr
+
+
+def test_a_header_longer_than_the_ends_read_is_read_whole(lenet, tmp_path, monkeypatch):
+    """check_file_ending reads ENDS_BYTES at each end of a file; parse's header line may be longer (a GPU's name
+    is the export's text). It is read whole, so a file and a pipe of the same records give the same rows, where
+    the file was refused as 'a damaged header line' (fuzz seed 2719, a 3 MB header)."""
+    from pyprof.prof import contract
+    from pyprof.record import header_line
+
+    path, lines = lenet
+    assert lines[0].startswith(b'{"pyprof_header":')
+    gpus = json.loads(lines[0])["gpus"]
+    for props in gpus.values():
+        props["gpu"] = props["gpu"] + " " + "x" * 3000  # a long name: the header is now > 3 kB
+    long_header = header_line(gpus).encode()
+    data = b"\n".join([long_header, *lines[1:]]) + b"\n"
+    target = tmp_path / "long_header.dict"
+    target.write_bytes(data)
+    monkeypatch.setattr(contract, "ENDS_BYTES", 1024)
+    outs = []
+    for pipe in (False, True):
+        buf = io.StringIO()
+        with open(target, "rb") as f:
+            run_stream(io.BytesIO(f.read()) if pipe else f, str(target), buf, ["idx", "op", "kernel"], "csv")
+        outs.append(buf.getvalue())
+    assert outs[0] == outs[1] and len(outs[0].splitlines()) == _n_records(lines) + 1
