@@ -222,11 +222,14 @@ def check_file_ending(stream: IO[bytes], path: str) -> None:
         return
     head = os.pread(fd, min(ENDS_BYTES, st.st_size - pos), pos)
     first = next((x for x in head.split(b"\n") if x.strip()), b"")
+    at = head.find(first) if first else 0
+    if first and head.find(b"\n", at) < 0 and pos + len(head) < st.st_size:
+        # A first line longer than what was read (a header naming a GPU at length, a record of megabytes): read it
+        # whole, as the rows' reader will, or a file is refused (or let through) where a pipe of it is not.
+        first = _line_at(fd, pos + at, st.st_size)
+    lineno = 1 + head[:at].count(b"\n")
     if is_header(first):  # schema 3 on: the header says the schema
-        at = head.find(first)
-        if head.find(b"\n", at) < 0:  # a header longer than what was read (its GPU's name, say): read it whole,
-            first = _line_at(fd, pos + at, st.st_size)  # as the rows' reader will
-        Header().read(first, path, 1 + head[:at].count(b"\n"))
+        Header().read(first, path, lineno)
         ending = Ending(path)
         ending.required = True
         return _check_tail(fd, pos, st.st_size, ending)
@@ -240,7 +243,7 @@ def check_file_ending(stream: IO[bytes], path: str) -> None:
         return  # the reader names the line
     ending = Ending(path)
     if type(d) is dict and not is_end(first):
-        ending.record(d, 1 + head[: head.find(first)].count(b"\n"))
+        ending.record(d, lineno)
     _check_tail(fd, pos, st.st_size, ending)
 
 

@@ -52,6 +52,24 @@ AHEAD_BYTES = 256 << 10  # bytes a worker reads at a time after its chunk
 _state: dict = {}
 NAME = "a prof worker process"
 available = forked.available
+#: A regular file whose lines are longer than this on average (in its first 4 MB) is read by one process: each
+#: worker replays at least FIRST_LOOKBACK lines before its chunk, so with lines of tens of kB and more the replays
+#: outweigh the chunks (134 lines of 3.2 MB: 6.4 s with two workers, 0.84 s with one). Records are 1-3 kB.
+MAX_MEAN_LINE_BYTES = 32 << 10
+_PROBE_BYTES = 4 << 20
+
+
+def suits(stream: IO[bytes]) -> bool:
+    """Whether ``stream`` is worth spreading over workers: False for a regular file whose first lines are longer
+    than MAX_MEAN_LINE_BYTES on average. A pipe cannot be looked into before it is read: True."""
+    try:
+        fd, pos = stream.fileno(), stream.tell()
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return True
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+        return True
+    head = os.pread(fd, _PROBE_BYTES, pos)
+    return head.count(b"\n") >= len(head) // MAX_MEAN_LINE_BYTES
 
 
 class ChunkPlan(NamedTuple):
@@ -327,7 +345,7 @@ def _lookback_start(chunk, lo: int = 0, hi: int | None = None) -> int:
 
 
 #: Threads of the main process that count the lines of the chunks ahead of the workers: one per this many workers.
-#: With 16 workers, one main thread counting 4 MB chunks took 0.57-0.83 s of a 0.88-1.02 s run on two 16-core
+#: With 16 workers, one main thread counting 4 MB chunks took 0.67-0.83 s of a 0.88-1.02 s run on two 16-core
 #: machines, the workers waiting for their tasks. The counting releases the GIL (pread, numpy), so threads count
 #: chunks side by side: 0.29-0.33 s with three. Below this many workers (two cores) the main thread counts, as the
 #: workers need every core.
@@ -347,15 +365,15 @@ def _file_chunks(fd: int, pos: int, size: int, path: str, counters: int = 0) -> 
         from concurrent.futures import ThreadPoolExecutor
 
         pool = ThreadPoolExecutor(counters, thread_name_prefix="pyprof-count")
-        counts: Iterator = _ahead((pool.submit(_count_chunk, fd, a, b, local) for a, b in spans), 2 * counters)
+        futures = _ahead((pool.submit(_count_chunk, fd, a, b, local) for a, b in spans), 2 * counters)
+        counts: Iterator = (f.result() for f in futures)
     else:
         pool = None
-        counts = (_Done(_count_chunk(fd, a, b, local)) for a, b in spans)
+        counts = (_count_chunk(fd, a, b, local) for a, b in spans)
     lineno = idx = 0
     starts: deque = deque([pos], maxlen=LOOKBACK + 1)  # where the last lines before the next chunk start
     try:
-        for future in counts:
-            start, end, n, empty, last_starts = future.result()
+        for start, end, n, empty, last_starts in counts:
             if end == start:  # nothing read: the file shrank
                 break
             lb = starts[0] if len(starts) == LOOKBACK + 1 else begin
@@ -366,15 +384,6 @@ def _file_chunks(fd: int, pos: int, size: int, path: str, counters: int = 0) -> 
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
-
-
-class _Done(NamedTuple):
-    """A count made in this thread, read as a future's."""
-
-    value: tuple
-
-    def result(self) -> tuple:
-        return self.value
 
 
 def _ahead(futures: Iterator, n: int) -> Iterator:

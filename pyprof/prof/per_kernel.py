@@ -32,7 +32,7 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
     if header:
         writer.header()
     peaks = peaks or Peaks()
-    if jobs > 1 and fmt != "columns" and parallel.available():
+    if jobs > 1 and fmt != "columns" and parallel.available() and parallel.suits(stream):
         coverage = parallel.run_parallel(stream, path, _chunk_plan(list(columns), fmt), out.write, peaks, jobs,
                                          getattr(out, "commit", None))
         writer.close()

@@ -52,7 +52,7 @@ def summarize_stream(stream: IO[bytes], path: str, out: IO[str], group_by: str, 
     check_file_ending(stream, path)  # a file cut short is refused before any output
     peaks = peaks or Peaks()
     table = _Table()
-    if jobs > 1 and parallel.available():
+    if jobs > 1 and parallel.available() and parallel.suits(stream):
         coverage = parallel.run_parallel(stream, path, _chunk_plan(by), table.merge, peaks, jobs)
         table.write(out, group_by, fmt, width, top)
         return coverage

@@ -234,3 +234,19 @@ def test_a_header_longer_than_the_ends_read_is_read_whole(lenet, tmp_path, monke
             run_stream(io.BytesIO(f.read()) if pipe else f, str(target), buf, ["idx", "op", "kernel"], "csv")
         outs.append(buf.getvalue())
     assert outs[0] == outs[1] and len(outs[0].splitlines()) == _n_records(lines) + 1
+
+
+def test_a_first_record_longer_than_the_ends_read_still_needs_its_end_line(tmp_path, monkeypatch):
+    """Records of schema 2 (no header) ask for parse's end line by their first record; one longer than the bytes
+    check_file_ending reads is read whole, so a file cut short is refused before any row, as a short one is."""
+    from pyprof.common import InputError
+    from pyprof.prof import contract
+
+    monkeypatch.setattr(contract, "ENDS_BYTES", 1024)
+    rec_ = {"schema": 2, "kind": "kernel", "kShortName": "k" * 3000, "kDuration": 10, "tid": 1}
+    path = tmp_path / "cut.dict"
+    path.write_text("\n".join(json.dumps(rec_) for _ in range(3)) + "\n")
+    buf = io.StringIO()
+    with open(path, "rb") as f, pytest.raises(InputError, match=CUT):
+        run_stream(f, str(path), buf, ["idx", "kernel"], "csv", header=False)
+    assert buf.getvalue() == ""

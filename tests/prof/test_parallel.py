@@ -281,3 +281,26 @@ def test_parallel_replays_more_when_a_call_started_before_its_first_replay(tmp_p
         os.close(fd)
     assert "".join(texts) == outs[0].split("\n", 1)[1]
     assert len(calls) > len(tasks) and max(calls) > parallel.FIRST_LOOKBACK  # some chunks replayed again, longer
+
+
+def test_a_file_of_long_lines_is_read_by_one_process(tmp_path, monkeypatch):
+    """Workers replay at least FIRST_LOOKBACK lines before each chunk: a file whose lines average more than
+    MAX_MEAN_LINE_BYTES (here 40 kB each: a record with a long kernel name) runs serially, a file of ordinary
+    records and a pipe in workers; the rows are the same."""
+    cols = ["idx", "op", "kernel"]
+    long_path, short_path = tmp_path / "long.jsonl", tmp_path / "short.jsonl"
+    long_path.write_text("\n".join(json.dumps(rec("k" * 40_000, 10, op="relu", mod="torch", args=[T([64])],
+                                                  seq=(i,))) for i in range(20)) + "\n")
+    short_path.write_text("\n".join(json.dumps(r) for r in _records(50)) + "\n")
+    spread = []
+    real = parallel.run_parallel
+    monkeypatch.setattr(parallel, "run_parallel", lambda *a, **k: spread.append(a[1]) or real(*a, **k))
+    for path, pipe in ((long_path, False), (short_path, False), (long_path, True)):
+        outs = []
+        for jobs in (1, 2):
+            buf = io.StringIO()
+            with open(path, "rb") as f:
+                run_stream(io.BytesIO(f.read()) if pipe else f, str(path), buf, cols, "csv", jobs=jobs)
+            outs.append(buf.getvalue())
+        assert outs[0] == outs[1]
+    assert spread == [str(short_path), str(long_path)]  # the long file alone ran in one process
