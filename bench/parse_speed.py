@@ -12,6 +12,10 @@ and the peak memory: the peak of its processes' summed PSS, sampled every 50 ms 
 they hold together: a page a forked worker shares with its parent counts once), and in brackets their summed peak
 RSS (an upper bound); then the CPU split of the last Python run.
 
+``--pairs K`` adds, in each run, K - 1 more pairs of (a) and (b), alternated, and prints the median of the K
+ratios of each (b) to the (a) just before it, with each ratio: on a shared machine a core's speed can change by
+half from one second to the next, and a lone ratio then measures the machine as much as the parse.
+
 ``--floor`` adds (d): the least that the Python path's design can do, split as it splits it. Two processes read
 what the sweep worker and the writer read, through the same readers, and touch each row once: the worker
 side puts each range on its thread's list and looks up each launch's thread; the writer side joins each
@@ -188,6 +192,20 @@ def _run(mode: str, path: str, worker: str = "auto", engine: str = "python") -> 
         return {**json.loads(out.read().strip().splitlines()[-1]), "pss_mb": peak_kib / 1024}
 
 
+def _pairs(path: str, worker: str, n: int, first: tuple[dict, dict]) -> str:
+    """``n`` pairs of (raw scan, compiled parse), ``first`` the run's own: each parse against the scan just before it.
+    On a shared machine a core's speed can change by half within seconds (docs/parse.md), which a scan measured
+    once and a parse measured after it, apart, turn into a ratio; adjacent pairs share the speed of their moment."""
+    pairs = [first] + [(_run("raw", path), _run("parse", path, worker, "c")) for _ in range(n - 1)]
+    ratios = sorted(p["seconds"] / r["seconds"] for r, p in pairs)
+    mid = len(ratios) // 2
+    median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+    return (f"C core in {n} alternated pairs: median {median:.2f}x the scan before it (each: "
+            f"{', '.join(f'{x:.2f}' for x in ratios)}; scans {min(r['seconds'] for r, _ in pairs):.2f}-"
+            f"{max(r['seconds'] for r, _ in pairs):.2f} s, parses {min(p['seconds'] for _, p in pairs):.2f}-"
+            f"{max(p['seconds'] for _, p in pairs):.2f} s)")
+
+
 def _core_takes(path: str) -> bool:
     """True when this checkout's compiled core is built and parses ``path`` (else both runs would be Python's)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -206,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="runs, each of the raw scan and both paths (default 3)")
     p.add_argument("--worker", choices=("auto", "on", "off"), default="auto",
                    help="the sweep worker process, of both paths (auto: as pyprof.parse decides)")
+    p.add_argument("--pairs", type=int, default=1,
+                   help="in each run, the raw scan and the compiled core this many times, alternated, each core "
+                        "parse divided by the scan just before it; the run's median of those ratios is printed too")
     p.add_argument("--floor", action="store_true",
                    help="also measure the least work of the Python path's design (see the module docstring)")
     a = p.parse_args(argv)
@@ -224,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"run {i + 1}: raw sqlite3 scan {raw['seconds']:.2f} s (CPU {raw['cpu_seconds']:.2f} s, {raw['rows']} rows, "
               f"peak {raw['peak_mb']:.0f} MB); "
               f"{figures} ({runs['python']['rows']} records)")
+        if a.pairs > 1 and "c" in engines:
+            print(f"       {_pairs(a.export, a.worker, a.pairs, (raw, runs['c']))}")
     if a.floor:
         floor = _run("floor", a.export)
         print(f"design floor:     {floor['seconds']:.2f} s wall, {floor['cpu_seconds']:.2f} s CPU, {floor['rows']} "

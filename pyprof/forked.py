@@ -18,7 +18,7 @@ import os
 import pickle
 import traceback
 from collections import deque
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NoReturn
 
 from pyprof.common import InputError, PyprofError
 
@@ -92,6 +92,14 @@ def start(name: str, body: Callable, args: tuple = (), duplex: bool = False,
     proc.start()
     theirs.close()
     return Worker(name, mine, proc)
+
+
+def exit_done(conn) -> NoReturn:
+    """End a worker whose body has sent all it had: close its pipe and exit at once, without freeing what the body
+    built one object at a time. The parent waits for the exit (:func:`stop`), and freeing the sweep worker's caches
+    (its markers, forward ops and ranges) one by one took 23 ms of a 50k-kernel parse on the 2-core machine."""
+    conn.close()
+    os._exit(0)
 
 
 def send_failure(conn, error: BaseException) -> None:

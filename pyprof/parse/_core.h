@@ -67,11 +67,18 @@ typedef struct {
     long flags;
 } Launch;
 typedef struct {
-    Launch *slots;
-    size_t cap, full, used;              /* slots; entries; entries and the places of dropped ones */
+    uint32_t ref;                        /* 0 empty, 1 an entry dropped, else the entry's place + 2 */
+    uint32_t tag;                        /* bits of the key's hash: most probes decide without the entry */
+} LaunchSlot;
+typedef struct {
+    Launch *entries;                     /* in insertion order; a dropped one stays, GONE, until the next repack */
+    size_t n_entries, entries_cap;
+    LaunchSlot *index;                   /* open addressing over the entries */
+    size_t cap, full, used;              /* index slots; entries kept; slots empty no more (kept and dropped) */
     long long next_seq, low;             /* the next insertion number; the oldest one kept */
     Py_ssize_t max_entries;              /* 0: unbounded; else common.BoundedDict's bound and policy */
 } LaunchMap;
+/* An entry's pointer holds until the next launches_put on its map. */
 /* the entry of ``key``, or NULL */
 Launch *launches_find(const LaunchMap *m, const char *key);
 /* the entry of ``key``: the one there (its fields to be replaced), or a new one with its fields NULL and 0 (a

@@ -137,6 +137,7 @@ def _sweep(source, launches: Query, ranges: Query | None, raw_markers: bool, odd
 def _sweep_in_worker(conn, source, launches: Query, ranges: Query | None, raw_markers: bool) -> None:
     """The sweep worker's body (sweep_worker.CoreInfos): the compiled sweep, on the parent's source object but with
     the core's own connections (the parent's is never used here), its infos sent to the parent."""
+    from pyprof import forked
     from pyprof.parse import sweep_worker
 
     oddities: dict = {}  # this process's own: the parent adds them to its count at the end
@@ -147,6 +148,7 @@ def _sweep_in_worker(conn, source, launches: Query, ranges: Query | None, raw_ma
         raise source.rows.error(sqlite3.DatabaseError(str(e))) from None
     finally:
         swept.close()
+    forked.exit_done(conn)  # the end message is sent: the parent waits only for the exit
 
 
 _TABLES = (KERNEL, MEMCPY, MEMSET)  # by the core's table number

@@ -74,6 +74,7 @@ def _sweep(conn, reopen_args: tuple) -> None:
     src = cls(path, display)
     correlator = Correlator(src, src.oddities)
     send_infos(conn, lambda: correlator.sweep(src.launch_times()), correlator.oddities)
+    forked.exit_done(conn)  # the end message is sent: the parent waits only for the exit
 
 
 def send_infos(conn, sweep, oddities: dict) -> None:
