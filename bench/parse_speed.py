@@ -31,6 +31,7 @@ import json
 import os
 import resource
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -198,9 +199,7 @@ def _pairs(path: str, worker: str, n: int, first: tuple[dict, dict]) -> str:
     once and a parse measured after it, apart, turn into a ratio; adjacent pairs share the speed of their moment."""
     pairs = [first] + [(_run("raw", path), _run("parse", path, worker, "c")) for _ in range(n - 1)]
     ratios = sorted(p["seconds"] / r["seconds"] for r, p in pairs)
-    mid = len(ratios) // 2
-    median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
-    return (f"C core in {n} alternated pairs: median {median:.2f}x the scan before it (each: "
+    return (f"C core in {n} alternated pairs: median {statistics.median(ratios):.2f}x the scan before it (each: "
             f"{', '.join(f'{x:.2f}' for x in ratios)}; scans {min(r['seconds'] for r, _ in pairs):.2f}-"
             f"{max(r['seconds'] for r, _ in pairs):.2f} s, parses {min(p['seconds'] for _, p in pairs):.2f}-"
             f"{max(p['seconds'] for _, p in pairs):.2f} s)")

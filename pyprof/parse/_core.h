@@ -62,6 +62,7 @@ typedef struct {
     char key[LAUNCH_KEY_BYTES];
     int state;
     long long seq;                       /* its insertion number (a bounded map's order) */
+    size_t slot;                         /* its place in the map's index (_launches.c) */
     PyObject *api, *head, *tail, *call;  /* owned: str, str, str, int or None */
     long long start_ns, end_ns, thread;
     long flags;

@@ -76,6 +76,7 @@ static int repack(LaunchMap *m) {
         while (index[i].ref != SLOT_EMPTY) i = (i + 1) & (cap - 1);
         index[i].ref = (uint32_t)(kept + SLOT_FIRST);
         index[i].tag = (uint32_t)(h >> 32);
+        m->entries[kept].slot = i;
         kept++;
     }
     PyMem_Free(m->index);
@@ -125,6 +126,7 @@ Launch *launches_put(LaunchMap *m, const char *key) {
     Launch *e = &m->entries[at];
     memset(e, 0, sizeof *e);
     memcpy(e->key, key, LAUNCH_KEY_BYTES);
+    e->slot = i;
     e->state = FULL;
     e->seq = m->next_seq++;
     m->full++;
@@ -144,9 +146,7 @@ Launch *launches_put(LaunchMap *m, const char *key) {
 }
 
 void launches_drop(LaunchMap *m, Launch *e) {
-    int found;
-    size_t i = slot_of(m, e->key, hash_key(e->key), 0, &found);
-    if (found) m->index[i].ref = SLOT_DROPPED;
+    m->index[e->slot].ref = SLOT_DROPPED;  /* its slot kept in it: the activity that drops it has just found it */
     release(e);
     e->state = GONE;
     m->full--;
