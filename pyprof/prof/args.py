@@ -84,7 +84,7 @@ class Tensor:
     __slots__ = ("shape", "dtype")
 
     def __init__(self, shape: Sequence[int], dtype: str | None):
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = tuple(map(int, shape))
         self.dtype = dtype
 
     @property

@@ -30,7 +30,7 @@ from pyprof.common import BoundedDict
 from pyprof.prof import registry
 from pyprof.prof.args import Args
 from pyprof.prof.kernels import autocast, fill_dtypes, is_helper, named_role
-from pyprof.prof.reader import Raw, raw_value
+from pyprof.prof.reader import ArgsDecoder, Raw
 from pyprof.prof.registry import GRAD_FAMILIES, TC_FAMILIES, Estimate, Formula, NotModelled
 from pyprof.prof.lookup import candidates
 from pyprof.prof.results import Result, Static, as_list, copy_result, first_dtype, no_arguments
@@ -110,6 +110,7 @@ class Modeller:
         self._calls: dict = {}  # tid -> OpCall in progress
         self._static = BoundedDict(100_000)  # (kernel, mod, op, dir, args, fwd) -> Static
         self._copies = BoundedDict(10_000)  # (kind, bytes, copy kind) -> Result
+        self._args_value = ArgsDecoder()  # raw arguments -> their value, on a miss of ``_static``
         self._share = share
         self._closed: list = []  # the sharing kernels of each call closed since the last settle
         self.blind_until = self.watch_from = -1
@@ -197,13 +198,13 @@ class Modeller:
         s = self._static.get(skey) if skey is not None else None
         if s is None:
             if type(args) is Raw:
-                args = raw_value(args) or ()
+                args = self._args_value(args) or ()
             if outputs and type(outputs) is list and type(outputs[0]) is list and outputs[0]:
                 # The output's shape where parse found it (emit_nvtx records no stride or kernel size): it joins
                 # the arguments as what it is, the call's out= tensor, which formulas may read by that name.
                 args = [*args, {"name": "out", "type": "tensor", "shape": outputs[0], "dtype": first_dtype(args)}]
             if fwd and type(fwd.get("args")) is Raw:
-                fwd = {**fwd, "args": raw_value(fwd["args"], level=3)}
+                fwd = {**fwd, "args": self._args_value(fwd["args"], level=3)}
             s = self._static_info(long_name, mod, op, direction, args, fwd, skey and skey[5], d, raw)
             if skey is not None:
                 self._static.add(skey, s)

@@ -107,10 +107,12 @@ class RowStream:
     records come, with the Modeller's first answer, and held (at most WINDOW records behind the call in
     progress that started earliest); ``ready`` remakes the rows of the calls closed since, and hands out
     those no open call can change. ``keep``: the record indices [lo, hi) whose rows and coverage count (a
-    --jobs worker reads lines before and after its chunk)."""
+    --jobs worker reads lines before and after its chunk). ``peak_times``: the results' times at their GPU's
+    peaks, from an earlier stream of the same run (each entry keeps its result alive: an id names one result)."""
 
     def __init__(self, modeller: Modeller, row, peaks: Peaks, need_roofline: bool, coverage: Coverage, lean=None,
-                 keep: tuple[int, int | None] = (0, None), omitted: tuple | None = None) -> None:
+                 keep: tuple[int, int | None] = (0, None), omitted: tuple | None = None,
+                 peak_times: BoundedDict | None = None) -> None:
         self.modeller, self.row, self.peaks, self.need_roofline = modeller, row, peaks, need_roofline
         self.coverage, self.lean = coverage, lean
         self.omitted = _OMITTED_READ if omitted is None else omitted  # (omitted_read) of the keys ``row`` reads
@@ -119,7 +121,9 @@ class RowStream:
         self.held: list = []  # a row per record from index ``first`` on (None for a line of spaces)
         self.first = 0
         self.spaces = False  # ``held`` has a None
-        self.peak_times = BoundedDict(1 << 16)  # id(result) -> (GPU name, roofline?, time at its peaks, result)
+        # id(result) -> (GPU name, roofline?, time at its peaks, result); a --jobs worker passes its own, which
+        # outlives each chunk's stream: its results are the same from chunk to chunk (the Modeller caches them)
+        self.peak_times = BoundedDict(1 << 16) if peak_times is None else peak_times
 
     def feed(self, lines: Sequence[bytes], path: str, lineno: int, idx: int, count: bool = True) -> tuple[int, int]:
         """The hot loop: decode, model and make the rows of a run of input lines.

@@ -123,3 +123,40 @@ def test_without_msgspec_every_line_is_decoded_whole(monkeypatch):
         outs.append(out.getvalue())
     assert outs[0] == outs[1]
     assert f",{2 * 4 * 16 * 8}," in outs[0]
+
+
+def test_args_decoder_decodes_each_argument_once_on_a_real_optimizer_step(tmp_path):
+    # AdamW's _foreach_div_ carries the same tensor list each step beside a step-dependent scalar: the model's
+    # cache misses on every step, and the decoder then takes the tensor list it decoded on the step before.
+    lines = _parsed("nsys/pyprof/transformer.sqlite.xz", tmp_path)
+    lean = lean_decoder(ALL)
+    raws = [d["args"] for d in (lean(x) for x in lines if b'"_foreach_div_"' in x) if d.get("op") == ["_foreach_div_"]]
+    distinct = {bytes(r): r for r in raws}
+    assert len(distinct) >= 2  # the two steps' calls differ (in their scalar)
+    decode = reader.ArgsDecoder()
+    values = [decode(r) for r in distinct.values()]
+    assert values == [json.loads(bytes(r)) for r in distinct.values()]  # stdlib json, the independent reading
+    lists = [v[0] for v in values]
+    assert lists[0]["type"] == "tensorlist" and len(lists[0]["items"]) > 10
+    assert all(x is lists[0] for x in lists)  # one decoded tensor list, shared by the calls
+    assert values[0][1] is not values[1][1] and values[0][1] != values[1][1]  # the scalars, each its own
+
+
+@pytest.mark.parametrize("raw,value,problem", [
+    (b"null", None, "args: expected a list of argument objects"),  # as the whole decode, which refuses it too
+    (b"[]", [], None),
+    (b"{\"type\": \"int\"}", None, "args: expected a list of argument objects"),
+    (b"[{\"type\": \"int\", \"value\": 3}, 4]", None, "args: expected a list of argument objects"),
+    (b"[{\"a\": " + b"[" * 30 + b"]" * 30 + b"}]", None, "arguments nested deeper than 24 levels"),
+    (b"[{\"a\": " + b"[" * 20 + b"]" * 20 + b"}]", [{"a": json.loads(b"[" * 20 + b"]" * 20)}], None),
+])
+def test_args_decoder_refuses_what_the_whole_decode_refuses(raw, value, problem):
+    decode = reader.ArgsDecoder()
+    lean = reader.lean_loads(["args"])
+    r = lean(b'{"args": ' + raw + b"}")["args"]
+    if problem is None:
+        assert decode(r) == reader.raw_value(r) == value
+        return
+    for fn in (decode, reader.raw_value):
+        with pytest.raises(ValueError, match=problem):
+            fn(r)

@@ -63,6 +63,7 @@ def test_file_chunks_number_their_lines_as_a_recount_does(tmp_path, monkeypatch,
     path.write_bytes(data)
     monkeypatch.setattr(parallel, "CHUNK_BYTES", 1000)
     monkeypatch.setattr(parallel, "LOOKBACK", 40)
+    monkeypatch.setattr(parallel, "FIRST_LOOKBACK", 7)
     import os
 
     fd = os.open(path, os.O_RDONLY)
@@ -77,11 +78,12 @@ def test_file_chunks_number_their_lines_as_a_recount_does(tmp_path, monkeypatch,
     assert [t[3] for t in tasks] == [0] + [t[4] for t in tasks[:-1]]  # they tile the file
     assert tasks[-1][4] == len(data) and len(tasks) > 30
     assert any(t[4] - t[3] > 5000 for t in tasks)  # the long line
-    for _tag, _fd, lb, start, end, _path, lineno, idx, from_start in tasks:
+    for _tag, _fd, lb, start, end, _path, lineno, idx, from_start, lb_first in tasks:
         assert start in starts and (end in starts or end == len(data))
         k = starts.index(start)  # lines before the chunk
         assert lineno == k and idx == k - sum(no_idx[:k])
         assert lb == starts[max(0, k - 40)] and from_start == (k <= 40)
+        assert lb_first == starts[max(0, k - 7)]  # where the first replay's 7 lines start
         if end < len(data):  # as many whole lines as fit in a chunk, or the one line that does not
             after = starts.index(end)
             assert end - start <= 1000 < end - start + len(lines[after]) + 1 or after == k + 1 and len(lines[k]) >= 1000
