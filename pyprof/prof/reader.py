@@ -108,8 +108,11 @@ class ArgsDecoder:
     #: Arguments shorter than this are decoded each time: a scalar's few bytes change from call to call and
     #: would only churn the cache.
     CACHED_BYTES = 128
+    #: Nor is a longer one kept: with 256 entries the cache holds at most 16 MB of JSON, whatever the input. Only the
+    #: model's misses come here (two calls a step on the Transformer), so a few entries already serve a run.
+    MAX_CACHED_BYTES = 64 << 10
 
-    def __init__(self, max_entries: int = 4096) -> None:
+    def __init__(self, max_entries: int = 256) -> None:
         self._cache = BoundedDict(max_entries)  # (level, an argument's JSON) -> its value
         self._split = msgspec.json.Decoder(list[Raw]).decode if msgspec is not None else None
 
@@ -124,7 +127,7 @@ class ArgsDecoder:
         cache, out = self._cache, []
         for part in parts:
             raw = bytes(part)
-            key = (level, raw) if len(raw) >= self.CACHED_BYTES else None
+            key = (level, raw) if self.CACHED_BYTES <= len(raw) <= self.MAX_CACHED_BYTES else None
             value = cache.get(key) if key is not None else None
             if value is None:
                 try:

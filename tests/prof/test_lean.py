@@ -142,6 +142,18 @@ def test_args_decoder_decodes_each_argument_once_on_a_real_optimizer_step(tmp_pa
     assert values[0][1] is not values[1][1] and values[0][1] != values[1][1]  # the scalars, each its own
 
 
+def test_args_decoder_keeps_no_argument_too_short_or_too_long():
+    # a scalar's bytes change from call to call, and a huge argument would make the cache's memory the input's
+    small = b'{"type": "float", "value": 0.5}'  # 32 bytes
+    huge = json.dumps({"type": "tensorlist", "items": [T([i + 1, 8]) for i in range(2000)]}).encode()
+    assert len(small) < reader.ArgsDecoder.CACHED_BYTES and len(huge) > 64 << 10
+    decode, lean = reader.ArgsDecoder(), reader.lean_loads(["args"])
+    for arg in (small, huge):
+        raw = lean(b'{"args": [' + arg + b"]}")["args"]
+        first, again = decode(raw), decode(raw)
+        assert first == again == [json.loads(arg)] and first[0] is not again[0]
+
+
 @pytest.mark.parametrize("raw,value,problem", [
     (b"null", None, "args: expected a list of argument objects"),  # as the whole decode, which refuses it too
     (b"[]", [], None),
