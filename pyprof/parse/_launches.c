@@ -18,7 +18,7 @@
 
 #include <string.h>
 
-enum { EMPTY, FULL, GONE };
+enum { FULL = 1, GONE };  /* an entry's state (an empty place is the index's to say: SLOT_EMPTY) */
 enum { SLOT_EMPTY = 0, SLOT_DROPPED = 1, SLOT_FIRST = 2 };
 
 static uint64_t hash_key(const char *key) {
@@ -133,11 +133,7 @@ Launch *launches_put(LaunchMap *m, const char *key) {
     if (m->max_entries > 0 && (Py_ssize_t)m->full > m->max_entries) {
         long long drop = m->max_entries / 2 > 1 ? m->max_entries / 2 : 1, below = m->low + drop;
         for (size_t k = 0; k < m->n_entries && m->entries[k].seq < below; k++)
-            if (m->entries[k].state == FULL) {
-                release(&m->entries[k]);
-                m->entries[k].state = GONE;
-                m->full--;
-            }
+            if (m->entries[k].state == FULL) launches_drop(m, &m->entries[k]);
         m->low = below;
         if (repack(m) < 0) return NULL;
         e = &m->entries[m->n_entries - 1];  /* the newest: never among the oldest half */
