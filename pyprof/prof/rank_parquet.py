@@ -3,8 +3,10 @@ Dask task leaves in the spill folder and the driver reads back (pyprof.prof.rank
 ``cluster`` extra), imported only here.
 
 One row per process of the rank file: its name, process id, dist and devices (JSON text: they keep their types),
-its figures (int64, ns) and its communication kernels (``comm_names`` list<string>, ``comm_start_ns``
-list<int64>). The schema's metadata holds the input's name, the coverage (JSON) and the layout's version.
+its figures (int64, ns) and its communication kernels (``comm_names`` list<string>, ``comm_start_ns`` and
+``comm_end_ns`` list<int64>). The schema's metadata holds the input's name, the coverage (JSON) and the layout's
+version. Layout 1 had no kernel ends; a summary is the spill of one run, written and read by one version, so an
+older layout is refused rather than read without them.
 """
 from __future__ import annotations
 
@@ -19,8 +21,8 @@ from pyprof.prof.coverage import Coverage
 from pyprof.prof.rank_summary import FileSummary, RankSummary, summarize_file
 from pyprof.prof.roofline import Peaks
 
-#: The layout's version: a reader refuses a newer one.
-VERSION = 1
+#: The layout's version: a reader refuses any other (2: the communication kernels' ends).
+VERSION = 2
 _FIGURES = ("steps", "span_ns", "idle_ns", "comm_ns", "compute_ns", "hidden_ns", "sum_ns")
 _JSON = ("pid", "dist", "devices")
 
@@ -44,6 +46,7 @@ def write_summary(summary: FileSummary, path: str) -> None:
         columns[k] = pa.array([int(getattr(r, k)) for r in ranks], pa.int64())
     columns["comm_names"] = pa.array([r.comm_names for r in ranks], pa.list_(pa.string()))
     columns["comm_start_ns"] = pa.array([r.comm_start_ns for r in ranks], pa.list_(pa.int64()))
+    columns["comm_end_ns"] = pa.array([r.comm_end_ns for r in ranks], pa.list_(pa.int64()))
     meta = {"pyprof.version": str(VERSION), "pyprof.input": summary.input,
             "pyprof.coverage": json.dumps(asdict(summary.coverage))}
     table = pa.table(columns).replace_schema_metadata(meta)
@@ -68,16 +71,17 @@ def read_summary(path: str) -> FileSummary:
     meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
     if "pyprof.version" not in meta:
         raise InputError(path, "not a rank summary (no pyprof.version in its Parquet metadata)")
-    if int(meta["pyprof.version"]) > VERSION:
-        raise InputError(path, f"rank summary layout {meta['pyprof.version']}, newer than this pyprof's "
-                               f"({VERSION}): summarise with one version")
+    if int(meta["pyprof.version"]) != VERSION:
+        raise InputError(path, f"rank summary layout {meta['pyprof.version']}, not this pyprof's ({VERSION}): "
+                               "summarise with one version")
     cols = table.to_pydict()
     ranks = []
     for i, name in enumerate(cols["name"]):
         loaded = {k: json.loads(cols[k][i]) for k in _JSON}
         ranks.append(RankSummary(name, loaded["pid"], loaded["dist"], loaded["devices"],
                                  *(cols[k][i] for k in _FIGURES), list(cols["comm_names"][i]),
-                                 np.array(cols["comm_start_ns"][i], np.int64)))
+                                 np.array(cols["comm_start_ns"][i], np.int64),
+                                 np.array(cols["comm_end_ns"][i], np.int64)))
     return FileSummary(meta["pyprof.input"], ranks, Coverage(**json.loads(meta["pyprof.coverage"])))
 
 

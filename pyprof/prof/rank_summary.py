@@ -45,8 +45,9 @@ class Comm:
 
 @dataclass
 class RankSummary:
-    """One worker (a process of one input) as the ranks view sees it; times in ns. ``comm_names`` and
-    ``comm_start_ns`` are its communication kernels' short names and starts, in input order."""
+    """One worker (a process of one input) as the ranks view sees it; times in ns. ``comm_names``,
+    ``comm_start_ns`` and ``comm_end_ns`` are its communication kernels' short names, starts and ends, in input
+    order (the ends tell whether a collective's kernels on the ranks overlap: views/collectives.py)."""
 
     name: str  # the worker's name in the job (aggregate's: worker_name)
     pid: object  # the process id its records carry (None: activities without a process)
@@ -61,6 +62,7 @@ class RankSummary:
     sum_ns: int
     comm_names: list[str] = field(default_factory=list)
     comm_start_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    comm_end_ns: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
 
 
 @dataclass
@@ -78,9 +80,11 @@ def summarize_worker(w: WorkerData) -> RankSummary:
     sts, _source = steps(w)
     c = Comm(w)
     start = np.frombuffer(w.start_ns, np.int64) if len(w.start_ns) else np.zeros(0, np.int64)
+    end = np.frombuffer(w.end_ns, np.int64) if len(w.end_ns) else np.zeros(0, np.int64)
+    comm = np.asarray(w.comm_at, np.int64)
     return RankSummary(w.name, w.pid, w.dist, sorted(w.devices), len(sts), sum(s.span_ns for s in sts),
                        sum(s.idle_ns for s in sts), c.comm_ns, c.compute_ns, c.hidden_ns, c.sum_ns,
-                       list(w.comm_names), start[np.asarray(w.comm_at, np.int64)].copy())
+                       list(w.comm_names), start[comm].copy(), end[comm].copy())
 
 
 def summarize_file(path: str, display: str | None = None, peaks: Peaks | None = None) -> FileSummary:

@@ -153,8 +153,10 @@ def test_workers_and_worker_filter(records):
     agg = aggregate([("rank0", a), ("rank1", b)])
     (t,) = build(agg, ["workers"])
     assert _col(t, "worker") == ["rank0", "rank1"]
-    slow = max(t.rows, key=lambda r: r[t.columns.index("step_ms")])[0]
-    assert any(n.startswith(f"Slowest worker: {slow}") for n in t.notes)
+    # no NCCL kernel in either capture: who waited for whom is not judged (views/collectives.py), and the
+    # longer step names no one
+    assert "Cannot judge who waited for whom: 0 of the 2 ranks given ran communication kernels (named nccl*): " \
+        "it takes two to see who waited." in t.notes
     (k,) = build(agg, ["kernels"], worker="rank1")
     assert sum(_col(k, "calls")) == sum(1 for d in b if d["kind"] == "kernel")
     (o,) = build(agg, ["overview"])

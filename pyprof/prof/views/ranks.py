@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pyprof.prof.aggregate import Aggregate, pick
 from pyprof.prof.rank_summary import RankSummary, summarize_worker
-from pyprof.prof.steps import no_process
 from pyprof.prof.tables import Table
-from pyprof.prof.views.collectives import match
+from pyprof.prof.views.collectives import job_order, judge, verdict
 from pyprof.prof.views.common import ms, pct
 from pyprof.prof.views.registry import view
 
@@ -25,11 +24,6 @@ def rank_label(w: RankSummary) -> str:
     return f"pid {w.pid} (GPU {gpus})" if gpus else f"pid {w.pid}"
 
 
-def _order(w: RankSummary) -> tuple:
-    rank = (w.dist or {}).get("rank")
-    return (rank is None, rank if rank is not None else 0, w.name)
-
-
 @view("ranks")
 def ranks(agg: Aggregate, worker: str | None = None) -> list[Table]:
     """Two tables: one row per rank (step, compute, communication and idle time, the share of communication
@@ -42,16 +36,12 @@ def rank_tables(summaries: list[RankSummary], inputs: int, worker: str | None = 
     """The ranks view (see ``ranks``) of a job's workers, summarised (pyprof.prof.rank_summary): in this process
     from an aggregate, or in other processes and machines one rank file each (job_ranks names them). ``inputs``:
     how many inputs the job came in. Raises UsageError for a ``worker`` no summary names."""
-    job = sorted((w for w in summaries if not no_process(w)), key=_order)
+    job = job_order(summaries)
     shown = pick({w.name: w for w in summaries}, worker) if worker is not None else job
-    labels = {id(w): rank_label(w) for w in job}
-    talking = [w for w in job if w.comm_names]
-    matched = match(talking) if len(talking) > 1 else None
-    caused: dict[int, list[int]] = {}  # id(worker) -> delays of the collectives it arrived last at
-    if matched is not None:
-        for c in matched.collectives:
-            if c.delay_ns > 0:
-                caused.setdefault(id(talking[c.last]), []).append(c.delay_ns)
+    names = [rank_label(w) for w in job]
+    labels = {id(w): name for w, name in zip(job, names)}
+    waits = judge(job, names)
+    at = {id(w): i for i, w in enumerate(job)}
 
     cols = [("rank", "Rank"), ("worker", "Worker"), ("steps", "Steps"), ("step_ms", "Mean step (ms)"),
             ("compute_ms", "Compute (ms)"), ("comm_ms", "Comm (ms)"), ("hidden_pct", "Comm hidden %"),
@@ -61,13 +51,12 @@ def rank_tables(summaries: list[RankSummary], inputs: int, worker: str | None = 
     t = Table.of("ranks", "Ranks: compute, communication and stragglers", cols,
                  chart={"type": "stacked", "label": "rank", "values": ["compute_ms", "exposed_ms", "idle_ms"]})
     overlapping = []
-    in_talking = {id(w) for w in talking}
     for c in shown:
         if c.sum_ns != c.comm_ns:
             overlapping.append(f"{labels.get(id(c), c.name)} {ms(c.sum_ns)} ms summed, {ms(c.comm_ns)} ms of time")
-        delays = caused.get(id(c), [])
-        straggler = [len(delays), ms(sum(delays)), ms(max(delays, default=0))] if matched is not None and \
-            id(c) in in_talking else [None, None, None]
+        i = at.get(id(c))
+        straggler = [None, None, None] if i is None else \
+            [waits.last_at[i], ms(waits.caused_ns[i]), ms(waits.max_ns[i])]
         t.rows.append([labels.get(id(c), rank_label(c)), c.name, c.steps,
                        ms(c.span_ns / c.steps) if c.steps else None, ms(c.compute_ns), ms(c.comm_ns),
                        pct(c.hidden_ns, c.comm_ns), pct(c.comm_ns - c.hidden_ns, c.comm_ns),
@@ -80,11 +69,10 @@ def rank_tables(summaries: list[RankSummary], inputs: int, worker: str | None = 
     if overlapping:
         t.notes.append("Communication kernels overlapping one another (several communicators at once): "
                        + "; ".join(overlapping) + ".")
+    t.notes.append(verdict(waits, names))
     tables = [t]
-    if matched is not None:
-        tables.append(_stragglers(matched, talking, labels, inputs))
-    else:
-        t.notes.append("No straggler figures: fewer than two ranks ran communication kernels.")
+    if waits.reason is None:
+        tables.append(_stragglers(waits.matched, [job[i] for i in waits.talking], labels, inputs))
     return tables
 
 
