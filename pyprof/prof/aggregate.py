@@ -286,20 +286,19 @@ def worker_name(input_name: str, pid, inputs: int, processes: int) -> str:
 def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:
     """Aggregate record files (parse's JSON Lines or PyProf dict lines; ``-`` is stdin), one input per path.
     Raises InputError naming the file and line of a malformed record."""
-    import os
     import sys
 
     from pyprof.common import open_input
     from pyprof.prof.contract import Header
+    from pyprof.prof.input_names import input_names
     from pyprof.prof.reader import read_records
 
     streams = []
     try:
         sources = []
-        for p in paths:
+        for p, name in zip(paths, input_names(paths)):
             s = open_input(p, "rb")
             streams.append(s)
-            name = "<stdin>" if p == "-" else os.path.basename(p)
             side: list = []
             header = Header()
             sources.append((name, _Numbered(read_records(s, "<stdin>" if p == "-" else p, side, header), side,

@@ -13,6 +13,7 @@ import shutil
 import tempfile
 
 from pyprof.common import UsageError
+from pyprof.prof.input_names import input_names
 from pyprof.prof.rank_files import check_files
 from pyprof.prof.rank_summary import FileSummary
 from pyprof.prof.roofline import Peaks
@@ -65,8 +66,8 @@ def summarize_files_dask(paths: list[str], peaks: Peaks | None = None, address: 
     try:
         if not own_spill:
             os.makedirs(spill, exist_ok=True)
-        names = [os.path.basename(p) for p in paths]
-        outs = [os.path.join(spill, f"{i:06d}-{n}.parquet") for i, n in enumerate(names)]
+        names = input_names(paths)
+        outs = [os.path.join(spill, f"{i:06d}-{os.path.basename(p)}.parquet") for i, p in enumerate(paths)]
         cluster = None
         if address is None:
             import logging

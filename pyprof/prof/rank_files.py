@@ -10,6 +10,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pyprof import forked
 from pyprof.common import InputError
 from pyprof.prof.coverage import Coverage
+from pyprof.prof.input_names import input_names
 from pyprof.prof.rank_summary import FileSummary, job_ranks, summarize_file
 from pyprof.prof.roofline import Peaks
 from pyprof.prof.tables import Table
@@ -31,7 +32,7 @@ def summarize_files(paths: list[str], peaks: Peaks | None = None, jobs: int = 1)
     processes (forked where the system can: they inherit the formulas of --plugin), or in this one for
     ``jobs`` <= 1 or a single file. Raises InputError for the first file (in order) that cannot be read."""
     check_files(paths)
-    names = [os.path.basename(p) for p in paths]
+    names = input_names(paths)
     if jobs <= 1 or len(paths) < 2:
         return [summarize_file(p, n, peaks) for p, n in zip(paths, names)]
     ctx = multiprocessing.get_context("fork") if forked.available() else None

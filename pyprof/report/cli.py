@@ -74,11 +74,14 @@ def main(argv: list[str] | None = None) -> int:
 def records_sources(inputs: list[str], stack: ExitStack) -> list[tuple[str, str]]:
     """(name to show, records file) per input: records as they are, an export parsed into a temporary file
     that ``stack`` removes when it closes, stdin (``-``) spooled first so that it can be sniffed and read twice.
-    Raises InputError for a folder, an unreadable file or an export parse refuses."""
+    The name is the one prof's views give the input (pyprof.prof.input_names: the base name, or as many
+    trailing folders as set it apart from the other inputs). Raises InputError for a folder, an unreadable file
+    or an export parse refuses."""
+    from pyprof.prof.input_names import input_names
+
     tmpdir = None
     sources = []
-    for i, path in enumerate(inputs):
-        display = "<stdin>" if path == "-" else path
+    for i, (path, display) in enumerate(zip(inputs, input_names(inputs))):
         if path != "-" and os.path.isdir(path):
             raise InputError(path, "is a directory")
         if path == "-":
@@ -168,9 +171,10 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
         n_records = len(acts)
         tl_events = timeline[0]
         shown = sum(1 for e in tl_events or () if e["ph"] == "X" and e["pid"] >= perfetto.GPU_PID_BASE)
-        meta = {"title": title or f"pyprof report: {', '.join(s[0] for s in sources)}",
+        given = ", ".join("<stdin>" if p == "-" else p for p in inputs)  # the paths as given, not the workers' names
+        meta = {"title": title or f"pyprof report: {given}",
                 "notice": None if n_records else NO_ACTIVITY,
-                "source": ", ".join(s[0] for s in sources), "summary": f"{n_records:,} GPU activities",
+                "source": given, "summary": f"{n_records:,} GPU activities",
                 "generated": f"pyprof {pyprof.__version__}, "
                              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
                 "trace_shown": shown, "trace_total": n_records, "trace_file": trace_path}
