@@ -152,6 +152,14 @@ def test_parquet_summary_reads_back_as_written(job, tmp_path):
         arrays = {"comm_start_ns": None, "comm_end_ns": None}
         assert {**vars(a), **arrays} == {**vars(b), **arrays}
     assert summary.ranks[0].dist["rank"] == 3 and summary.ranks[0].comm_start_ns.dtype.name == "int64"
+    # a layout-1 summary (no kernel ends: who waited could not be judged) is refused, naming the file
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(str(tmp_path / "s.parquet"))
+    meta = {**table.schema.metadata, b"pyprof.version": b"1"}
+    pq.write_table(table.drop(["comm_end_ns"]).replace_schema_metadata(meta), str(tmp_path / "old.parquet"))
+    with pytest.raises(InputError, match="layout 1, not this pyprof's"):
+        read_summary(str(tmp_path / "old.parquet"))
 
 
 def test_a_bad_rank_file_is_named_from_a_worker_process(job, tmp_path):
