@@ -40,10 +40,8 @@ def expected_counts(path: str) -> dict | str:
     """{kind: n} counted from the raw file, or a string saying why it is not a profile."""
     with open(path, "rb") as f:
         data = f.read()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    elif data[:6] == b"\xfd7zXZ\x00":
-        data = lzma.decompress(data)
+    while data[:2] == b"\x1f\x8b" or data[:6] == b"\xfd7zXZ\x00":  # nested too (a .json.gz.xz)
+        data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else lzma.decompress(data)
     if data.startswith(b"SQLite format 3\x00"):
         with tempfile.NamedTemporaryFile(suffix=".sqlite") as tmp:
             tmp.write(data)
@@ -60,6 +58,8 @@ def expected_counts(path: str) -> dict | str:
                 con.close()
     try:
         doc = json.loads(data)
+    except RecursionError:  # deeper than this recount's decoder goes: a fuzz case, not a trace
+        return "JSON nested too deep"
     except ValueError:
         return "neither SQLite nor JSON"
     events = doc if isinstance(doc, list) else doc.get("traceEvents") if isinstance(doc, dict) else None
