@@ -203,6 +203,7 @@ class Aggregate:
         self.workers: dict[str, WorkerData] = {}
         self.coverage = Coverage()
         self.inputs: list[str] = []
+        self.peaks = Peaks()  # the peaks the pass used (--gpu, --peak): the views judge GPUs by the same
 
     def select(self, worker: str | None) -> list[WorkerData]:
         """The workers a view covers: all (None) or the one named. Raises UsageError for an unknown name."""
@@ -257,7 +258,7 @@ def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None
     for a record whose fields have unexpected types.
     """
     agg = Aggregate()
-    peaks = peaks or Peaks()
+    peaks = agg.peaks = peaks or Peaks()
     sources = list(sources)
     keyed: dict = {}
     with no_cyclic_gc():  # records are trees: the collector's passes over the held ones are pure cost

@@ -231,6 +231,7 @@ def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = N
         os.close(fd)
     jobs = min(jobs, len(tasks))  # no worker forked for nothing
     agg = Aggregate()
+    agg.peaks = peaks
     agg.inputs.append(name)
     merged: dict = {}  # pid -> WorkerData
     observer = make_observer() if make_observer is not None else None

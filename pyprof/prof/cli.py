@@ -194,6 +194,7 @@ def _run(args, out) -> int:
               "the layers inside it); --view layers adds those in (inclusive time)", file=sys.stderr)
     if not args.quiet or (args.strict and cov.reasons):
         _report(cov.text())
+    _unknown_gpus(args, peaks.unknown)  # the GPUs this process looked up (--jobs workers' are their own)
     if args.strict and cov.reasons:
         print(f"{PROG}: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
         return 1
@@ -225,7 +226,18 @@ def _views(args, fmt: str, peaks, out) -> int:
                 agg = None
     if agg is None:
         agg = aggregate_files(files, peaks)
-    return _print_views(args, build(agg, wanted, args.worker), agg.coverage, fmt, out)
+    rc = _print_views(args, build(agg, wanted, args.worker), agg.coverage, fmt, out)
+    _unknown_gpus(args, {n for w in agg.workers.values() for n in w.gpus if peaks.for_gpu(n) is None})
+    return rc
+
+
+def _unknown_gpus(args, names) -> None:
+    """One stderr line naming the GPUs the peaks table lacks (their roofline columns are na), unless --quiet."""
+    from pyprof.prof.roofline import unknown_gpu_line
+
+    line = unknown_gpu_line(names)
+    if line and not args.quiet:
+        print(f"{PROG}: {line}", file=sys.stderr)
 
 
 def _print_views(args, tables: list, coverage, fmt: str, out) -> int:

@@ -28,6 +28,7 @@ class Peaks:
 
     def __post_init__(self) -> None:
         self._cache: dict = {}
+        self.unknown: set = set()  # GPU names asked for that the table lacks (unknown_gpu_line)
         if self.gpu is not None and lookup(self.gpu) is None and not (self.overrides and self.bandwidth_gbps):
             raise UsageError(f"--gpu {self.gpu!r} is not in the peaks table (docs/roofline.md); "
                              "give --peak and --bandwidth instead")
@@ -44,7 +45,10 @@ class Peaks:
             tf = dict(base.tflops) if base else {}
             tf.update(self.overrides or {})
             bw = self.bandwidth_gbps or (base.bandwidth_gbps if base else 0.0)
-            base = GpuPeaks((base.name if base else "user") + " (overridden)", tf, bw, "command line")
+            base = GpuPeaks((base.name if base else "user") + " (overridden)", tf, bw, "command line",
+                            base.arch if base else "")
+        elif base is None and key:
+            self.unknown.add(key)
         self._cache[key] = base
         return base
 
@@ -116,3 +120,13 @@ def at_duration(flops: int | None, nbytes: int | None, duration_ns, t_ns: float 
                                  nbytes / duration_ns if nbytes is not None else None,  # byte/ns = GB/s
                                  flops / nbytes if flops is not None and nbytes else None,
                                  None if t_ns is None else 100.0 * t_ns / duration_ns))
+
+
+def unknown_gpu_line(names) -> str | None:
+    """The one line that names the GPUs among ``names`` that the peaks table lacks (their roofline columns are
+    na) and the options that give their peaks; None when every one is known."""
+    names = sorted(n for n in names if n)
+    if not names:
+        return None
+    return (f"GPU {', '.join(repr(n) for n in names)} not in the peaks table (docs/roofline.md): roofline columns "
+            "are na; pass --gpu NAME (a table row of the same GPU), or --peak UNIT=TFLOPS and --bandwidth GBPS")

@@ -235,7 +235,9 @@ def test_real_capture_rows_name_what_they_are_about(records):
     recs = records("nsys/pyprof/transformer.sqlite.xz")
     (rec, lines) = build(aggregate([("x", recs)]), ["recommendations", "lines"])
     rules = {r[0] for r in rec.rows}
-    assert {"optimizer", "launch_bound", "far_from_roofline"} <= rules
+    # launch_bound is not among them: of the 2.40 ms of gaps under 50 us, 1.68 ms end with a kernel launched after
+    # the GPU went idle (7.1% of the 23.63 ms span, under 10%); the rest were kernels already queued
+    assert {"optimizer", "far_from_roofline"} <= rules
     for r in rec.rows:
         assert r[1] and r[2] and r[5] and 0 <= r[3] <= r[6]
     roof = {r[0]: r[lines.columns.index("roofline_pct")] for r in lines.rows}
