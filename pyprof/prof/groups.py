@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple
 from pyprof.common import BoundedDict
 from pyprof.prof.modeller import json_key
 from pyprof.prof.results import first_name
+from pyprof.prof.user_ranges import range_layers, range_op
 from pyprof.record import COMPILED_MOD
 
 TINY_NS = 10_000  # a kernel shorter than 10 us is launch-bound territory (docs/actionable.md, 3)
@@ -227,7 +228,10 @@ def op_key(d: dict) -> str:
     again during backward (activation checkpointing) "op (recompute)"."""
     if d.get("kind", "kernel") != "kernel":
         return d.get("kind") or "na"
-    op = first_name(d.get("op"), "na")
+    op = first_name(d.get("op"))
+    if op is None:
+        # No op encloses it: the user's innermost range names it, marked (pyprof.prof.user_ranges)
+        op = range_op(d) or "na"
     if d.get("dir") == "bprop":
         fwd = d.get("fwd")
         if first_name(d.get("mod"), "") == COMPILED_MOD:
@@ -235,10 +239,24 @@ def op_key(d: dict) -> str:
             # compiled region's).
             fwd = None
         # Backward work without a forward link (AccumulateGrad, a node whose forward op is not in the capture)
-        # stays apart from the forward op of the same name.
-        return f"{first_name(fwd.get('op'), op) if fwd else op} (bprop)"
+        # stays apart from the forward op of the same name; a custom Function's own node is its Function's.
+        return f"{first_name(fwd.get('op'), op) if fwd else _function_of_node(op, d)} (bprop)"
     if d.get("recompute"):
         return f"{op} (recompute)"
+    return op
+
+
+#: PyTorch names the backward node of a custom ``torch.autograd.Function`` ``<Function>Backward`` (its built-in
+#: nodes end in a number: ``MulBackward0``; a C++ Function's is ``CppNode<...>``).
+_FUNCTION_NODE = "Backward"
+
+
+def _function_of_node(op: str, d: dict) -> str:
+    """The custom Function whose autograd node ``op`` is (``DropoutAddLayerNormFnBackward`` ->
+    ``DropoutAddLayerNormFn``): the name its kernels that do link to the forward op are shown under. Any other
+    op as it is."""
+    if op.endswith(_FUNCTION_NODE) and len(op) > len(_FUNCTION_NODE) and first_name(d.get("mod"), "") == "autograd":
+        return op[:-len(_FUNCTION_NODE)]
     return op
 
 
@@ -250,11 +268,12 @@ def callsite_key(d: dict) -> str:
 
 
 def layer_path(d: dict) -> list:
-    """The record's layer path (outermost first); a backward kernel's is its forward op's."""
+    """The record's layer path (outermost first); a backward kernel's is its forward op's. Without either, an
+    activity that no op encloses takes the user ranges around it (``range:NAME``, pyprof.prof.user_ranges)."""
     layer = d.get("layer")
     if not layer and d.get("fwd"):
         layer = d["fwd"].get("layer")
-    return layer or []
+    return layer or range_layers(d)
 
 
 def layer_key(d: dict) -> str:
@@ -322,8 +341,8 @@ SAMPLE_KEYS = ("kDuration", "kind", "dir", "op", "ranges", "seqId", "layer")
 
 #: ``pyprof prof --group-by`` keys.
 GROUP_KEYS: dict[str, GroupBy] = {
-    "op": GroupBy(op_key, ("kind", "op", "dir", "fwd", "mod", "recompute")),
-    "layer": GroupBy(layer_key, ("layer", "fwd")),
+    "op": GroupBy(op_key, ("kind", "op", "dir", "fwd", "mod", "recompute", "ranges")),
+    "layer": GroupBy(layer_key, ("layer", "fwd", "op", "ranges")),
     "kernel": GroupBy(kernel_key, ("kLongName", "kShortName")),
     "callsite": GroupBy(callsite_key, ("callsite", "fwd")),
     "dir": GroupBy(dir_key, ("dir",)),
