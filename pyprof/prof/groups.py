@@ -35,6 +35,7 @@ class Sample(NamedTuple):
     tiny: bool  # a kernel under TINY_NS
     backward: bool
     optimizer: bool  # work of an optimizer step (is_optimizer): neither forward nor backward
+    comm: bool  # a communication kernel (is_comm)
 
 
 # Optimizer work: PyTorch's own range around every optimizer's step (``Optimizer.step#AdamW.step``), and the
@@ -81,10 +82,16 @@ def sample(d: dict, m, roof) -> Sample:
     return _new_tuple(Sample, (dur, m.flops or 0, m.flops is not None, on_grid(pct * dur / 100.0) if roof_ns else 0.0,
                                dur if m.tc else 0, dur if m.tc is not None else 0, roof_ns,
                                dur < TINY_NS and d.get("kind") not in _COPIES, backward,
-                               not backward and is_optimizer(d)))
+                               not backward and is_optimizer(d), is_comm(d.get("kShortName"))))
 
 
 _new_tuple = tuple.__new__
+
+
+def is_comm(short_name: str | None) -> bool:
+    """True for a communication kernel: NCCL's (``ncclDevKernel_AllReduce_...``, ``ncclKernel_SendRecv_...``) and
+    RCCL's, which keeps NCCL's names. The one rule of every view (HTA's is ``^nccl.*Kernel``: the same kernels)."""
+    return type(short_name) is str and short_name[:4].lower() == "nccl"
 
 
 _COPIES = ("memcpy", "memset")  # any other kind (a kernel, or a kind a newer writer adds) is a kernel here
@@ -115,6 +122,7 @@ class Group:
     occ_ns: int = 0  # the duration of those kernels
     bytes: int = 0  # bytes copied (the copies between host and device)
     host_ns: int = 0  # CPU time of the op calls that started in the group (their op's range, once per call)
+    comm_ns: int = 0  # time of its communication kernels (is_comm)
 
     def add(self, s: Sample, new_call: int = 0) -> None:
         ns = s.ns
@@ -130,6 +138,8 @@ class Group:
         if s.tiny:
             self.tiny += 1
             self.tiny_ns += ns
+        if s.comm:
+            self.comm_ns += ns
         if s.backward:
             self.bwd_ns += ns
         elif s.optimizer:
@@ -177,6 +187,11 @@ class Group:
     def tflops(self) -> float | None:
         """Achieved TFLOP/s; None without FLOPs: a rate of no floating-point work would read as slow work."""
         return self.flops / self.ns / 1e3 if self.flops and self.ns else None
+
+    @property
+    def comm_pct(self) -> float | None:
+        """Share of the group's time in communication kernels (NCCL's, RCCL's), in percent; None without time."""
+        return 100.0 * self.comm_ns / self.ns if self.ns else None
 
     @property
     def tc_pct(self) -> float | None:
@@ -337,7 +352,7 @@ class GroupBy(NamedTuple):
 
 
 #: The record keys ``sample`` reads (is_optimizer's among them).
-SAMPLE_KEYS = ("kDuration", "kind", "dir", "op", "ranges", "seqId", "layer")
+SAMPLE_KEYS = ("kDuration", "kind", "dir", "op", "ranges", "seqId", "layer", "kShortName")
 
 #: ``pyprof prof --group-by`` keys.
 GROUP_KEYS: dict[str, GroupBy] = {
