@@ -26,7 +26,8 @@ def test_main_job_runs_on_the_shipped_profile(tmp_path):
     run = subprocess.run(job, shell=True, cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[0].split() == ["Key", "Count", "Time(ms)", "Time%", "FLOPs", "TFLOP/s", "Roofline%", "TC%"]
+    assert lines[0].split() == ["Key", "Count", "Time(ms)", "Time%", "Comm%", "FLOPs", "TFLOP/s", "Roofline%",
+                                 "TC%"]
     assert len(lines) == 16 and max(map(len, lines)) <= 150
     keys = [re.split(r"\s{2,}", l)[0] for l in lines[1:]]
     assert "linear" in keys and "linear (bprop)" in keys and "scaled_dot_product_attention (bprop)" in keys

@@ -21,8 +21,8 @@ from pyprof.prof.coverage import Coverage
 from pyprof.common import no_cyclic_gc
 from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks, roofline
-from pyprof.prof.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, merge_into, \
-    on_grid, op_key, sample, shapes_key
+from pyprof.prof.groups import OPTIMIZER_RANGE, Group, add, callsite_key, is_comm, kernel_key, layer_path, \
+    merge_into, on_grid, op_key, sample, shapes_key
 from pyprof.prof.registry import TC_FAMILIES, Family
 from pyprof.prof.results import as_list
 from pyprof.prof.occupancy import est_occupancy, limits, sm_fraction
@@ -38,13 +38,6 @@ _USER_STEP = re.compile(r"(?i)(?:^|[^a-z])(?:step|iter|iteration)[\s#:_-]*(\d+)\
 _LAYOUT = re.compile(r"(?i)nchwtonhwc|nhwctonchw|nchw2nhwc|nhwc2nchw")
 # Ops whose device-to-host copy makes the host wait for the GPU (Tensor.item(), and what .cpu() of a scalar runs).
 SYNC_OPS = frozenset({"item", "_local_scalar_dense"})
-
-
-def is_comm(short_name: str | None) -> bool:
-    """True for a communication kernel: NCCL's (``ncclDevKernel_AllReduce_...``, ``ncclKernel_SendRecv_...``) and
-    RCCL's, which keeps NCCL's names. The one rule of every view (HTA's is ``^nccl.*Kernel``: the same kernels)."""
-    return short_name is not None and short_name[:4].lower() == "nccl"
-
 
 
 class WorkerData:

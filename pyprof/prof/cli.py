@@ -19,7 +19,7 @@ EPILOG = """columns (-c, comma separated, or 'all'):
 default columns: {default}
 examples:
   pyprof parse net.sqlite > net.dict
-  pyprof prof --group-by op --top 20 -w 150 net.dict   # per op: time, FLOPs, TFLOP/s, Roofline%, TC%
+  pyprof prof --group-by op --top 20 -w 150 net.dict   # per op: time, Comm%, FLOPs, TFLOP/s, Roofline%, TC%
   pyprof prof -w 150 net.dict   # per kernel: op, kernel, shapes, time, TC, FLOPs, TFLOP/s, Roofline%
   pyprof prof --csv -c idx,op,kernel,params,sil,tc,flops,bytes,roofline,note net.dict
   pyprof prof --view lines -w 160 net.dict   # GPU time per source line

@@ -16,6 +16,7 @@ from typing import Callable, NamedTuple
 from pyprof.common import BoundedDict
 from pyprof.prof.modeller import json_key
 from pyprof.prof.results import first_name
+from pyprof.prof.user_ranges import range_layers, range_op
 from pyprof.record import COMPILED_MOD
 
 TINY_NS = 10_000  # a kernel shorter than 10 us is launch-bound territory (docs/actionable.md, 3)
@@ -34,6 +35,7 @@ class Sample(NamedTuple):
     tiny: bool  # a kernel under TINY_NS
     backward: bool
     optimizer: bool  # work of an optimizer step (is_optimizer): neither forward nor backward
+    comm: bool  # a communication kernel (is_comm)
 
 
 # Optimizer work: PyTorch's own range around every optimizer's step (``Optimizer.step#AdamW.step``), and the
@@ -80,10 +82,16 @@ def sample(d: dict, m, roof) -> Sample:
     return _new_tuple(Sample, (dur, m.flops or 0, m.flops is not None, on_grid(pct * dur / 100.0) if roof_ns else 0.0,
                                dur if m.tc else 0, dur if m.tc is not None else 0, roof_ns,
                                dur < TINY_NS and d.get("kind") not in _COPIES, backward,
-                               not backward and is_optimizer(d)))
+                               not backward and is_optimizer(d), is_comm(d.get("kShortName"))))
 
 
 _new_tuple = tuple.__new__
+
+
+def is_comm(short_name: str | None) -> bool:
+    """True for a communication kernel: NCCL's (``ncclDevKernel_AllReduce_...``, ``ncclKernel_SendRecv_...``) and
+    RCCL's, which keeps NCCL's names. The one rule of every view (HTA's is ``^nccl.*Kernel``: the same kernels)."""
+    return type(short_name) is str and short_name[:4].lower() == "nccl"
 
 
 _COPIES = ("memcpy", "memset")  # any other kind (a kernel, or a kind a newer writer adds) is a kernel here
@@ -114,6 +122,7 @@ class Group:
     occ_ns: int = 0  # the duration of those kernels
     bytes: int = 0  # bytes copied (the copies between host and device)
     host_ns: int = 0  # CPU time of the op calls that started in the group (their op's range, once per call)
+    comm_ns: int = 0  # time of its communication kernels (is_comm)
 
     def add(self, s: Sample, new_call: int = 0) -> None:
         ns = s.ns
@@ -129,6 +138,8 @@ class Group:
         if s.tiny:
             self.tiny += 1
             self.tiny_ns += ns
+        if s.comm:
+            self.comm_ns += ns
         if s.backward:
             self.bwd_ns += ns
         elif s.optimizer:
@@ -176,6 +187,11 @@ class Group:
     def tflops(self) -> float | None:
         """Achieved TFLOP/s; None without FLOPs: a rate of no floating-point work would read as slow work."""
         return self.flops / self.ns / 1e3 if self.flops and self.ns else None
+
+    @property
+    def comm_pct(self) -> float | None:
+        """Share of the group's time in communication kernels (NCCL's, RCCL's), in percent; None without time."""
+        return 100.0 * self.comm_ns / self.ns if self.ns else None
 
     @property
     def tc_pct(self) -> float | None:
@@ -227,7 +243,10 @@ def op_key(d: dict) -> str:
     again during backward (activation checkpointing) "op (recompute)"."""
     if d.get("kind", "kernel") != "kernel":
         return d.get("kind") or "na"
-    op = first_name(d.get("op"), "na")
+    op = first_name(d.get("op"))
+    if op is None:
+        # No op encloses it: the user's innermost range names it, marked (pyprof.prof.user_ranges)
+        op = range_op(d) or "na"
     if d.get("dir") == "bprop":
         fwd = d.get("fwd")
         if first_name(d.get("mod"), "") == COMPILED_MOD:
@@ -235,10 +254,24 @@ def op_key(d: dict) -> str:
             # compiled region's).
             fwd = None
         # Backward work without a forward link (AccumulateGrad, a node whose forward op is not in the capture)
-        # stays apart from the forward op of the same name.
-        return f"{first_name(fwd.get('op'), op) if fwd else op} (bprop)"
+        # stays apart from the forward op of the same name; a custom Function's own node is its Function's.
+        return f"{first_name(fwd.get('op'), op) if fwd else _function_of_node(op, d)} (bprop)"
     if d.get("recompute"):
         return f"{op} (recompute)"
+    return op
+
+
+#: PyTorch names the backward node of a custom ``torch.autograd.Function`` ``<Function>Backward`` (its built-in
+#: nodes end in a number: ``MulBackward0``; a C++ Function's is ``CppNode<...>``).
+_FUNCTION_NODE = "Backward"
+
+
+def _function_of_node(op: str, d: dict) -> str:
+    """The custom Function whose autograd node ``op`` is (``DropoutAddLayerNormFnBackward`` ->
+    ``DropoutAddLayerNormFn``): the name its kernels that do link to the forward op are shown under. Any other
+    op as it is."""
+    if op.endswith(_FUNCTION_NODE) and len(op) > len(_FUNCTION_NODE) and first_name(d.get("mod"), "") == "autograd":
+        return op[:-len(_FUNCTION_NODE)]
     return op
 
 
@@ -250,11 +283,12 @@ def callsite_key(d: dict) -> str:
 
 
 def layer_path(d: dict) -> list:
-    """The record's layer path (outermost first); a backward kernel's is its forward op's."""
+    """The record's layer path (outermost first); a backward kernel's is its forward op's. Without either, an
+    activity that no op encloses takes the user ranges around it (``range:NAME``, pyprof.prof.user_ranges)."""
     layer = d.get("layer")
     if not layer and d.get("fwd"):
         layer = d["fwd"].get("layer")
-    return layer or []
+    return layer or range_layers(d)
 
 
 def layer_key(d: dict) -> str:
@@ -318,12 +352,12 @@ class GroupBy(NamedTuple):
 
 
 #: The record keys ``sample`` reads (is_optimizer's among them).
-SAMPLE_KEYS = ("kDuration", "kind", "dir", "op", "ranges", "seqId", "layer")
+SAMPLE_KEYS = ("kDuration", "kind", "dir", "op", "ranges", "seqId", "layer", "kShortName")
 
 #: ``pyprof prof --group-by`` keys.
 GROUP_KEYS: dict[str, GroupBy] = {
-    "op": GroupBy(op_key, ("kind", "op", "dir", "fwd", "mod", "recompute")),
-    "layer": GroupBy(layer_key, ("layer", "fwd")),
+    "op": GroupBy(op_key, ("kind", "op", "dir", "fwd", "mod", "recompute", "ranges")),
+    "layer": GroupBy(layer_key, ("layer", "fwd", "op", "ranges")),
     "kernel": GroupBy(kernel_key, ("kLongName", "kShortName")),
     "callsite": GroupBy(callsite_key, ("callsite", "fwd")),
     "dir": GroupBy(dir_key, ("dir",)),

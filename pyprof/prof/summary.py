@@ -1,5 +1,6 @@
 """``pyprof prof --group-by``: GPU activities grouped by op, layer, kernel, call site or direction
-(pyprof.prof.groups, the grouping the views use), with count, total and % of GPU time, FLOPs, TFLOP/s,
+(pyprof.prof.groups, the grouping the views use), with count, total and % of GPU time, the share of it in
+communication kernels, FLOPs, TFLOP/s,
 roofline % (time at peak over measured time, summed over the group's kernels) and the share of the group's time
 spent in Tensor Core kernels; sorted by time, optionally the top N. Kernels group by their full name, labelled
 by ``groups.kernel_labels``.
@@ -20,8 +21,10 @@ from pyprof.prof.groups import GROUP_KEYS, SAMPLE_KEYS, GroupBy, add, kernel_lab
 from pyprof.prof.roofline import Peaks
 
 # Time in ms, rounded to 0.1 us, as the views show it (one unit per quantity in every table).
-SUMMARY_COLUMNS = ["key", "count", "time_ms", "time_pct", "flops", "tflops", "roofline", "tc_pct"]
-SUMMARY_HEADERS = ["Key", "Count", "Time(ms)", "Time%", "FLOPs", "TFLOP/s", "Roofline%", "TC%"]
+# Comm%: the share of the group's time in communication kernels (groups.is_comm), so that an op that is a
+# collective (TorchRec's All2All_Pooled_Req, DDP's allreduce_) reads as communication, not computation.
+SUMMARY_COLUMNS = ["key", "count", "time_ms", "time_pct", "comm_pct", "flops", "tflops", "roofline", "tc_pct"]
+SUMMARY_HEADERS = ["Key", "Count", "Time(ms)", "Time%", "Comm%", "FLOPs", "TFLOP/s", "Roofline%", "TC%"]
 
 
 def summarize(records: Iterable[tuple[int, dict]], out: IO[str], group_by: str, fmt: str = "space",
@@ -132,8 +135,8 @@ class _Table:
         body = []
         for k, g in table:
             ns = g.ns
-            vals = (labels.get(k, k), g.count, round(ns / 1e6, 4), 100.0 * ns / total, g.known_flops, g.tflops,
-                    g.roofline_pct, g.tc_pct)
+            vals = (labels.get(k, k), g.count, round(ns / 1e6, 4), 100.0 * ns / total, g.comm_pct, g.known_flops,
+                    g.tflops, g.roofline_pct, g.tc_pct)
             if not cls.raw:
                 vals = tuple("na" if v is None else (v if i == 2 else round(v, 3)) if isinstance(v, float) else v
                              for i, v in enumerate(vals))  # the time keeps its 0.1 us

@@ -154,7 +154,8 @@ def test_group_by_op_sorted_by_time_with_top(dict_file):
     assert rows[0][:3] == ["Key", "Count", "Time(ms)"]
     assert [r[0] for r in rows[1:]] == ["linear", "add"]
     assert rows[1][2] == "0.002"  # ms, as the views show time: the one linear kernel's 2000 ns
-    assert float(rows[1][7]) == 100.0  # the GEMM ran on Tensor Cores
+    assert float(rows[1][8]) == 100.0  # the GEMM ran on Tensor Cores (TC%, after Comm%)
+    assert float(rows[1][4]) == 0.0  # Comm%: no NCCL kernel
 
 
 def test_group_by_layer_says_it_is_self_time(dict_file):

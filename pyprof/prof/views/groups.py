@@ -6,6 +6,7 @@ from __future__ import annotations
 from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.groups import kernel_labels
 from pyprof.prof.tables import Table
+from pyprof.prof.user_ranges import USER_RANGE
 from pyprof.prof.source_lines import source_line
 from pyprof.prof.views.registry import view
 from pyprof.prof.views.common import merged, modelled_cols, ms, pct, short_lines, total
@@ -24,8 +25,8 @@ def _op_rows(groups: dict, gpu_ns: int, key_cols) -> list[list]:
     for key, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
         ns, calls = g.ns, g.calls
         rows.append(key_cols(key) + [calls, g.count, ms(ns), ms(g.host_ns) if g.host_ns else None,
-                                     round(ns / calls / 1e3, 3) if calls else None, pct(ns, gpu_ns)] +
-                    modelled_cols(g))
+                                     round(ns / calls / 1e3, 3) if calls else None, pct(ns, gpu_ns),
+                                     pct(g.comm_ns, ns)] + modelled_cols(g))
     return rows
 
 
@@ -33,14 +34,36 @@ _HOST_NOTE = ("Host (ms): CPU time of the op calls, each its outermost op's rang
               "per call (a backward op's is its autograd node's, on the engine's thread); na where the records "
               "carry none (records written before host_ns existed, legacy dict lines, activities without an op range).")
 _OP_COLS = [("calls", "Calls"), ("kernels", "Kernels"), ("device_ms", "Device (ms)"), ("host_ms", "Host (ms)"),
-            ("mean_call_us", "Mean/call (us)"), ("time_pct", "Time %"), ("flops", "FLOPs"), ("tflops", "TFLOP/s"),
+            ("mean_call_us", "Mean/call (us)"), ("time_pct", "Time %"), ("comm_pct", "Comm %"), ("flops", "FLOPs"),
+            ("tflops", "TFLOP/s"),
             ("roofline_pct", "Roofline %"), ("tc_pct", "TC %")]
 _OP_NOTES = [
     "Device time is GPU time of the kernels (and copies) launched inside the op, backward kernels charged to "
     "their forward op as 'op (bprop)'; nested ops are not separated (self = total for the outermost op).",
     _HOST_NOTE,
     "Calls count op calls (a kernel numbered 0 in its call starts one; each copy or memset is one).",
+    "Comm % = share of the op's time in communication kernels (NCCL's and RCCL's, named nccl*).",
     _ROOF_NOTE, _TC_NOTE]
+
+#: An op at least this much of whose time is communication kernels is named as communication in the notes.
+COMM_OP_PCT = 50.0
+
+
+def op_notes(groups: dict) -> list[str]:
+    """The notes that read the groups (by op, or op and shapes) themselves: which ops are communication, and that
+    ``range:`` names are user ranges. None where the groups hold no such op."""
+    notes = []
+    comm = sorted((g.ns, k if type(k) is str else k[0]) for k, g in groups.items()
+                  if g.ns and 100.0 * g.comm_ns / g.ns >= COMM_OP_PCT)
+    if comm:
+        names = list(dict.fromkeys(name for _, name in reversed(comm)))
+        notes.append(f"Communication, not computation: {', '.join(names[:5])}{' ...' if len(names) > 5 else ''} "
+                     f"(Comm % >= {COMM_OP_PCT:.0f}: their time is mostly NCCL/RCCL kernels, which include the wait "
+                     "for the other ranks).")
+    if any((k if type(k) is str else k[0]).startswith(USER_RANGE) for k in groups):
+        notes.append(f"'{USER_RANGE}NAME': kernels that no op encloses, named by the innermost user range "
+                     "(record_function, NVTX) around their launch; not an op (docs/views.md, User ranges).")
+    return notes
 
 
 @view("operators")
@@ -50,7 +73,9 @@ def operators(agg: Aggregate, worker: str | None = None) -> Table:
     cols = [("op", "Op")] + _OP_COLS
     t = Table.of("operators", "Operators", cols,
                  chart={"type": "pie", "label": "op", "values": ["device_ms"]}, notes=list(_OP_NOTES))
-    t.rows = _op_rows(merged(ws, "ops"), total(ws, "gpu_ns"), lambda k: [k])
+    groups = merged(ws, "ops")
+    t.rows = _op_rows(groups, total(ws, "gpu_ns"), lambda k: [k])
+    t.notes += op_notes(groups)
     return t
 
 
@@ -62,7 +87,9 @@ def operators_shapes(agg: Aggregate, worker: str | None = None) -> Table:
     t = Table.of("operators_shapes", "Operators by input shape", cols,
                  chart={"type": "bar", "label": ["op", "shapes"], "values": ["device_ms"]},
                  notes=list(_OP_NOTES) + ["Input shapes: one entry per argument, [] for a non-tensor."])
-    t.rows = _op_rows(merged(ws, "shapes"), total(ws, "gpu_ns"), lambda k: [k[0], k[1]])
+    groups = merged(ws, "shapes")
+    t.rows = _op_rows(groups, total(ws, "gpu_ns"), lambda k: [k[0], k[1]])
+    t.notes += op_notes(groups)
     return t
 
 

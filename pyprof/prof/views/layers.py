@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.groups import Group
 from pyprof.prof.tables import Table
+from pyprof.prof.user_ranges import USER_RANGE
 from pyprof.prof.views.registry import view
 from pyprof.prof.views.common import merged, modelled_cols, ms, pct, total
 
@@ -50,4 +51,9 @@ def layers(agg: Aggregate, worker: str | None = None) -> Table:
         "GPU (ms) includes the layers inside; Self (ms) is time launched directly in the layer. The roots add up to "
         "all GPU time. Layers are pyprof module ranges and 'layer:' ranges; a backward kernel counts in its forward "
         "op's layer.", "Roofline % and TC %: as in the operators view."]
+    if any(name.startswith(USER_RANGE) for path in own for name in path):
+        t.notes.append(f"'{USER_RANGE}NAME' layers are user ranges (record_function, NVTX): they hold the "
+                       "activities that no op encloses and that have no layer of their own; kernels of ops inside "
+                       "such a range are not counted in it (the record does not say which of an op's enclosing "
+                       "ranges are the user's).")
     return t
