@@ -1,8 +1,9 @@
 """``pyprof diff BASE NEW``: argument parsing, inputs, outputs and exit codes; the work is in pyprof.diff.runs
 (one side) and pyprof.diff.compare (the tables).
 
-Exit codes: 0 done, 1 bad input, 2 usage, 3 ``--fail-if-slower``: NEW's mean step is slower than BASE's by more
-than the share given (the diff is written all the same, and one line on stderr says by how much).
+Exit codes: 0 done, 1 bad input (with ``--fail-if-slower``, also runs whose mean steps do not compare), 2 usage,
+3 ``--fail-if-slower``: NEW's mean step is slower than BASE's by more than the share given (the diff is written
+all the same, and one line on stderr says by how much).
 """
 from __future__ import annotations
 
@@ -146,11 +147,15 @@ def _run(args) -> int:
 
 def _verdict(limit_pct: float | None, diff, base, new) -> str | None:
     """None, or the line saying so when NEW's mean step (GPU time per step when a run has no step windows) is
-    slower than BASE's by more than ``limit_pct`` percent. Raises InputError when BASE has no GPU time."""
+    slower than BASE's by more than ``limit_pct`` percent; the line says when the runs ran on different GPUs.
+    Raises InputError when BASE has no GPU time, or when the mean steps do not compare (one run has steps, the
+    other only its whole capture)."""
     if limit_pct is None:
         return None
     what = "mean step"
     b, n = diff.base_step_ns, diff.new_step_ns
+    if diff.not_per_step:
+        raise InputError(", ".join(base.inputs + new.inputs), f"--fail-if-slower: {diff.not_per_step}")
     if b is None or n is None:
         what, b, n = "GPU time per step", base.gpu_ns / base.steps, new.gpu_ns / new.steps
     if not b:
@@ -158,8 +163,10 @@ def _verdict(limit_pct: float | None, diff, base, new) -> str | None:
     slower_pct = 100.0 * (n - b) / b
     if slower_pct <= limit_pct:
         return None
+    gpus = "" if not diff.gpus else \
+        f"; the runs ran on different GPUs (base: {', '.join(diff.gpus[0])}; new: {', '.join(diff.gpus[1])})"
     return (f"{PROG}: NEW is {slower_pct:.2f}% slower than BASE ({what} {n / 1e6:.4f} ms vs {b / 1e6:.4f} ms), "
-            f"more than --fail-if-slower {limit_pct:g}%")
+            f"more than --fail-if-slower {limit_pct:g}%{gpus}")
 
 
 def _page(tables, base, new, out) -> None:
@@ -167,7 +174,14 @@ def _page(tables, base, new, out) -> None:
 
     source = f"base: {', '.join(base.inputs)} \u00b7 new: {', '.join(new.inputs)}"
     meta = {"title": f"pyprof diff: {', '.join(new.inputs)} against {', '.join(base.inputs)}", "source": source,
-            "summary": f"{base.steps} and {new.steps} steps",
+            "summary": f"base: {_steps_text(base)}; new: {_steps_text(new)}",
             "generated": f"pyprof {pyprof.__version__}, "
                          f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"}
     render(tables, meta, None, out)
+
+
+def _steps_text(run) -> str:
+    """A run's steps as the page's summary says them: how many, and how they were found (a run without steps
+    says so: its one window is not a step)."""
+    plural = "" if run.steps == 1 else "s"
+    return f"{run.steps} step{plural} ({', '.join(run.step_sources)})"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from pyprof.diff.keys import kernel_name, line_name, op_name, shapes_name
-from pyprof.diff.runs import Run
+from pyprof.diff.runs import OPTIMIZER, WHOLE, Run
 from pyprof.prof.aggregate import WorkerData
 from pyprof.prof.tables import Table
 
@@ -93,6 +93,9 @@ class Diff:
     base_step_ns: float | None  # mean step span; None when a run has no timed activity
     new_step_ns: float | None
     matched_pct: float | None  # share of both runs' time per step in rows found in both
+    # why the mean steps do not compare ("cannot compare the mean step: ..."), None when they do
+    not_per_step: str | None = None
+    gpus: tuple[list[str], list[str]] | None = None  # (base's, new's) GPU names, when both are known and differ
 
 
 def compare(base: Run, new: Run, by: str = "op", top: int | None = None) -> Diff:
@@ -106,8 +109,37 @@ def compare(base: Run, new: Run, by: str = "op", top: int | None = None) -> Diff
     timed = base.timed and new.timed
     step_b = base.times.span_ns / base.steps if timed else None
     step_n = new.times.span_ns / new.steps if timed else None
-    tables = [_runs(base, new, b, n), _steps(base, new, timed), rows_table, _only(base, new, kb, kn, top)]
-    return Diff(tables, step_b, step_n, matched)
+    gpus = _gpus(base, new)
+    not_per_step = _not_per_step(base, new) if timed else None
+    tables = [_runs(base, new, b, n), _steps(base, new, timed, not_per_step, gpus), rows_table,
+              _only(base, new, kb, kn, top)]
+    return Diff(tables, step_b, step_n, matched, not_per_step, gpus)
+
+
+def _gpus(base: Run, new: Run) -> tuple[list[str], list[str]] | None:
+    """The runs' GPU names (the records' ``gpu``), when both runs name theirs and they differ; else None."""
+    b, n = (sorted({g for w in r.workers for g in w.gpus if g}) for r in (base, new))
+    return (b, n) if b and n and b != n else None
+
+
+def _not_per_step(base: Run, new: Run) -> str | None:
+    """Why the two runs' mean steps do not compare, or None: one run's steps are step ranges (ProfilerStep, user
+    ranges) and the other's one window over its whole capture (pyprof.diff.runs), which also holds what ran
+    before its first step and after its last."""
+    windowed = [r for r in (base, new) if set(r.step_sources) <= {WHOLE, OPTIMIZER}]
+    if len(windowed) != 1:
+        return None
+    one = windowed[0]
+    other = new if one is base else base
+    against = f"against {other.label}'s {other.steps} steps from {', '.join(other.step_sources)}"
+    if one.step_sources == [WHOLE]:
+        return (f"cannot compare the mean step: {one.label} has no steps (no ProfilerStep or step ranges, at most "
+                f"one optimizer step), so its one 'step' is its whole capture, {against}; every figure per step of "
+                f"{one.label} is its whole capture's")
+    return (f"cannot compare the mean step: {one.label} has no step ranges, so its {one.steps} steps are its "
+            f"optimizer steps dividing one window over its whole capture (what ran before its first step and after "
+            f"its last included), {against}; its step and idle time per step hold that, its kernel, copy and GPU "
+            "time per step only its work")
 
 
 def _runs(base: Run, new: Run, b: dict, n: dict) -> Table:
@@ -126,13 +158,15 @@ def _runs(base: Run, new: Run, b: dict, n: dict) -> Table:
         "Matched % = share of the run's GPU time in the rows below found in both runs (by kernel: of its kernel "
         "time; docs/diff.md says how ops, shapes, lines and kernels are matched across profilers)."]
     if base.step_sources != new.step_sources:
+        windows = {WHOLE, OPTIMIZER} & set(base.step_sources + new.step_sources)
         t.notes.append(f"The runs' steps were found differently (base: {', '.join(base.step_sources)}; new: "
-                       f"{', '.join(new.step_sources)}): a step's span can hold different things (a whole "
-                       "capture's window runs from its first GPU activity to its last).")
+                       f"{', '.join(new.step_sources)}): a step's span can hold different things"
+                       + (" (a window without step ranges runs from the capture's first GPU activity to its last, "
+                          "what ran before the first step and after the last included)." if windows else "."))
     return t
 
 
-def _steps(base: Run, new: Run, timed: bool) -> Table:
+def _steps(base: Run, new: Run, timed: bool, not_per_step: str | None, gpus) -> Table:
     t = Table.of("diff_steps", "Step time change: kernel, copy and idle time", [
         ("part", "Part"), ("base_ms", "Base (ms/step)"), ("new_ms", "New (ms/step)"), ("delta_ms", "Delta (ms)"),
         ("delta_pct", "Delta %")])
@@ -145,15 +179,34 @@ def _steps(base: Run, new: Run, timed: bool) -> Table:
             continue
         vb, vn = get(base) / base.steps, get(new) / new.steps
         t.rows.append([name, _ms(vb), _ms(vn), _ms(vn - vb), _pct(vn - vb, vb)])
-    t.notes += [
-        "step = kernel + copy + idle, for each run and so for the deltas (to rounding): time when a kernel ran, "
-        "when a copy or memset ran and no kernel (overlap charged once: kernel > memcpy > memset, as in the "
-        "overview), and when the GPU ran nothing, within the steps' windows.",
-        "gpu_time: every activity's duration summed (overlapping ones counted twice), what the rows below add up "
-        "to."]
-    if not timed:
-        t.notes.append("A run's records have no start/end times (legacy dict lines): no step windows, GPU time only.")
+    if not_per_step:
+        t.notes.append("C" + not_per_step[1:] + ".")  # the sentence starts "cannot compare"
+    elif timed and base.step_sources == new.step_sources == [WHOLE]:
+        t.notes.append("Neither run has steps (no ProfilerStep or step ranges, at most one optimizer step): each "
+                       "one's 'step' is its whole capture, so the figures per step compare only as far as the two "
+                       "captures ran the same work.")
+    if gpus:
+        t.notes.append(f"The runs ran on different GPUs (base: {', '.join(gpus[0])}; new: {', '.join(gpus[1])}): "
+                       "every change here is the GPU's and the code's together, and cannot be put down to the code.")
+    if timed:
+        t.notes.append(
+            "step = kernel + copy + idle, for each run and so for the deltas (to rounding): time when a kernel ran, "
+            "when a copy or memset ran and no kernel (overlap charged once: kernel > memcpy > memset, as in the "
+            "overview), and when the GPU ran nothing, within the steps' windows.")
+    else:
+        why = "; ".join(_untimed(r) for r in (base, new) if not r.timed)
+        t.notes.append(f"Cannot split the step time into kernel, copy and idle: {why}; GPU time per step only.")
+    t.notes.append("gpu_time: every activity's duration summed (overlapping ones counted twice), what the rows below "
+                   "add up to.")
     return t
+
+
+def _untimed(r: Run) -> str:
+    """Why run ``r`` has no step windows: no GPU activity at all, or activities without start/end times."""
+    n = sum(w.totals["records"] for w in r.workers)
+    if not n:
+        return f"{r.label} has no GPU activity"
+    return f"{r.label}'s {n} GPU activities carry no start/end times"
 
 
 def _rows(base: Run, new: Run, b: dict, n: dict, by: str, top: int | None) -> tuple[Table, float | None]:
@@ -198,8 +251,11 @@ def _rows(base: Run, new: Run, b: dict, n: dict, by: str, top: int | None) -> tu
                                                              else "") + ".")
     if by == "line":
         t.notes.append("Lines match by file name and line number: a line that moved (an edit above it) shows as "
-                       "one line gone and one new; '-' holds the activities without a recorded line (all of them "
-                       "in a PyTorch profiler trace without stacks).")
+                       "one line gone and one new; '-' holds the activities without a recorded line.")
+        blind = [r.label for r, sums_ in ((base, b), (new, n)) if sums_ and set(sums_) == {line_name("-")}]
+        if blind:
+            t.notes.append(f"Cannot match by line: no activity of {' or '.join(blind)} has a recorded line (its "
+                           "capture holds no call stacks), so all of its time is in '-'.")
     if top is not None and len(t.rows) > top:
         t.notes.append(f"The {top} rows that changed most, of {len(t.rows)}.")
         t.rows = t.rows[:top]
@@ -221,10 +277,11 @@ def _only(base: Run, new: Run, b: dict, n: dict, top: int | None) -> Table:
                                               launches if side == "new" else 0.0]))
     rows.sort(key=lambda x: (x[0], x[1]))
     t.rows = [r for _, _, r in rows]
-    t.notes.append("Kernels by name and template arguments (namespaces, parameter lists and the ways the two "
-                   "demanglers differ taken out), so that kernels sharing a short name but running different code "
-                   "(the functors of multi_tensor_apply_kernel) stay apart, and one kernel matches across nsys and "
-                   "PyTorch profiler captures.")
+    if t.rows:
+        t.notes.append("Kernels by name and template arguments (namespaces, parameter lists and the ways the two "
+                       "demanglers differ taken out), so that kernels sharing a short name but running different "
+                       "code (the functors of multi_tensor_apply_kernel) stay apart, and one kernel matches across "
+                       "nsys and PyTorch profiler captures.")
     if top is not None and len(t.rows) > top:
         t.notes.append(f"The {top} longest, of {len(t.rows)}.")
         t.rows = t.rows[:top]

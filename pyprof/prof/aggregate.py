@@ -197,6 +197,9 @@ class Aggregate:
         self.coverage = Coverage()
         self.inputs: list[str] = []
         self.peaks = Peaks()  # the peaks the pass used (--gpu, --peak): the views judge GPUs by the same
+        # input name -> the schema of its records (parse's header line; None: no header, records before schema
+        # 3), for the inputs read from a file: what a view says of the side lines an input lacks
+        self.schemas: dict[str, int | None] = {}
 
     def select(self, worker: str | None) -> list[WorkerData]:
         """The workers a view covers: all (None) or the one named. Raises UsageError for an unknown name."""
@@ -350,6 +353,8 @@ def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed:
     header = records.header if isinstance(records, _Numbered) else None
     if header is not None:
         set_dist(keyed, si, header.dist)
+        if header.schema is not None or w is not None:  # an empty input shows no schema
+            agg.schemas[name] = header.schema
 
 
 def set_dist(workers: dict, key: object, dist: dict | None) -> None:

@@ -233,6 +233,7 @@ def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = N
     agg = Aggregate()
     agg.peaks = peaks
     agg.inputs.append(name)
+    agg.schemas[name] = header.schema
     merged: dict = {}  # pid -> WorkerData
     observer = make_observer() if make_observer is not None else None
     workers: list = []

@@ -146,10 +146,11 @@ class Header:
     """What parse's header line says about the records after it: their schema and each device's GPU properties,
     which schema 3 writes there once instead of on every record."""
 
-    __slots__ = ("gpus", "dist")
+    __slots__ = ("gpus", "dist", "schema")
 
     def __init__(self) -> None:
         self.gpus: dict = {}
+        self.schema: int | None = None  # the records' schema; None until a header line is read (schema 1, 2)
         self.dist: dict | None = None  # the input's rank, world size, backend (record.DIST_KEYS), where it says
 
     def read(self, line: bytes, path: str, lineno: int) -> None:
@@ -172,6 +173,7 @@ class Header:
             gpus[dev] = g.get("gpu_props")
         self.gpus = gpus
         self.dist = _dist(h.get("dist"), path, lineno)
+        self.schema = h["schema"]
 
     def props(self, d: dict) -> dict | None:
         """The GPU properties of record ``d``'s device: its own (records before schema 3), else the header's."""
