@@ -196,7 +196,7 @@ class Aggregate:
         self.workers: dict[str, WorkerData] = {}
         self.coverage = Coverage()
         self.inputs: list[str] = []
-        self.peaks = Peaks()  # the peaks the pass used (--gpu, --peak): the views judge GPUs by the same
+        self.peaks = Peaks()  # the peaks the pass used (--gpu, --peak): the views judge GPUs by the same ones
         # input name -> the schema of its records (parse's header line; None: no header, records before schema
         # 3), for the inputs read from a file: what a view says of the side lines an input lacks
         self.schemas: dict[str, int | None] = {}
