@@ -75,7 +75,7 @@ def _attributor(correlator, raw_markers: bool):
         "Attribution": correlate.Attribution, "Marker": mk.Marker, "decode": mk.decode,
         "output_ops": mk.OUTPUT_OPS.search, "EngineSeq": correlate._EngineSeq, "UNDECODED": correlate._UNDECODED,
         "EMPTY": correlate._EMPTY, "BACKWARD_BARE": bare, "serials": correlate._serials,
-        "string": encode.string, "COMPILED_MOD": COMPILED_MOD, "BACKWARD_OP": "backward", "ENCODERS": encode.ENCODERS,
+        "string": encode.string, "COMPILED_MOD": COMPILED_MOD, "ENCODERS": encode.ENCODERS,
         "names": mk._names, "split_name": mk._split_name, "decoded": mk._cache, "sizes_json": mk._sizes_json,
         "SEQ": mk.SEQ, "OP": mk.OP, "MODULE": mk.MODULE, "LAYER": mk.LAYER, "TRACE": mk.TRACE, "REPR": mk.REPR,
     }
