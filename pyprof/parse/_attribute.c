@@ -567,12 +567,16 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
         int has_stack = PyObject_IsTrue(stack);
         if (has_stack < 0) goto fail;
         if (has_stack) {
-            callsite = PySequence_GetItem(stack, -1);
+            callsite = PyObject_CallOneArg(self->user_site, stack);  /* frames.user_site: None where all are torch's */
             if (callsite == NULL) goto fail;
+            if (callsite == Py_None) Py_CLEAR(callsite);
         }
     }
-    if (callsite == NULL && any_ops && PyList_GET_SIZE(trace) > 0)
-        callsite = Py_NewRef(PyList_GET_ITEM(trace, PyList_GET_SIZE(trace) - 1));
+    if (callsite == NULL && any_ops && PyList_GET_SIZE(trace) > 0) {
+        callsite = PyObject_CallOneArg(self->user_site, trace);
+        if (callsite == NULL) goto fail;
+        if (callsite == Py_None) Py_CLEAR(callsite);
+    }
     if (callsite != NULL) {
         set_slot(a, self->a_off[A_CALLSITE], callsite);
         Py_DECREF(callsite);
@@ -858,7 +862,7 @@ static int Attributor_init(Attributor *self, PyObject *args, PyObject *kwds) {
         {&self->attribution_type, "Attribution"}, {&self->decode, "decode"}, {&self->output_ops, "output_ops"},
         {&self->engine_seq_type, "EngineSeq"}, {&self->undecoded, "UNDECODED"}, {&self->empty, "EMPTY"},
         {&self->backward_bare, "BACKWARD_BARE"}, {&self->serials, "serials"}, {&self->string_json, "string"},
-        {&self->compiled_mod, "COMPILED_MOD"},
+        {&self->compiled_mod, "COMPILED_MOD"}, {&self->user_site, "user_site"},
         {&self->decoded, "decoded"}, {&self->sizes_json, "sizes_json"},
         {&self->kinds[K_SEQ], "SEQ"}, {&self->kinds[K_OP], "OP"}, {&self->kinds[K_MODULE], "MODULE"},
         {&self->kinds[K_LAYER], "LAYER"}, {&self->kinds[K_TRACE], "TRACE"}, {&self->kinds[K_REPR], "REPR"}};

@@ -22,6 +22,7 @@ from typing import Iterable, Iterator, NamedTuple
 from pyprof.common import BoundedDict, no_cyclic_gc
 from pyprof.parse import encode, native
 from pyprof.parse import markers as mk
+from pyprof.parse.frames import user_site
 from pyprof.parse.markers import quick_seq
 from pyprof.parse.activities import Source
 from pyprof.record import ATTRIBUTION, COMPILED_MOD
@@ -409,9 +410,10 @@ class Correlator:
         a.args = shaped.args_json()
         if shaped.outputs:
             a.outputs = shaped.outputs
-        a.callsite = first.site or (first.stack[-1] if first.stack else None)
+        # A recorded call stack holds torch's frames too (apex.pyprof's traceMarker): the call site is the user's line.
+        a.callsite = first.site or (user_site(first.stack) if first.stack else None)
         if a.callsite is None and ops and a.trace:
-            a.callsite = a.trace[-1]
+            a.callsite = user_site(a.trace)
         start, end = named[0][1][1], named[0][1][2]
         if type(start) is int and type(end) is int and end >= start:
             a.host_ns = end - start

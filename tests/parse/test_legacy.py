@@ -179,3 +179,16 @@ def test_an_op_numbered_above_0_in_a_node_is_still_a_recomputed_forward_op(nsys_
     _, _, node, engine = _built(nsys_builder, "mm, seq = 3", monkeypatch, pure)
     assert node["dir"] == "fprop" and node["recompute"] is True and node["seqId"] == [3] and node["fwd"] is None
     assert engine["dir"] == "bprop" and engine["seqId"] == []
+
+
+def test_call_site_is_the_innermost_user_line_of_the_originals_trace(legacy):
+    """The original's ``trace`` kept the user's frames and torch.nn.utils' (clip_grad.py:32 for the 32 kernels of
+    clip_grad_norm_); the call site is the innermost frame outside torch, so for those the user's line that called
+    clip_grad_norm_. Backward kernels have no trace in either (their line is their forward op's, fwd.callsite)."""
+    original, ours, _ = legacy
+    outside_torch = 0
+    for o, r in zip(original, ours):
+        user = [f for f in o["trace"] if "/site-packages/torch/" not in f]
+        assert r.get("callsite") == (user[-1] if user else None)
+        outside_torch += bool(o["trace"]) and o["trace"][-1] != r.get("callsite")
+    assert outside_torch == 32
