@@ -309,6 +309,17 @@ static int backward_graph(Attributor *self, PyObject *m) {
     return graph != NULL && PyUnicode_Check(graph) && PyUnicode_CompareWithASCIIString(graph, "backward") == 0;
 }
 
+/* _numbered_in_backward(m): a seq that says autograd numbered the op (0 is none, in backward work) */
+static int numbered_in_backward(Attributor *self, PyObject *m) {
+    PyObject *seq = M(self, m, M_SEQ);
+    if (seq == Py_None) return 0;
+    if (!PyLong_CheckExact(seq)) return 1;  /* readers give ints; anything else is not 0, as in Python */
+    int overflow;
+    long v = PyLong_AsLongAndOverflow(seq, &overflow);
+    if (v == -1 && PyErr_Occurred()) PyErr_Clear();  /* cannot fail on an exact int */
+    return v != 0 || overflow != 0;
+}
+
 /* Marker.args_json() (a new reference), encoded once per marker: its common cases here, an op without arguments
  * (get_args gives [], kept as the marker's args) and an emit_nvtx sizes text already encoded (markers._sizes_json);
  * the method for the rest. */
@@ -434,7 +445,7 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
     if (inner >= 0) {
         int recompute = 0;
         for (Py_ssize_t k = 0; k < n_items && !recompute; k++)
-            recompute = items[k].side == FWD_SEQ && items[k].i > inner && M(self, items[k].m, M_SEQ) != Py_None;
+            recompute = items[k].side == FWD_SEQ && items[k].i > inner && numbered_in_backward(self, items[k].m);
         if (recompute) {
             set_slot(a, self->a_off[A_RECOMPUTE], Py_True);
             for (Py_ssize_t k = 0; k < n_items; k++)
@@ -447,7 +458,11 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
         any_fwd |= items[k].side == FWD_SEQ;
         any_bwd |= items[k].side == BWD_SEQ;
     }
-    /* seqMarker, seqId, altSeqId in chain order */
+    PyObject *thread_side = PyDict_GetItemWithError(self->backward_thread,
+                                                    PyTuple_GET_ITEM(PyList_GET_ITEM(chain, 0), 0));
+    if (thread_side == NULL && PyErr_Occurred()) goto fail;
+    int engine_thread = thread_side == Py_True;
+    /* seqMarker, seqId, altSeqId in chain order; an op's seq of 0 in backward work is no seqId */
     PyObject *seq_marker = A(self, a, A_SEQ_MARKER), *seq_id = A(self, a, A_SEQ_ID);
     for (Py_ssize_t k = 0; k < n_items; k++) {
         if (items[k].side != FWD_SEQ && items[k].side != BWD_SEQ) continue;
@@ -455,7 +470,8 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
         int has_text = text != Py_None && PyUnicode_GET_LENGTH(text) > 0;
         if (PyList_Append(seq_marker, has_text ? text : M(self, m, M_NAME)) < 0) goto fail;
         PyObject *seq = M(self, m, M_SEQ);
-        if (seq != Py_None) {
+        if (seq != Py_None && (items[k].side == BWD_SEQ || !(any_bwd || engine_thread)
+                               || numbered_in_backward(self, m))) {
             int known = PySequence_Contains(seq_id, seq);
             if (known < 0 || (!known && PyList_Append(seq_id, seq) < 0)) goto fail;
         }
@@ -490,11 +506,9 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
     }
     int engine_work = 0;
     if (!any_bwd && A(self, a, A_RECOMPUTE) != Py_True) {
-        PyObject *side = PyDict_GetItemWithError(self->backward_thread, PyTuple_GET_ITEM(PyList_GET_ITEM(chain, 0), 0));
-        if (side == NULL && PyErr_Occurred()) goto fail;
-        engine_work = side == Py_True;
+        engine_work = engine_thread;
         for (Py_ssize_t k = 0; k < n_items && engine_work; k++)
-            if (items[k].side == FWD_SEQ && M(self, items[k].m, M_SEQ) != Py_None) engine_work = 0;
+            if (items[k].side == FWD_SEQ && numbered_in_backward(self, items[k].m)) engine_work = 0;
     }
     if (named_side < 0) {
         if (engine_work) set_slot(a, self->a_off[A_DIR], self->bprop);
@@ -503,10 +517,7 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
     int is_bprop = any_bwd || engine_work;
     for (Py_ssize_t k = 0; k < n_items && !is_bprop; k++) {
         if (items[k].side != OPS) continue;
-        PyObject *op = mslot(self, items[k].m, M_OP);
-        if (op == NULL) goto fail;
-        int is = PyObject_RichCompareBool(op, self->backward_op, Py_EQ);
-        if (is == 0) is = backward_graph(self, items[k].m);
+        int is = backward_graph(self, items[k].m);
         if (is < 0) goto fail;
         is_bprop = is;
     }
@@ -556,12 +567,16 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
         int has_stack = PyObject_IsTrue(stack);
         if (has_stack < 0) goto fail;
         if (has_stack) {
-            callsite = PySequence_GetItem(stack, -1);
+            callsite = PyObject_CallOneArg(self->user_site, stack);  /* frames.user_site: None where all are torch's */
             if (callsite == NULL) goto fail;
+            if (callsite == Py_None) Py_CLEAR(callsite);
         }
     }
-    if (callsite == NULL && any_ops && PyList_GET_SIZE(trace) > 0)
-        callsite = Py_NewRef(PyList_GET_ITEM(trace, PyList_GET_SIZE(trace) - 1));
+    if (callsite == NULL && any_ops && PyList_GET_SIZE(trace) > 0) {
+        callsite = PyObject_CallOneArg(self->user_site, trace);
+        if (callsite == NULL) goto fail;
+        if (callsite == Py_None) Py_CLEAR(callsite);
+    }
     if (callsite != NULL) {
         set_slot(a, self->a_off[A_CALLSITE], callsite);
         Py_DECREF(callsite);
@@ -847,7 +862,7 @@ static int Attributor_init(Attributor *self, PyObject *args, PyObject *kwds) {
         {&self->attribution_type, "Attribution"}, {&self->decode, "decode"}, {&self->output_ops, "output_ops"},
         {&self->engine_seq_type, "EngineSeq"}, {&self->undecoded, "UNDECODED"}, {&self->empty, "EMPTY"},
         {&self->backward_bare, "BACKWARD_BARE"}, {&self->serials, "serials"}, {&self->string_json, "string"},
-        {&self->compiled_mod, "COMPILED_MOD"}, {&self->backward_op, "BACKWARD_OP"},
+        {&self->compiled_mod, "COMPILED_MOD"}, {&self->user_site, "user_site"},
         {&self->decoded, "decoded"}, {&self->sizes_json, "sizes_json"},
         {&self->kinds[K_SEQ], "SEQ"}, {&self->kinds[K_OP], "OP"}, {&self->kinds[K_MODULE], "MODULE"},
         {&self->kinds[K_LAYER], "LAYER"}, {&self->kinds[K_TRACE], "TRACE"}, {&self->kinds[K_REPR], "REPR"}};

@@ -36,7 +36,7 @@ typedef struct {
 #define ATTRIBUTOR_OBJECTS(X)                                                                                         \
     X(correlator) X(stacks) X(state) X(fwd) X(markers) X(wanted) X(backward_thread) X(calls) X(process_of)           \
     X(attribution_type) X(decode) X(output_ops) X(engine_seq_type) X(undecoded) X(empty) X(backward_bare) X(serials) \
-    X(string_json) X(compiled_mod) X(backward_op)                                                                     \
+    X(string_json) X(compiled_mod) X(user_site)                                                                     \
     X(marker_type) X(names) X(split_name) X(call_key) X(decoded) X(sizes_json)                                       \
     X(engine_prefix) X(bprop) X(fprop) X(no_text) X(no_args) X(plain)
 

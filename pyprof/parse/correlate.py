@@ -22,6 +22,7 @@ from typing import Iterable, Iterator, NamedTuple
 from pyprof.common import BoundedDict, no_cyclic_gc
 from pyprof.parse import encode, native
 from pyprof.parse import markers as mk
+from pyprof.parse.frames import user_site
 from pyprof.parse.markers import quick_seq
 from pyprof.parse.activities import Source
 from pyprof.record import ATTRIBUTION, COMPILED_MOD
@@ -367,7 +368,7 @@ class Correlator:
                 a.reprMarkers.append(m.data)
         if bwd_seq:
             inner = bwd_seq[-1][2]
-            if any(i > inner and m.seq is not None for m, _, i in fwd_seq):
+            if any(i > inner and _numbered_in_backward(m) for m, _, i in fwd_seq):
                 # A numbered forward op inside backward work: autograd numbers ops only while grad is enabled,
                 # which during a backward pass means activation checkpointing running forward ops again. They are
                 # forward ops of their own (their own backward nodes link to them), recomputed.
@@ -375,9 +376,14 @@ class Correlator:
                 ops = [x for x in ops if x[2] > inner]
                 fwd_seq = [x for x in fwd_seq if x[2] > inner]
                 bwd_seq = []
-        for m, row, _ in sorted(fwd_seq + bwd_seq, key=_chain_index):
+        engine_thread = self._backward_thread.get(chain[0][0]) is True
+        # In backward work an op's seq of 0 is no number (_numbered_in_backward), nor a seqId (the original PyProf
+        # left it out too); a node's own number is one, 0 included.
+        nodes = {i for _, _, i in bwd_seq}
+        for m, row, i in sorted(fwd_seq + bwd_seq, key=_chain_index):
             a.seqMarker.append(row[3] or m.name)
-            if m.seq is not None and m.seq not in a.seqId:
+            if m.seq is not None and m.seq not in a.seqId and (
+                    i in nodes or not (bwd_seq or engine_thread) or _numbered_in_backward(m)):
                 a.seqId.append(m.seq)
             if m.stashed is not None:
                 a.altSeqId.append(m.stashed)
@@ -385,14 +391,15 @@ class Correlator:
         a.marker = [m.lean_json(row[4]) for m, row, _ in ops]
         named = ops or [x for x in fwd_seq if not x[0].container] or [x for x in bwd_seq if not x[0].container] \
             or fwd_seq or bwd_seq
-        engine_work = not bwd_seq and not a.recompute and self._backward_thread.get(chain[0][0]) is True \
-            and all(x[0].seq is None for x in fwd_seq)
+        engine_work = not bwd_seq and not a.recompute and engine_thread \
+            and not any(_numbered_in_backward(x[0]) for x in fwd_seq)
         if not named:
             if engine_work:
                 a.dir = "bprop"
             return a  # plain user ranges: no op (nor direction, off the engine's thread)
-        a.dir = "bprop" if bwd_seq or engine_work or any(x[0].op == "backward" or _backward_graph(x[0]) for x in ops) \
-            else "fprop"
+        # Work inside ``Tensor.backward`` but in no node (the gradient seed ``ones_like`` on the calling thread) is a
+        # forward op's, as the original PyProf said: direction is that of the autograd node around a kernel.
+        a.dir = "bprop" if bwd_seq or engine_work or any(_backward_graph(x[0]) for x in ops) else "fprop"
         a.mod = [x[0].mod for x in named]
         a.op = [x[0].op for x in named]
         first = named[0][0]
@@ -403,9 +410,10 @@ class Correlator:
         a.args = shaped.args_json()
         if shaped.outputs:
             a.outputs = shaped.outputs
-        a.callsite = first.site or (first.stack[-1] if first.stack else None)
+        # A recorded call stack holds torch's frames too (apex.pyprof's traceMarker): the call site is the user's line.
+        a.callsite = first.site or (user_site(first.stack) if first.stack else None)
         if a.callsite is None and ops and a.trace:
-            a.callsite = a.trace[-1]
+            a.callsite = user_site(a.trace)
         start, end = named[0][1][1], named[0][1][2]
         if type(start) is int and type(end) is int and end >= start:
             a.host_ns = end - start
@@ -517,6 +525,18 @@ class Correlator:
             b.info = None
             self._sited.add(key, b)
         return b
+
+
+def _numbered_in_backward(m) -> bool:
+    """Whether a forward op's range inside backward work (or on the engine's thread) says autograd numbered it.
+
+    The PyTorch of the committed captures (2.x) gives an op's range a ``seq`` only while grad is enabled, so a
+    numbered op in backward work is a recomputed one. PyTorch of early 2020 (the apex.pyprof era) gave every op the
+    number the thread's next node would get, grad or not: the engine's thread makes no node in a plain backward
+    pass, so its ops all say ``seq = 0``. Zero is taken as that, not as a number: the one op it misreads is the first
+    recomputed op of a fresh engine thread (whose first node gets 0), in a capture that begins with the program's
+    first backward pass. The original PyProf left 0 out of ``seqId`` as well."""
+    return m.seq is not None and m.seq != 0
 
 
 def _backward_graph(m) -> bool:

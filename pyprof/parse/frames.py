@@ -6,11 +6,24 @@ from __future__ import annotations
 import re
 
 #: Frames that are never the user's call site: torch's own (pyprof.init() skips the same), builtins, frozen
-#: modules; paths are relative to their sys.path folder ("torch/...") or absolute (".../site-packages/torch/").
-INTERNAL = re.compile(r"^(?:torch/|<|.*/site-packages/torch/|.*/torch/(?:nn|autograd|optim|_|utils|cuda)/)")
+#: modules, and apex.pyprof's wrapper between the user's call and torch's function (its nvmarker.py, in the call
+#: stacks its traceMarker recorded); paths are relative to their sys.path folder ("torch/...") or absolute
+#: (".../site-packages/torch/").
+INTERNAL = re.compile(r"^(?:torch/|<|.*/site-packages/torch/|.*/torch/(?:nn|autograd|optim|_|utils|cuda)/"
+                      r"|(?:.*/)?apex/pyprof/)")
 
 
 def internal_file(path: str) -> bool:
     """True for a frame's file that is torch's own code or no file (``<string>``): a call site is the innermost frame
     outside these."""
     return INTERNAL.match(path) is not None
+
+
+def user_site(frames: list) -> str | None:
+    """The innermost of ``frames`` (``file:line`` texts, outermost first, as a marker recorded its call stack) whose
+    file is not internal_file: the user's line. None when every frame is torch's own."""
+    for frame in reversed(frames):
+        path, colon, line = frame.rpartition(":")
+        if not internal_file(path if colon and line.isdigit() else frame):
+            return frame
+    return None

@@ -11,6 +11,7 @@ from pyprof.parse import correlate, encode, lineparts, native
 from pyprof.parse import markers as mk
 from pyprof.parse.activities import WINDOW
 from pyprof.parse.correlate import DEEP_RANGES, MAX_RANGE_DEPTH, OUTPUT_WAIT_NS, Correlator
+from pyprof.parse.frames import user_site
 from pyprof.parse.nsys import KERNEL, MEMCPY, MEMSET, NsysSource, _api_name
 from pyprof.parse.sqlrows import Query
 from pyprof.record import COMPILED_MOD
@@ -75,7 +76,8 @@ def _attributor(correlator, raw_markers: bool):
         "Attribution": correlate.Attribution, "Marker": mk.Marker, "decode": mk.decode,
         "output_ops": mk.OUTPUT_OPS.search, "EngineSeq": correlate._EngineSeq, "UNDECODED": correlate._UNDECODED,
         "EMPTY": correlate._EMPTY, "BACKWARD_BARE": bare, "serials": correlate._serials,
-        "string": encode.string, "COMPILED_MOD": COMPILED_MOD, "BACKWARD_OP": "backward", "ENCODERS": encode.ENCODERS,
+        "string": encode.string, "COMPILED_MOD": COMPILED_MOD, "ENCODERS": encode.ENCODERS,
+        "user_site": user_site,
         "names": mk._names, "split_name": mk._split_name, "decoded": mk._cache, "sizes_json": mk._sizes_json,
         "SEQ": mk.SEQ, "OP": mk.OP, "MODULE": mk.MODULE, "LAYER": mk.LAYER, "TRACE": mk.TRACE, "REPR": mk.REPR,
     }
