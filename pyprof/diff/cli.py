@@ -132,7 +132,8 @@ def _run(args) -> int:
             tables = [dataclasses.replace(t, headers=list(t.columns)) for t in tables]
         text = io.StringIO()
         print_tables(tables, text, None, fmt, width)
-        verdict = _verdict(args.fail_if_slower, diff, base, new)  # its error, too, before anything is written
+        # its error, too, before anything is written; it names the files as given (the views' short names may not)
+        verdict = _verdict(args.fail_if_slower, diff, base, new, base_files, new_files)
     sys.stdout.write(text.getvalue())
     sys.stdout.flush()
     if not args.quiet:
@@ -145,7 +146,7 @@ def _run(args) -> int:
     return 0
 
 
-def _verdict(limit_pct: float | None, diff, base, new) -> str | None:
+def _verdict(limit_pct: float | None, diff, base, new, base_files: list[str], new_files: list[str]) -> str | None:
     """None, or the line saying so when NEW's mean step (GPU time per step when a run has no step windows) is
     slower than BASE's by more than ``limit_pct`` percent; the line says when the runs ran on different GPUs.
     Raises InputError when BASE has no GPU time, or when the mean steps do not compare (one run has steps, the
@@ -155,11 +156,11 @@ def _verdict(limit_pct: float | None, diff, base, new) -> str | None:
     what = "mean step"
     b, n = diff.base_step_ns, diff.new_step_ns
     if diff.not_per_step:
-        raise InputError(", ".join(base.inputs + new.inputs), f"--fail-if-slower: {diff.not_per_step}")
+        raise InputError(_given(base_files + new_files), f"--fail-if-slower: {diff.not_per_step}")
     if b is None or n is None:
         what, b, n = "GPU time per step", base.gpu_ns / base.steps, new.gpu_ns / new.steps
     if not b:
-        raise InputError(", ".join(base.inputs), f"no GPU activity: --fail-if-slower has no {what} to compare with")
+        raise InputError(_given(base_files), f"no GPU activity: --fail-if-slower has no {what} to compare with")
     slower_pct = 100.0 * (n - b) / b
     if slower_pct <= limit_pct:
         return None
@@ -185,3 +186,8 @@ def _steps_text(run) -> str:
     says so: its one window is not a step)."""
     plural = "" if run.steps == 1 else "s"
     return f"{run.steps} step{plural} ({', '.join(run.step_sources)})"
+
+
+def _given(files: list[str]) -> str:
+    """The input files as the user named them, for an error line."""
+    return ", ".join("<stdin>" if f == "-" else f for f in files)
