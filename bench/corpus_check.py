@@ -41,19 +41,26 @@ def expected_counts(path: str) -> dict | str:
     with open(path, "rb") as f:
         data = f.read()
     while data[:2] == b"\x1f\x8b" or data[:6] == b"\xfd7zXZ\x00":  # nested too (a .json.gz.xz)
-        data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else lzma.decompress(data)
+        try:
+            data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else lzma.decompress(data)
+        except (OSError, EOFError, lzma.LZMAError) as e:  # a fuzz case's cut stream
+            return f"damaged compressed stream ({e})"
     if data.startswith(b"SQLite format 3\x00"):
         with tempfile.NamedTemporaryFile(suffix=".sqlite") as tmp:
             tmp.write(data)
             tmp.flush()
             con = sqlite3.connect(f"file:{tmp.name}?mode=ro", uri=True)
+            con.text_factory = bytes  # a damaged export's names need not be UTF-8
             try:
-                tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                tables = {r[0].decode("utf-8", "replace") for r in
+                          con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
                 spec = NSYS if "StringIds" in tables else NVPROF if {"StringTable", "Version"} <= tables else None
                 if spec is None:
                     return "SQLite of another tool"
                 return {k: sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ts if t in tables)
                         for k, ts in spec.items()}
+            except sqlite3.DatabaseError as e:  # a fuzz case's damaged pages: this recount cannot read it either
+                return f"damaged SQLite ({e})"
             finally:
                 con.close()
     try:
