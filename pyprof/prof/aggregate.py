@@ -463,7 +463,7 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
         if tiny:
             t["tiny_kernels"] += 1
             t["tiny_ns"] += dur
-        if is_comm(name):
+        if is_comm(name, full):
             t["comm_ns"] += dur
             if d.get("start_ns") is not None:
                 w.comm_at.append(len(w.start_ns))

@@ -82,16 +82,27 @@ def sample(d: dict, m, roof) -> Sample:
     return _new_tuple(Sample, (dur, m.flops or 0, m.flops is not None, on_grid(pct * dur / 100.0) if roof_ns else 0.0,
                                dur if m.tc else 0, dur if m.tc is not None else 0, roof_ns,
                                dur < TINY_NS and d.get("kind") not in _COPIES, backward,
-                               not backward and is_optimizer(d), is_comm(d.get("kShortName"))))
+                               not backward and is_optimizer(d), is_comm(d.get("kShortName"), d.get("kLongName"))))
 
 
 _new_tuple = tuple.__new__
 
 
-def is_comm(short_name: str | None) -> bool:
+# DeepEP's expert-parallel all-to-all (``deep_ep::intranode::dispatch``, ``...internode::combine``,
+# ``...internode_ll::...``, and their ``notify``/``cached_notify`` set-up; DeepSeek's own build names the namespace
+# ``dpsk::ep``): kernels that move tokens between GPUs over NVLink and RDMA, as NCCL's do. Their short names
+# (``combine``, ``dispatch``) say nothing, so the full name is read. ``ep::cuda::get_dispatch_layout`` only counts
+# tokens on the GPU: not communication.
+_EP_COMM = re.compile(r"\bep::(?:inter|intra)node(?:_ll)?::")
+
+
+def is_comm(short_name: str | None, full_name: str | None = None) -> bool:
     """True for a communication kernel: NCCL's (``ncclDevKernel_AllReduce_...``, ``ncclKernel_SendRecv_...``) and
-    RCCL's, which keeps NCCL's names. The one rule of every view (HTA's is ``^nccl.*Kernel``: the same kernels)."""
-    return type(short_name) is str and short_name[:4].lower() == "nccl"
+    RCCL's, which keeps NCCL's names (HTA's rule is ``^nccl.*Kernel``: the same kernels), and DeepEP's all-to-all,
+    told by its full name. The one rule of every view."""
+    if type(short_name) is str and short_name[:4].lower() == "nccl":
+        return True
+    return type(full_name) is str and _EP_COMM.search(full_name[:4096]) is not None
 
 
 _COPIES = ("memcpy", "memset")  # any other kind (a kernel, or a kind a newer writer adds) is a kernel here

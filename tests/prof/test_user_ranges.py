@@ -184,3 +184,23 @@ def test_no_comm_note_without_nccl_kernels():
     assert not any(n.startswith("Communication, not computation") for n in t.notes)
     assert not any("'range:NAME'" in n for n in t.notes)
     assert all(r[t.columns.index("comm_pct")] == 0.0 for r in t.rows)
+
+
+def test_deepep_all_to_all_is_communication(deepseek):
+    """DeepEP's dispatch/combine kernels (namespace dpsk::ep::internode in DeepSeek's trace) move tokens between
+    GPUs: communication, though no kernel of that trace is NCCL's. Its layout kernel (ep::cuda) computes only."""
+    events = json.load(open(DEEPSEEK))["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    # Recount with plain json: the kernels of the internode namespace (12 cached_notify, 4 notify_dispatch,
+    # 8 dispatch, 8 combine in the trace)
+    ep = [e for e in kernels if "::ep::internode::" in e["name"]]
+    assert len(ep) == 32
+    ep_ns = sum(round(e["dur"] * 1000) for e in ep)
+    comm = [d for d in deepseek if d.get("kind") == "kernel" and is_comm(d["kShortName"], d.get("kLongName"))]
+    assert len(comm) == 32 and sum(d["kDuration"] for d in comm) == ep_ns
+    layout = [d for d in deepseek if "get_dispatch_layout" in (d.get("kLongName") or "")]
+    assert layout and not any(is_comm(d["kShortName"], d.get("kLongName")) for d in layout)
+    t = operators(aggregate([("x", deepseek)]))
+    rows = {r[t.columns.index("op")]: r for r in t.rows}
+    assert rows["range:combine(F)"][t.columns.index("comm_pct")] == 100.0
+    assert rows["range:mlp(F)"][t.columns.index("comm_pct")] == 0.0  # silent: DeepGEMM's GEMMs

@@ -242,7 +242,7 @@ def low_occupancy(c: Ctx) -> list[Finding]:
                  "profiler's own estimate, is recorded")
         return []
     low = [(k, g, 100.0 * g.occ_x_ns / g.occ_ns) for k, g in kernels.items()
-           if g.occ_ns and not g.tc_ns and not is_comm(k) and 100.0 * g.occ_x_ns / g.occ_ns < LOW_OCCUPANCY]
+           if g.occ_ns and not g.tc_ns and not is_comm(k, k) and 100.0 * g.occ_x_ns / g.occ_ns < LOW_OCCUPANCY]
     low_ns = sum(g.ns for _, g, _ in low)
     if not c.kernel_ns or 100.0 * low_ns / c.kernel_ns < LOW_OCC_SHARE:
         return []
