@@ -116,7 +116,7 @@ FAMILIES: tuple[Family, ...] = (
     _row("DeepGEMM", r"dpsk::grouped_gemm::.*GemmKernel|deep_gemm::", TC,
          "void cutlass::device_kernel<dpsk::grouped_gemm::cuda::fp8_ptp128c::GemmKernel>", _DS),
     _row("FlashAttention 2", r"flash_fwd|flash_bwd", TC, "void pytorch_flash::flash_fwd_kernel<",
-         "tests/data/kineto/transformer.pt.trace.json.gz"),
+         _S + "external/tracelens_h100_Qwen1.5-0.5B-Chat.json.gz"),
     _row("FlashAttention 3", r"flash::FlashAttn(?:Fwd|Bwd)|FlashAttnFwdSm\d+|FlashAttnBwdSm\d+|flash::compute_attn",
          TC, "void flash::compute_attn_ws<Flash_fwd_kernel_traits<192", _DS),
     _row("memory-efficient attention (CUTLASS fmha)", r"fmha_cutlass[FB]_", TC, "fmha_cutlassF_bf16_aligned_", _NCU),
@@ -130,7 +130,7 @@ FAMILIES: tuple[Family, ...] = (
     # 16816/16832, WMMA 161616), a tensorNxMxK tile, or an MMA instruction named outright.
     _row("MMA shape or instruction in the name", r"(?<![0-9x])(?:884|1688|16816|16832|8816|8832|161616)(?![0-9x])|"
          r"tensor\d+x\d+x\d+|(?<![a-z])(?:hmma|imma|dmma|wmma|gmma|wgmma|umma)|_hgemm|bf16gemm|_h[0-9]+gemm", TC,
-         "ampere_fp16_s16816gemm_fp16_", _S + "external-2026-12/astrasim_megatron_tp8_a100_kineto_0.json", _I),
+         "ampere_fp16_s16816gemm_fp16_", _S + "external-2026-12/gpumodel_a100_cu128_trace.json", _I),
     # --- last: a matrix kernel whose name does not say the engine (Triton attention on ROCm, unknown GEMMs) ---
     _row("matrix kernel, engine not named", r"(?<!fb)gemm|gemv|matmul|fprop|dgrad|wgrad|implicit_gemm|convolution|"
          r"conv[123]d|(?<![A-Za-z])attn(?![A-Za-z])|attention", MATRIX_UNKNOWN, "attn_fwd",
@@ -211,7 +211,8 @@ _DTYPE_TOKENS = [
     # the H200/H100 captures: fp16 ResNet -> nvjet_sm90_hsh_*, bf16 Transformer -> nvjet_sm90_tst_*, e4m3
     # torch._scaled_mm -> nvjet_sm90_qqtst_* in tests/data/ncu/families.csv.gz).
     (re.compile(r"nvjet_(?:sm\d+_)?h"), "float16"), (re.compile(r"nvjet_(?:sm\d+_)?t"), "bfloat16"),
-    (re.compile(r"nvjet_(?:sm\d+_)?s"), "float32"), (re.compile(r"nvjet_(?:sm\d+_)?q"), "float8_e4m3fn"),
+    # (``s(?!m\d)``: the s of fp32, not that of ``sm90_``, which an fp8 ``nvjet_sm90_qq..`` leaves to be found.)
+    (re.compile(r"nvjet_(?:sm\d+_)?s(?!m\d)"), "float32"), (re.compile(r"nvjet_(?:sm\d+_)?q"), "float8_e4m3fn"),
     # A GEMM named fp8 without the format (DeepSeek's dpsk::grouped_gemm::cuda::fp8_*): DeepGEMM takes E4M3 only.
     (re.compile(r"(?<!fb)gemm[\w:]*?fp8|fp8[\w:]*?gemm", re.I), "float8_e4m3fn"),
     (re.compile(r"bf16|bfloat16|BFloat16|__nv_bfloat16", re.I), "bfloat16"),
