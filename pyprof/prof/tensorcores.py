@@ -68,6 +68,8 @@ FAMILIES: tuple[Family, ...] = (
          "void cutlass::device_kernel<flash::FlashAttnBwdPreprocess<", _DS, _I),
     _row("DeepGEMM helper", r"dpsk::grouped_gemm::cuda::utils::", HELPER,
          "void dpsk::grouped_gemm::cuda::utils::transpose<", _DS),
+    # MIOpen's element-wise kernels on tensor slices (bias, set, scale around its convolutions).
+    _row("MIOpen tensor-op helper", r"^SubTensorOp", HELPER, "SubTensorOpWithScalar1d", _MI300),
     _row("Tensile helper", _TENSILE_HELPER, HELPER, "Cijk_S", "(Tensile's KernelWriterBetaOnly; no trace here)"),
     # --- not matrix kernels, though a pattern below would catch their names ---
     _row("Triton element-wise/reduction", r"^triton_(?:poi|red|per)_", NOT_MATRIX,

@@ -86,6 +86,8 @@ CASES = [
     ("attention helper", NCU, "flash_bwd_dot_do_o_kernel", N, "ncu: 0 tensor-pipe instructions"),
     ("DeepGEMM helper", DS, "dpsk::grouped_gemm::cuda::utils::transpose<", N, "a transpose of the FP8 operands"),
     ("DeepGEMM helper", DS, "fill_tensormaps_kernel", N, "writes the TMA descriptors of the grouped GEMM"),
+    ("MIOpen tensor-op helper", "../shared/corpus/external/tracelens_mi300_resnet_act_checkpoint.json.gz",
+     "SubTensorOpWithCastTensor1d", N, "MIOpen's element-wise kernel on a tensor slice (its name says TensorOp)"),
     ("Triton element-wise/reduction", "tests/data/compiled/compiled_lm.pt.trace.json.gz", "triton_poi_fused", N,
      "Inductor's pointwise kernels (ncu: triton_poi_* 0 tensor-pipe instructions)"),
     ("TensorRT pooling", "../shared/corpus/external/nsys2023.1_memfusion_tensorrt.sqlite", "xmma_pooling", N,
