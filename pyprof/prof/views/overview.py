@@ -63,7 +63,7 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
             table.rows.append(head + _row("mean", sts))
     if not sum(w.totals["records"] for w in workers):
         table.notes.append("No GPU activity in the records: no kernels, copies or memsets (pyprof parse writes "
-                           "an empty file for such a profile), so no steps.")
+                           "its header and end lines alone for such a profile), so no steps.")
     elif n_steps:
         table.notes += [
             f"Steps found from: {', '.join(sorted(sources))}. A step's span is its window on the GPU's timeline: "
