@@ -25,7 +25,7 @@ from pyprof.prof.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel
     on_grid, op_key, sample, shapes_key
 from pyprof.prof.registry import TC_FAMILIES, Family
 from pyprof.prof.results import as_list
-from pyprof.prof.occupancy import est_occupancy, limits, sm_fraction
+from pyprof.prof.occupancy import kernel_occupancy, limits, sm_fraction
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 _KIND = {"kernel": KERNEL, "memcpy": MEMCPY, "memset": MEMSET}
@@ -473,14 +473,7 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
         frac = sm_fraction(d.get("grid"), lim)
         if frac is not None:
             sm_ns = frac * dur
-        occ = d.get("est_occupancy_pct")  # the PyTorch profiler's own estimate, when parse passes it on
-        if isinstance(occ, (int, float)) and not isinstance(occ, bool) and 0 <= occ <= 100:
-            occ = occ / 100.0
-        else:
-            static, dynamic = d.get("static_smem_bytes"), d.get("dynamic_smem_bytes")
-            if static is None and dynamic is None:
-                static = d.get("smem_bytes")  # the PyTorch profiler gives only the sum (ROCm traces too)
-            occ = est_occupancy(d.get("grid"), d.get("block"), d.get("registers"), static, dynamic, lim)
+        occ = kernel_occupancy(d, lim)
         if occ is not None:
             occ_x = occ * dur
         g = w.kernel_groups.get(full)
