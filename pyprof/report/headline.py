@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from pyprof.prof.aggregate import Aggregate
-from pyprof.prof.steps import no_process, steps
+from pyprof.prof.steps import busy_pct, no_process, steps
 from pyprof.prof.tables import Table
 
 #: Entries per list of the headline (ops, lines, findings).
@@ -85,7 +85,7 @@ def headline(agg: Aggregate, tables: list[Table], flops_ns: int) -> Headline:
     t = cov.time_ns
     return Headline(
         step_ms=round(span / n_steps / 1e6, 4) if n_steps else None, steps=n_steps,
-        gpu_busy_pct=round(100.0 * busy / span, 2) if span else None, gpu_ms=round(t / 1e6, 4),
+        gpu_busy_pct=busy_pct(busy, span), gpu_ms=round(t / 1e6, 4),
         activities=cov.kernels,
         modelled_pct=round(100.0 * (cov.own_ns + cov.elsewhere_ns) / t, 2) if t else None,
         flops_pct=round(100.0 * flops_ns / t, 2) if t else None,
