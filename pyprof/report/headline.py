@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.steps import busy_pct, no_process, steps
 from pyprof.prof.tables import Table
+from pyprof.prof.views.overview import LAUNCHED_NO_GPU
 
 #: Entries per list of the headline (ops, lines, findings).
 TOP = 3
@@ -92,3 +93,11 @@ def headline(agg: Aggregate, tables: list[Table], flops_ns: int) -> Headline:
         top_ops=_top(by_name.get("operators"), "op", "device_ms"),
         top_lines=_top(by_name.get("lines"), "line", "gpu_ms", "source"),
         findings=_findings(by_name.get("recommendations")))
+
+
+def no_activity_notice(tables: list[Table], default: str) -> str:
+    """The page's notice for an input without GPU activity: the overview's count of kernel launches whose GPU side
+    is missing where it has one (the GPU side was not recorded: not a program that used no GPU), else ``default``."""
+    overview = next((t for t in tables if t.name == "overview" and t.worker is None), None)
+    said = next((n for n in overview.notes if LAUNCHED_NO_GPU in n), None) if overview is not None else None
+    return default if said is None else f"{said} The views below are empty."

@@ -208,3 +208,16 @@ def test_no_launches_and_no_activity_stays_no_gpu_activity(corpus, tmp_path):
 def test_a_trace_with_gpu_activity_says_nothing_of_missing_gpu_activity(parsed):
     t, _ = _overview(parsed(GPUMODEL))
     assert t.rows and not [n for n in t.notes if "no GPU activity" in n or "CUPTI" in n]
+
+
+def test_the_page_of_launches_without_gpu_activity_says_so(corpus, parsed, tmp_path):
+    from pyprof.report.cli import main
+
+    rel = EXT + "zoology_a100_no_gpu_events.json"
+    page = tmp_path / "r.html"
+    assert main([str(parsed(rel)), "-o", str(page)]) == 0
+    text = page.read_text()
+    n = _kernel_launch_events(corpus / rel)
+    assert (f'<p class="notice" id="notice">{n} kernel launches recorded but no GPU activity: the profiler&#x27;s '
+            "GPU (CUPTI) activity was off or lost") in text
+    assert "No GPU activity in the input" not in text  # the notice of a program that used no GPU (test_empty_input)

@@ -11,6 +11,9 @@ from pyprof.prof.window import window_of
 from pyprof.prof.views.registry import view
 from pyprof.prof.views.common import ms
 
+#: What the overview's note says of an input whose CPU side launched kernels and whose GPU side recorded nothing.
+LAUNCHED_NO_GPU = "kernel launches recorded but no GPU activity: the profiler's GPU (CUPTI) activity was off or lost"
+
 COLUMNS = [("step", "Step"), ("span_ms", "Span (ms)"), ("kernel_ms", "Kernel (ms)"), ("memcpy_ms", "Memcpy (ms)"),
            ("memset_ms", "Memset (ms)"), ("idle_ms", "Idle (ms)"), ("gpu_util_pct", "GPU util %"),
            ("sm_efficiency_pct", "Est. SM eff. %"), ("occupancy_pct", "Est. occupancy %"), ("kernels", "Kernels"),
@@ -68,15 +71,13 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
     launched = sum(win.launches for w in workers if not w.totals["records"] and (win := window_of(w.window)))
     if not sum(w.totals["records"] for w in workers):
         table.notes.append(
-            f"{launched} kernel launches recorded but no GPU activity: the profiler's GPU (CUPTI) activity was off "
-            "or lost (no kernel, copy or memset in the input), so no steps." if launched else
+            f"{launched} {LAUNCHED_NO_GPU} (no kernel, copy or memset in the input), so no steps." if launched else
             "No GPU activity in the records: no kernels, copies or memsets (pyprof parse writes its header and end "
             "lines alone for such a profile), so no steps.")
     elif launched:
         idle = [w.name for w in workers if not w.totals["records"] and window_of(w.window)
                 and window_of(w.window).launches]
-        table.notes.append(f"{', '.join(idle)}: {launched} kernel launches recorded but no GPU activity: the "
-                           "profiler's GPU (CUPTI) activity was off or lost for that process.")
+        table.notes.append(f"{', '.join(idle)}: {launched} {LAUNCHED_NO_GPU} for that process.")
     elif n_steps:
         table.notes += [
             f"Steps found from: {', '.join(sorted(sources))}. A step's span is its window on the GPU's timeline: "
