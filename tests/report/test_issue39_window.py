@@ -221,3 +221,19 @@ def test_the_page_of_launches_without_gpu_activity_says_so(corpus, parsed, tmp_p
     assert (f'<p class="notice" id="notice">{n} kernel launches recorded but no GPU activity: the profiler&#x27;s '
             "GPU (CUPTI) activity was off or lost") in text
     assert "No GPU activity in the input" not in text  # the notice of a program that used no GPU (test_empty_input)
+
+
+def test_an_nvprof_export_is_bounded_by_its_first_and_last_api_call(corpus, parsed):
+    rel = "nvprof/nvprof_v18_vectoradd.nvvp"
+    path = corpus / rel
+    bounds = [_sql(path, f"SELECT min(start), max(end) FROM CUPTI_ACTIVITY_KIND_{t}")[0] for t in ("RUNTIME", "DRIVER")]
+    first, last = min(b[0] for b in bounds), max(b[1] for b in bounds)
+    # 1736038487622506588 - 1736038487274680903 = 347,825,685 ns: the driver's first call to the runtime's last
+    assert last - first == 347_825_685
+    # cbid 211 is cudaLaunchKernel (CUPTI's cupti_runtime_cbid.h): the one kernel launch
+    assert _sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE cbid = 211") == [(1,)]
+    lines = [json.loads(x) for x in parsed(rel).read_text().splitlines() if '"pyprof_side":"window"' in x]
+    assert [(d["start_ns"], d["end_ns"], d["source"], d["launches"]) for d in lines] == [(first, last, "API calls", 1)]
+    t, c = _overview(parsed(rel))
+    (row,) = t.rows
+    assert row[c["span_ms"]] == 347.8257
