@@ -118,7 +118,8 @@ def _merge(source: Source, record_lines: Iterator[str], stats: Stats, piece_char
     with no_cyclic_gc():  # only acyclic tuples and strings are made here; see Correlator.launch_infos
         yield from record_lines
     # After the records: side lines, which the memory and host views read and every other reader skips (record.SIDE_KEY).
-    side = itertools.chain(memory_lines(source, stats), host_lines_of(host), _window_lines(source, stats))
+    side = itertools.chain(memory_lines(source, stats), host_lines_of(host),
+                           _window_lines(source, stats))
     yield from _pieces(side, piece_chars) if piece_chars else side
 
 

@@ -326,4 +326,5 @@ class Ending:
                                         "finish (it failed or was stopped part way); parse the profile again")
 
 
-__all__ = ["TYPES", "FAST_TYPES", "FullRecord", "typed_loads", "MAX_DEPTH", "END_KEY", "check", "deeper_than", "is_end", "is_side", "Ending", "empty_input", "check_file_ending"]
+__all__ = ["TYPES", "FAST_TYPES", "FullRecord", "typed_loads", "MAX_DEPTH", "END_KEY", "check", "deeper_than", "is_end",
+           "is_side", "Ending", "empty_input", "check_file_ending"]
