@@ -237,3 +237,25 @@ def test_an_nvprof_export_is_bounded_by_its_first_and_last_api_call(corpus, pars
     t, c = _overview(parsed(rel))
     (row,) = t.rows
     assert row[c["span_ms"]] == 347.8257
+
+
+def test_a_process_that_only_launched_is_named_beside_one_that_ran():
+    from pyprof.prof.aggregate import WorkerData
+    from pyprof.prof.window import WindowRun
+
+    agg = aggregate([("x", [kernel(1000, 100)])])
+    idle = agg.workers["x:2"] = WorkerData("x:2")  # a second process: 7 launches, no GPU activity
+    idle.window.append(WindowRun(2, 0, 5000, "capture", 7))
+    (t,) = build(agg, ["overview"])
+    assert "x:2: 7 kernel launches recorded but no GPU activity: the profiler's GPU (CUPTI) activity was off or " \
+           "lost for that process." in t.notes
+    # hand-built records without window lines: no window note, and no launch note
+    (t,) = build(aggregate([("x", [kernel(1000, 100)])]), ["overview"])
+    assert not [n for n in t.notes if n.startswith("Profiled window") or "launches" in n]
+
+
+def test_busy_keeps_two_significant_digits_below_a_hundredth_of_a_percent():
+    from pyprof.prof.steps import busy_pct
+
+    assert busy_pct(1472, 880_010_422) == 0.00017  # 1.6727e-4 %
+    assert busy_pct(1, 3) == 33.33 and busy_pct(0, 10) == 0.0 and busy_pct(5, 0) is None
