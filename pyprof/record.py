@@ -86,6 +86,22 @@ HOST_RUN = 16_384
 HOST_CATEGORIES = ("step", "dataloader", "runtime", "op")
 
 
+#: Where a window line's profiled window comes from (window_line's ``source``): the capture's own bounds as the
+#: export states them (nsys: ANALYSIS_DETAILS' duration from the session start), the session start to the end of
+#: the last CUDA API call (an nsys export without ANALYSIS_DETAILS), the trace's first to last event (Kineto), or
+#: the first to the last CUDA API call (nvprof, and nsys where activities lack their launch call). GPU activity
+#: outside it widens it (prof's steps).
+WINDOW_SOURCES = ("capture", "session to last API call", "trace", "API calls")
+
+
+def window_line(pid: int | None, start_ns: int, end_ns: int, source: str, launches: int) -> str:
+    """One window line (no newline): the profiled window of the input that holds one process, where it came from
+    (WINDOW_SOURCES), and the process's kernel launch calls (API calls named like ``*Launch*``: cudaLaunchKernel,
+    cuLaunchKernel, cudaGraphLaunch, ...), counted whether or not their GPU side was recorded."""
+    return json.dumps({SIDE_KEY: "window", "pid": pid, "start_ns": start_ns, "end_ns": end_ns, "source": source,
+                       "launches": launches}, separators=(",", ":"))
+
+
 def host_line(pid: int | None, category: str, start_ns, end_ns, names: list[str] | None = None,
               int_list: Callable[[object], str] | None = None) -> str:
     """One host line (no newline): a process's intervals of one of HOST_CATEGORIES in time order, disjoint but for

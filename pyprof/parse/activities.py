@@ -178,6 +178,18 @@ class Source:
         (each range's text), else empty."""
         return {}
 
+    def profiled_window(self, cut: bool = False) -> tuple[int, int, str] | None:
+        """(start_ns, end_ns, source: one of record.WINDOW_SOURCES) of what the input recorded, where it says; None
+        where it says nothing. ``cut``: activities without their launch call were found (a cut of a longer capture,
+        or one begun mid-run): the capture's own bounds may then describe more than the export holds, and only
+        what it holds bounds the window. The GPU activities are within the window or widen it (prof's steps)."""
+        return None
+
+    def kernel_launches(self) -> dict:
+        """pid -> the kernel launch calls of each process with a CUDA API call (record.window_line): 0 for one
+        that made calls but launched no kernel."""
+        return {}
+
     def launch_times(self) -> Iterator[tuple]:
         """What the sweep needs of each launch call, in the order of :meth:`launches`: tuples that start
         ``(thread, start_ns, end_ns)``. A reader with a cheaper way to read only those overrides this."""

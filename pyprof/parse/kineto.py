@@ -116,6 +116,8 @@ class KinetoSource(Source):
         self._names = BoundedDict(1 << 14)
         self._shared = SharedValues()  # ops' argument lists, one object per distinct text
         self._threads = BoundedDict(1 << 12)  # see _thread
+        self._window: tuple | None = None  # (first start, last end) of the events read (_arrange)
+        self._kernel_launches: dict = {}  # pid -> kernel launch calls (_arrange)
 
     def _open(self) -> IO[bytes]:
         """The trace's bytes, after a UTF-8 byte-order mark if it starts with one (some editors add one)."""
@@ -160,6 +162,7 @@ class KinetoSource(Source):
         self._launches.sort(key=lambda x: x.start_ns)
         self._acts.sort(key=lambda a: a.start_ns)
         self._memory.sort(key=lambda m: m.t_ns)
+        self._window_and_launches()
         # GPU events name the device as their process; the process that ran them is the one that launched GPU
         # work. A trace is written per process, so an activity whose launch event is missing (launched before the
         # trace began) belongs to that process too.
@@ -167,6 +170,27 @@ class KinetoSource(Source):
         if len(pids) == 1 and len(self._cpu_pids) == 1:
             self._acts = [a._replace(pid=pids[0]) for a in self._acts]
         self._output_shapes()
+
+    def _window_and_launches(self) -> None:
+        """The trace's bounds over every timed event read (ranges, launch calls, GPU activities, Python frames), and
+        each process's kernel launch calls: kept here, as close() drops the events before the window lines go out."""
+        # each kind of event is a tuple with its start and end at 1 and 2 (RANGE_ROW, Launch, Activity, frames)
+        kinds = [x for x in (self._ranges, self._launches, self._acts, self._frames) if x]
+        self._window = (min(min(e[1] for e in x) for x in kinds), max(max(e[2] for e in x) for x in kinds)) \
+            if kinds else None
+        counts: dict = {}
+        for x in self._launches:
+            counts[x.pid] = counts.get(x.pid, 0) + ("Launch" in x.api)
+        self._kernel_launches = counts
+
+    def profiled_window(self, cut: bool = False) -> tuple[int, int, str] | None:
+        """The trace's first event start to its last event end (the profiler's active window)."""
+        return None if self._window is None else (*self._window, "trace")
+
+    def kernel_launches(self) -> dict:
+        """pid -> its cuda_runtime / cuda_driver events named like a kernel launch (cudaLaunchKernel,
+        cuLaunchKernel, hipLaunchKernel, cudaGraphLaunch, ...)."""
+        return self._kernel_launches
 
     def _read_blocks(self) -> None:
         with self._open() as f:

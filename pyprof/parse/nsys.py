@@ -107,6 +107,7 @@ class NsysSource(Source):
             set(py.CALLCHAIN_COLUMNS) <= self.cols.get(py.CALLCHAINS, set()) and \
             self.db.execute(f"SELECT 1 FROM {py.CALLCHAINS} LIMIT 1").fetchone() is not None
         self._sites: dict[int, str] | None = None
+        self._calls: dict | None = None  # _calls_by_process, once
 
     def _columns(self, table: str) -> set[str]:
         return {row[1] for row in self.rows.all(f"PRAGMA table_info('{table}')")}
@@ -468,6 +469,38 @@ class NsysSource(Source):
             out.update(nsys_host.calls(self.rows, RUNTIME, f"{_VALID_ACTIVITY} AND typeof(globalTid) = 'integer'")
                        if calls is None else calls)
         return out
+
+    def _calls_by_process(self) -> dict:
+        """pid -> (kernel launch calls, first call start, last call end) over the valid CUDA API calls: one scan."""
+        if RUNTIME not in self.cols or "nameId" not in self.cols[RUNTIME]:
+            return {}
+        sql = (f"SELECT (globalTid >> 24) & {_TID_MASK}, sum(nameId IN (SELECT id FROM StringIds WHERE value LIKE "
+               f"'%Launch%')), min(start), max(end) FROM {RUNTIME} WHERE {_VALID_LAUNCH} GROUP BY 1")
+        if self._calls is None:
+            self._calls = {pid: (n, lo, hi) for pid, n, lo, hi in self.rows.all(sql)}
+        return self._calls
+
+    def kernel_launches(self) -> dict:
+        """pid -> its runtime and driver API calls named like a kernel launch (cudaLaunchKernel, cuLaunchKernel,
+        cudaGraphLaunch, ...), for each process with an API call."""
+        return {pid: n for pid, (n, _lo, _hi) in self._calls_by_process().items()}
+
+    def profiled_window(self, cut: bool = False) -> tuple[int, int, str] | None:
+        """The capture as the export states it: times count from the session's start, and ANALYSIS_DETAILS gives
+        the capture's duration (an export without it: the session start to the last API call). ``cut`` (activities
+        without their launch call: a cut of a longer capture), or neither table: the first to the last API call."""
+        calls = self._calls_by_process().values()
+        first = min((lo for _n, lo, _hi in calls), default=None)
+        last = max((hi for _n, _lo, hi in calls), default=None)
+        if not cut and "duration" in self.cols.get("ANALYSIS_DETAILS", ()):
+            rows = self.rows.all("SELECT max(duration) FROM ANALYSIS_DETAILS WHERE typeof(duration) = 'integer'")
+            if rows and rows[0][0] is not None and rows[0][0] > 0:
+                return 0, int(rows[0][0]), "capture"
+        if last is None:
+            return None
+        if not cut and "TARGET_INFO_SESSION_START_TIME" in self.cols:
+            return 0, last, "session to last API call"
+        return first, last, "API calls"
 
     def _host_of(self, table: str) -> dict | None:
         """The compiled pass's host intervals of ``table``, handed over (not kept here); None where it takes no part."""

@@ -56,6 +56,7 @@ class NvprofSource(Source):
                                   and self.rows.all(f"SELECT 1 FROM {t} LIMIT 1")),
                                  next((t for t in KERNEL_TABLES if t in self.cols), None))
         self._strings: dict[int, str] | None = None
+        self._calls: dict | None = None  # _calls_by_process, once
 
     @property
     def strings(self) -> dict[int, str]:
@@ -144,6 +145,36 @@ class NvprofSource(Source):
             # Kernels launched through the driver API alone (cuLaunchKernel) join a driver row; CUPTI gives
             # the driver calls made inside a runtime call ids of their own, so the keys do not collide.
             yield Launch((pid, tid), start, end, api, corr, pid, tid)
+
+    def _calls_by_process(self) -> dict:
+        """(table, pid) -> (kernel launch calls, first call start, last call end) of the runtime and driver API calls
+        with a process id, once."""
+        if self._calls is None:
+            self._calls = {}
+            for table, names in ((RUNTIME, RUNTIME_API), (DRIVER, DRIVER_API)):
+                if table in self.cols and {"processId", "cbid"} <= self.cols[table]:
+                    launch = ",".join(str(cbid) for cbid, name in names.items() if "Launch" in name)
+                    sql = (f"SELECT processId, sum(cbid IN ({launch})), min(start), max(end) FROM {table} "
+                           f"WHERE {_valid(('start', 'end', 'processId'))} GROUP BY 1")
+                    self._calls.update({(table, pid): row for pid, *row in self.rows.all(sql)})
+        return self._calls
+
+    def kernel_launches(self) -> dict:
+        """pid -> its runtime API calls that launch a kernel (cudaLaunch, cudaLaunchKernel, cudaGraphLaunch, ...);
+        the driver's (cuLaunchKernel, ...) for a process with no runtime call: a runtime launch makes a driver
+        call of its own, which would count it twice."""
+        out: dict = {}
+        for (table, pid), (n, _lo, _hi) in sorted(self._calls_by_process().items(), key=lambda kv: kv[0][0] != RUNTIME):
+            if table == RUNTIME or pid not in out:
+                out[pid] = n
+        return out
+
+    def profiled_window(self, cut: bool = False) -> tuple[int, int, str] | None:
+        """The first to the last CUDA API call: an nvprof export states no capture bounds."""
+        calls = self._calls_by_process().values()
+        if not calls:
+            return None
+        return min(lo for _n, lo, _hi in calls), max(hi for _n, _lo, hi in calls), "API calls"
 
     def activities(self) -> Iterator[Activity]:
         """Kernels, memcpys and memsets merged in start order."""

@@ -17,7 +17,7 @@ import os
 from typing import Iterator
 
 from pyprof.common import BoundedDict, no_cyclic_gc
-from pyprof.record import ATTRIBUTION, SIDE_PREFIX, Record
+from pyprof.record import ATTRIBUTION, SIDE_PREFIX, Record, window_line
 from pyprof.parse import encode, native_lines
 # CLOCK_SKEW_NS, RECENT and header are the writer's as before (bench/parse_speed.py, prof's per-kernel reader).
 from pyprof.parse.lineparts import (API_END_KEY, API_JSON, CLOCK_SKEW_NS, LINE, NO_CALL, RECENT, _LAUNCH, _NAME,
@@ -118,8 +118,19 @@ def _merge(source: Source, record_lines: Iterator[str], stats: Stats, piece_char
     with no_cyclic_gc():  # only acyclic tuples and strings are made here; see Correlator.launch_infos
         yield from record_lines
     # After the records: side lines, which the memory and host views read and every other reader skips (record.SIDE_KEY).
-    side = itertools.chain(memory_lines(source, stats), host_lines_of(host))
+    side = itertools.chain(memory_lines(source, stats), host_lines_of(host),
+                           _window_lines(source, stats))
     yield from _pieces(side, piece_chars) if piece_chars else side
+
+
+def _window_lines(source: Source, stats: Stats) -> Iterator[str]:
+    """A window line per process with a CUDA API call (record.window_line), once the records are out: whether some
+    activity lacked its launch call (a cut capture, whose stated bounds are not trusted) is known only then."""
+    launches = source.kernel_launches()
+    window = source.profiled_window(cut=stats.no_launch > 0) if launches else None
+    if window is not None:
+        for pid in sorted(launches, key=lambda p: (p is None, p if type(p) is int else 0, str(p))):
+            yield window_line(pid if type(pid) is int else None, *window, launches[pid])
 
 
 def _pieces(lines: Iterator[str], piece_chars: int) -> Iterator[str]:

@@ -25,7 +25,7 @@ from pyprof.prof.groups import OPTIMIZER_RANGE, Group, add, callsite_key, is_com
     merge_into, on_grid, op_key, sample, shapes_key
 from pyprof.prof.registry import TC_FAMILIES, Family
 from pyprof.prof.results import as_list
-from pyprof.prof.occupancy import est_occupancy, limits, sm_fraction
+from pyprof.prof.occupancy import kernel_occupancy, limits, sm_fraction
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 _KIND = {"kernel": KERNEL, "memcpy": MEMCPY, "memset": MEMSET}
@@ -104,6 +104,7 @@ class WorkerData:
         self.first_call: dict = {}
         self.memory: list = []  # pyprof.prof.memory.MemoryRun of this process's memory lines, in file order
         self.host: list = []  # pyprof.prof.host.HostRun of this process's host lines, in file order
+        self.window: list = []  # pyprof.prof.window.WindowRun of its window line (its input's profiled window)
         self.devices: set = set()  # CUDA device ids its activities ran on
         # Communication kernels (is_comm): their indices in the timeline arrays and their short names, in input
         # order (the ranks view matches the n-th collective of a name across ranks)
@@ -146,6 +147,7 @@ class WorkerData:
         self.opt_ranges |= other.opt_ranges
         self.memory += other.memory
         self.host += other.host
+        self.window += other.window
         self.layout_names |= other.layout_names
         self.gpus |= other.gpus
         self.devices |= other.devices
@@ -471,14 +473,7 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
         frac = sm_fraction(d.get("grid"), lim)
         if frac is not None:
             sm_ns = frac * dur
-        occ = d.get("est_occupancy_pct")  # the PyTorch profiler's own estimate, when parse passes it on
-        if isinstance(occ, (int, float)) and not isinstance(occ, bool) and 0 <= occ <= 100:
-            occ = occ / 100.0
-        else:
-            static, dynamic = d.get("static_smem_bytes"), d.get("dynamic_smem_bytes")
-            if static is None and dynamic is None:
-                static = d.get("smem_bytes")  # the PyTorch profiler gives only the sum (ROCm traces too)
-            occ = est_occupancy(d.get("grid"), d.get("block"), d.get("registers"), static, dynamic, lim)
+        occ = kernel_occupancy(d, lim)
         if occ is not None:
             occ_x = occ * dur
         g = w.kernel_groups.get(full)

@@ -220,9 +220,13 @@ def check_file_ending(stream: IO[bytes], path: str) -> None:
         st = os.fstat(fd)
     except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
         return
-    if not stat.S_ISREG(st.st_mode) or st.st_size <= pos:
+    if not stat.S_ISREG(st.st_mode):
         return
+    if st.st_size <= pos:
+        raise empty_input(path)
     head = os.pread(fd, min(ENDS_BYTES, st.st_size - pos), pos)
+    if pos + len(head) == st.st_size and not head.strip():
+        raise empty_input(path)
     first = next((x for x in head.split(b"\n") if x.strip()), b"")
     at = head.find(first) if first else 0
     if first and head.find(b"\n", at) < 0 and pos + len(head) < st.st_size:
@@ -270,7 +274,14 @@ def _check_tail(fd: int, pos: int, size: int, ending: "Ending") -> None:
     last = next((x for x in reversed(tail.split(b"\n")) if x.strip()), b"")
     if is_end(last):
         ending.end()
+    ending.seen = True  # the file has a first line: not empty, whatever its end says
     ending.done()
+
+
+def empty_input(path: str) -> InputError:
+    """The error for an input with no line at all (blank lines aside): not "a profile without GPU activity", which
+    parse writes as a header and an end line, but what a refused ``pyprof parse F > x.dict`` leaves behind."""
+    return InputError(path, "empty: no header line (was its parse refused?)")
 
 
 class Ending:
@@ -278,23 +289,26 @@ class Ending:
     end line once all of them are out; a stream whose last line is a record was cut short. Older records and the
     original PyProf's dict lines end anyhow."""
 
-    __slots__ = ("path", "required", "ended")
+    __slots__ = ("path", "required", "ended", "seen")
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.required = False
         self.ended = False
+        self.seen = False  # a header, record or end line was read: the input is not empty
 
     def header(self) -> None:
         """Parse's header line was read: the records after it end with an end line (schema 3 on)."""
         self.required = True
         self.ended = False
+        self.seen = True
 
     def record(self, d: dict, lineno: int) -> None:
         """A record line was read: the first of the stream, or the first after an end line (each run of records
         comes from one parse, so its schema is that run's; a newer one is refused here, on the paths that check
         only some keys of each record)."""
         _known_schema(d, self.path, lineno)
+        self.seen = True
         if not self.required:
             schema = d.get("schema")
             self.required = type(schema) is int and schema >= 2
@@ -303,12 +317,16 @@ class Ending:
     def end(self) -> None:
         """Parse's end line was read."""
         self.ended = True
+        self.seen = True
 
     def done(self) -> None:
-        """The input is over: raise InputError if it was cut short."""
+        """The input is over: raise InputError if it was empty or cut short."""
+        if not self.seen:
+            raise empty_input(self.path)
         if self.required and not self.ended:
             raise InputError(self.path, "the records end without parse's end line: the parse that wrote them did not "
                                         "finish (it failed or was stopped part way); parse the profile again")
 
 
-__all__ = ["TYPES", "FAST_TYPES", "FullRecord", "typed_loads", "MAX_DEPTH", "END_KEY", "check", "deeper_than", "is_end", "is_side", "Ending", "check_file_ending"]
+__all__ = ["TYPES", "FAST_TYPES", "FullRecord", "typed_loads", "MAX_DEPTH", "END_KEY", "check", "deeper_than", "is_end",
+           "is_side", "Ending", "empty_input", "check_file_ending"]

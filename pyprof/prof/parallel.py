@@ -551,6 +551,7 @@ def run_parallel(stream: IO[bytes], path: str, plan: Callable[[], ChunkPlan], ta
             take(made)
             coverage.merge(cov)
             ending.required |= chunk_end.required
+            ending.seen |= chunk_end.required or chunk_end.ended or chunk_end.any_lines
             if chunk_end.any_lines:
                 ending.ended = chunk_end.ended
             if commit is not None and (k + 1) % max(1, COMMIT_BATCHES // 8) == 0:

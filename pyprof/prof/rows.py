@@ -265,6 +265,7 @@ def stream_rows(stream: IO[bytes], path: str, rows_: RowStream, write, commit=No
         if commit is not None and n_blocks % COMMIT_BATCHES == 0:
             commit()
     write(rows_.ready(None))
+    rows_.ending.path = path  # named here too: an input with no line was never fed
     rows_.ending.done()
 
 

@@ -1,7 +1,10 @@
 """Steps of a worker as a partition of its GPU timeline, and each step's GPU time breakdown (the overview's
 numbers; docs/views.md).
 
-The worker's profiled span runs from its first GPU activity start to its last GPU activity end.
+The worker's profiled span runs from its first GPU activity start to its last GPU activity end; without a step
+marker, the profiled window of its input (parse's window line: an nsys capture's bounds, an nvprof export's first
+to last CUDA API call) widens it, so that a capture of 880 ms whose GPU ran one 1.5 us memset is 880 ms long, not
+1.5 us. A PyTorch profiler trace keeps its GPU span (``span_window``).
 
 Which step launched an activity: the step ranges (``ProfilerStep#N``, else user ranges named like a step or
 iteration, else the whole capture as one step) enclose the launches of the threads that opened them. Activities
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pyprof.prof.aggregate import KERNEL, MEMCPY, NO_STEP, WorkerData
+from pyprof.prof.window import WindowRun, window_of
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,28 @@ def assign(w: WorkerData) -> tuple[list[str], np.ndarray, str]:
     return [f"{prefix}{int(lab)}" for lab in step_labels], out, source
 
 
+#: Window sources that bound the span: not a PyTorch profiler trace's bounds, whose idle share is measured over
+#: the GPU's own span, as Holistic Trace Analysis measures it (tests/report/test_steps_hta.py holds pyprof to it);
+#: the overview says how much of the trace that span is.
+SPAN_SOURCES = frozenset({"capture", "session to last API call", "API calls"})
+
+
+def span_window(w: WorkerData, source: str) -> WindowRun | None:
+    """The profiled window that bounds the worker's span: its input's (window_of), where no step marker does
+    (``source`` is "whole capture") and it comes from a capture (SPAN_SOURCES); else None."""
+    win = window_of(w.window)
+    return win if source == "whole capture" and win is not None and win.source in SPAN_SOURCES else None
+
+
+def busy_pct(busy_ns: float, span_ns: float) -> float | None:
+    """busy / span in percent: 2 decimals, or 2 significant digits below 0.01% (a GPU that ran 1.5 us of 880 ms is
+    busy 0.00017%, not 0.0%); None without a span."""
+    if not span_ns:
+        return None
+    value = 100.0 * busy_ns / span_ns
+    return float(f"{value:.2g}") if 0 < value < 0.01 else round(value, 2)
+
+
 def steps(w: WorkerData) -> tuple[list[Step], str]:
     """The worker's steps (windows partitioning its profiled span, in order) and how they were found; no steps
     for a worker without timed activities. Computed once per worker."""
@@ -133,6 +159,9 @@ def _compute(w: WorkerData) -> tuple[list[Step], str]:
     if (end < start).any():  # an end before its start (a clock glitch) is a zero-length activity
         end = np.maximum(end, start)
     span_start, span_end = int(start.min()), int(end.max())
+    win = span_window(w, source)
+    if win is not None:  # activity outside the window (a clock that drifts, a row past the stated end) widens it
+        span_start, span_end = min(span_start, win.start_ns), max(span_end, win.end_ns)
     # Window starts: the earliest GPU start of each step's own activities, kept monotonic.
     first_gpu = np.full(len(labels), span_end, dtype=np.int64)
     mine = which >= 0

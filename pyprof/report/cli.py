@@ -21,7 +21,7 @@ from pyprof.prof.reader import is_records  # (also where it was for its callers:
 PROG = "pyprof report"
 #: Workers beyond this many get no per-worker tables of their own (the page would grow with each).
 MAX_WORKER_TABLES = 16
-#: The page's notice for input without GPU activity (parse writes an empty file for such a profile, exit 0).
+#: The page's notice for input without GPU activity (parse writes a header and an end line for it, exit 0).
 NO_ACTIVITY = ("No GPU activity in the input: no kernels, copies or memsets (a profile of a program that used no "
                "GPU, or one captured outside its GPU work). The views below are empty.")
 
@@ -143,6 +143,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
     temporary. Raises InputError for bad input, OutputError for an output that cannot be written (a folder, a
     missing or read-only folder, a full disk) and UsageError for an impossible request."""
     from pyprof.report import page as page_html, perfetto
+    from pyprof.report.headline import no_activity_notice
 
     if trace_path is not None and _same_file(output, trace_path):
         raise UsageError(f"{output}: given as both -o and --trace")
@@ -173,7 +174,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
         shown = sum(1 for e in tl_events or () if e["ph"] == "X" and e["pid"] >= perfetto.GPU_PID_BASE)
         given = ", ".join("<stdin>" if p == "-" else p for p in inputs)  # the paths as given, not the workers' names
         meta = {"title": title or f"pyprof report: {given}",
-                "notice": None if n_records else NO_ACTIVITY,
+                "notice": None if n_records else no_activity_notice(tables, NO_ACTIVITY),
                 "source": given, "summary": f"{n_records:,} GPU activities",
                 "generated": f"pyprof {pyprof.__version__}, "
                              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from pyprof.prof.aggregate import Aggregate
-from pyprof.prof.steps import no_process, steps
+from pyprof.prof.steps import busy_pct, no_process, steps
 from pyprof.prof.tables import Table
+from pyprof.prof.views.overview import LAUNCHED_NO_GPU
 
 #: Entries per list of the headline (ops, lines, findings).
 TOP = 3
@@ -85,10 +86,18 @@ def headline(agg: Aggregate, tables: list[Table], flops_ns: int) -> Headline:
     t = cov.time_ns
     return Headline(
         step_ms=round(span / n_steps / 1e6, 4) if n_steps else None, steps=n_steps,
-        gpu_busy_pct=round(100.0 * busy / span, 2) if span else None, gpu_ms=round(t / 1e6, 4),
+        gpu_busy_pct=busy_pct(busy, span), gpu_ms=round(t / 1e6, 4),
         activities=cov.kernels,
         modelled_pct=round(100.0 * (cov.own_ns + cov.elsewhere_ns) / t, 2) if t else None,
         flops_pct=round(100.0 * flops_ns / t, 2) if t else None,
         top_ops=_top(by_name.get("operators"), "op", "device_ms"),
         top_lines=_top(by_name.get("lines"), "line", "gpu_ms", "source"),
         findings=_findings(by_name.get("recommendations")))
+
+
+def no_activity_notice(tables: list[Table], default: str) -> str:
+    """The page's notice for an input without GPU activity: the overview's count of kernel launches whose GPU side
+    is missing where it has one (the GPU side was not recorded: not a program that used no GPU), else ``default``."""
+    overview = next((t for t in tables if t.name == "overview" and t.worker is None), None)
+    said = next((n for n in overview.notes if LAUNCHED_NO_GPU in n), None) if overview is not None else None
+    return default if said is None else f"{said} The views below are empty."

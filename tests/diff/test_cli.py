@@ -15,6 +15,7 @@ import pytest
 
 from pyprof.diff.cli import SLOWER, main
 from pyprof.parse import parse_file
+from pyprof.record import end_line, header_line
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FOREACH = str(DATA / "diff" / "transformer_foreach.sqlite.xz")
@@ -123,9 +124,10 @@ def test_a_list_with_an_empty_name_is_a_usage_error(capsys):
 
 
 def test_a_run_without_gpu_activity(capsys, tmp_path):
-    # what pyprof parse writes for a profile without GPU activity: an empty file
+    # what pyprof parse writes for a profile without GPU activity: its header and end lines, no record (a 0-byte
+    # file is refused: what a refused parse leaves)
     empty = tmp_path / "empty.dict"
-    empty.write_text("")
+    empty.write_text(header_line({}) + "\n" + end_line(0) + "\n")
     rc, out, _ = _run(capsys, FOREACH, str(empty), "--jsonl", "-q", "--table", "steps")
     # no step windows on one side: GPU time per step only (7.3224 ms: the recount of test_diff)
     assert rc == 0 and [json.loads(x) for x in out.splitlines()] == [

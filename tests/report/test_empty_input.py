@@ -1,5 +1,5 @@
-"""A profile without GPU activity: ``pyprof parse`` writes an empty records file and exits 0, and ``pyprof
-report`` and ``pyprof prof --view`` take that file (or the export itself) and say there is no GPU activity,
+"""A profile without GPU activity: ``pyprof parse`` writes its header and end lines and no record, exits 0,
+and ``pyprof report`` and ``pyprof prof --view`` take that file (or the export itself) and say there is no GPU activity,
 exit 0. On two real Nsight Systems exports of the shared corpus whose SQLite has no CUPTI activity table (the
 corpus README lists 0 kernels for both; sqlite3 recounts it here)."""
 from __future__ import annotations
@@ -74,11 +74,42 @@ def test_prof_view_takes_the_empty_records_and_says_so(empty_records):
     assert "pyprof prof: overview: No GPU activity in the records" in p.stderr
 
 
-def test_an_empty_or_blank_file_is_records(tmp_path):
-    empty, blank = tmp_path / "e.dict", tmp_path / "b.dict"
-    empty.write_bytes(b"")
-    blank.write_bytes(b"\n  \n")
-    assert is_records(str(empty)) and is_records(str(blank))
+# A 0-byte or blank records file is what a refused ``pyprof parse F > x.dict`` leaves: no header line, so not
+# "a program that used no GPU" (parse writes that as a header and an end line, above). Until issue 39 such a file
+# read as no GPU activity, exit 0; now prof and report refuse it in one line, exit 1, nothing on stdout, no page.
+EMPTY_SAYS = "empty: no header line (was its parse refused?)"
+
+
+@pytest.mark.parametrize("content", [b"", b"\n  \n"])
+@pytest.mark.parametrize("argv", [["--view", "overview"], [], ["--group-by", "op"]])
+def test_prof_refuses_an_empty_file(tmp_path, content, argv):
+    path = tmp_path / "x.dict"
+    path.write_bytes(content)
+    assert is_records(str(path))  # records-shaped (report reads it as records, not an export) ...
+    p = subprocess.run([sys.executable, "-m", "pyprof.prof", *argv, str(path)], capture_output=True, text=True,
+                       cwd=ROOT)
+    assert (p.returncode, p.stdout) == (1, "")  # ... and refused
+    assert p.stderr == f"pyprof prof: error: {path}: {EMPTY_SAYS}\n"
+
+
+def test_a_refused_parse_piped_into_prof_fails(corpus):
+    # DLProf's own database is not an export (the corpus README): parse refuses it, writing nothing
+    refused = corpus / "external-2026-12/dlprof_dldb_not_nsys.sqlite"
+    parse = subprocess.run([sys.executable, "-m", "pyprof.parse", str(refused)], capture_output=True, cwd=ROOT)
+    assert parse.returncode == 1 and parse.stdout == b""
+    p = subprocess.run([sys.executable, "-m", "pyprof.prof", "-"], input=parse.stdout, capture_output=True,
+                       cwd=ROOT)
+    assert (p.returncode, p.stdout) == (1, b"")
+    assert p.stderr.decode() == f"pyprof prof: error: <stdin>: {EMPTY_SAYS}\n"
+
+
+def test_report_refuses_an_empty_file_and_leaves_no_page(tmp_path, capsys):
+    path, page = tmp_path / "x.dict", tmp_path / "r.html"
+    path.write_bytes(b"")
+    assert main([str(path), "-o", str(page)]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"pyprof report: error: {path}: {EMPTY_SAYS}\n"
+    assert not page.exists()
 
 
 def test_a_page_with_activity_has_no_notice(records, tmp_path):

@@ -20,6 +20,9 @@ CAUSES = {
     "launch": f"gaps under {SHORT_GAP_NS // 1000} us: the host issuing work one launch at a time",
     "host": f"gaps of {SHORT_GAP_NS // 1000} us or more: host work between launches (Python, data loading, "
             "the optimizer's bookkeeping)",
+    "edges": "the profiled window before the first GPU activity and after the last, where the capture's window "
+             "is the span (no step marker): start-up and tear-down, or a program that used the GPU for a moment; "
+             "no activity of the GPU's ended the time after the last one",
 }
 
 
@@ -59,9 +62,18 @@ def idle(agg: Aggregate, worker: str | None = None) -> Table:
             if int(g.idle_ns[biggest]) > cur[2]:
                 step = g.labels[g.step[biggest]]
                 cur[2], cur[3] = int(g.idle_ns[biggest]), f"{w.name} {step}" if len(ws) > 1 else step
+    edge_n, edge_ns, edge_big, edge_step = 0, 0, 0, ""
+    for w in ws:
+        for part in _edges(w):
+            edge_n, edge_ns = edge_n + 1, edge_ns + part
+            if part > edge_big:
+                edge_big, edge_step = part, f"{w.name} all" if len(ws) > 1 else "all"
+    total_idle += edge_ns
+    if edge_n:
+        acc[("edges", "", "")] = [edge_n, edge_ns, edge_big, edge_step]
     for (cause, op, line), (n, ns, big, step) in sorted(acc.items(), key=lambda kv: (-kv[1][1], kv[0])):
         t.rows.append([cause, op, line, n, ms(ns), pct(ns, span), ms(big), step])
-    t.notes += [f"{c}: {text}." for c, text in CAUSES.items()]
+    t.notes += [f"{c}: {text}." for c, text in CAUSES.items() if c != "edges" or edge_n]
     t.notes += [
         "A gap is a stretch of the profiled span (the steps' windows) with no kernel, copy or memset running on "
         "the GPU (several streams: any of them); it is charged to the op and line of the activity that ended it, "
@@ -70,3 +82,14 @@ def idle(agg: Aggregate, worker: str | None = None) -> Table:
         "No profiled span (no timed activity).",
     ]
     return t
+
+
+def _edges(w) -> list[int]:
+    """The idle stretches of the worker's span before its first GPU activity and after its last (ns, those above
+    0): only a span its profiled window widened has them (pyprof.prof.steps.span_window)."""
+    sts = steps(w)[0]
+    if not sts:
+        return []
+    start, end = (np.frombuffer(a, dtype=np.int64) for a in (w.start_ns, w.end_ns))
+    lead, tail = int(start.min()) - sts[0].start_ns, sts[-1].end_ns - int(np.maximum(end, start).max())
+    return [x for x in (lead, tail) if x > 0]

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.tables import Table
-from pyprof.prof.steps import Step, no_process, steps
+from pyprof.prof.steps import Step, busy_pct, no_process, span_window, steps
+from pyprof.prof.window import window_of
 from pyprof.prof.views.registry import view
-from pyprof.prof.views.common import ms, pct
+from pyprof.prof.views.common import ms
+
+#: What the overview's note says of an input whose CPU side launched kernels and whose GPU side recorded nothing.
+LAUNCHED_NO_GPU = "kernel launches recorded but no GPU activity: the profiler's GPU (CUPTI) activity was off or lost"
 
 COLUMNS = [("step", "Step"), ("span_ms", "Span (ms)"), ("kernel_ms", "Kernel (ms)"), ("memcpy_ms", "Memcpy (ms)"),
            ("memset_ms", "Memset (ms)"), ("idle_ms", "Idle (ms)"), ("gpu_util_pct", "GPU util %"),
@@ -30,11 +34,14 @@ def _row(label: str, sts: list[Step]) -> list:
     busy = sum(s.busy_ns for s in sts)
     sm = None if any(s.sm_busy_ns is None for s in sts) else sum(s.sm_busy_ns for s in sts)
     occ_known = sum(s.occ_known_ns for s in sts)
-    sm_eff = None if sm is None or not span else round(min(100.0, 100.0 * sm / span), 2)
+    kernel_ns = sum(s.kernel_ns for s in sts)
+    # SM time is kernel time x the share of SMs a grid fills: never more than the time a kernel ran (concurrent
+    # kernels each count their own, and may add up beyond it)
+    sm_eff = None if sm is None or not span else round(100.0 * min(sm, kernel_ns) / span, 2)
     occ = round(100.0 * sum(s.occ_x_ns for s in sts) / occ_known, 2) if occ_known else None
     kernels = sum(s.kernels for s in sts)
-    return [label, ms(span / n), ms(sum(s.kernel_ns for s in sts) / n), ms(sum(s.memcpy_ns for s in sts) / n),
-            ms(sum(s.memset_ns for s in sts) / n), ms(sum(s.idle_ns for s in sts) / n), pct(busy, span), sm_eff,
+    return [label, ms(span / n), ms(kernel_ns / n), ms(sum(s.memcpy_ns for s in sts) / n),
+            ms(sum(s.memset_ns for s in sts) / n), ms(sum(s.idle_ns for s in sts) / n), busy_pct(busy, span), sm_eff,
             occ, kernels if n == 1 else round(kernels / n, 4), ms(sum(s.kernel_sum_ns for s in sts) / n)]
 
 
@@ -61,9 +68,16 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
         table.rows += [head + step_row(st) for st in sts]
         if len(sts) > 1:
             table.rows.append(head + _row("mean", sts))
+    launched = sum(win.launches for w in workers if not w.totals["records"] and (win := window_of(w.window)))
     if not sum(w.totals["records"] for w in workers):
-        table.notes.append("No GPU activity in the records: no kernels, copies or memsets (pyprof parse writes "
-                           "an empty file for such a profile), so no steps.")
+        table.notes.append(
+            f"{launched} {LAUNCHED_NO_GPU} (no kernel, copy or memset in the input), so no steps." if launched else
+            "No GPU activity in the records: no kernels, copies or memsets (pyprof parse writes its header and end "
+            "lines alone for such a profile), so no steps.")
+    elif launched:
+        idle = [w.name for w in workers if not w.totals["records"] and window_of(w.window)
+                and window_of(w.window).launches]
+        table.notes.append(f"{', '.join(idle)}: {launched} {LAUNCHED_NO_GPU} for that process.")
     elif n_steps:
         table.notes += [
             f"Steps found from: {', '.join(sorted(sources))}. A step's span is its window on the GPU's timeline: "
@@ -87,6 +101,7 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
                            "percentages are over the worker's whole profiled span (ratios of the sums). Workers "
                            "are never averaged together: each has its own GPU timeline (compare them in the "
                            "workers view).")
+    table.notes += [_window_note(w, many) for w in workers if steps(w)[0] and window_of(w.window) is not None]
     lost = [w.name for w in workers if no_process(w) and steps(w)[0]]
     if lost:
         table.notes.append(f"Worker {', '.join(lost)}: activities with no process, because the export has no "
@@ -98,3 +113,26 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
         table.notes.append(f"{untimed} activities have no start/end times (original PyProf dict lines): they are "
                            "in the other views but not in the steps.")
     return table
+
+
+#: What each window source is, in words (record.WINDOW_SOURCES).
+_SOURCE_WORDS = {"capture": "the capture's duration as the nsys export states it (ANALYSIS_DETAILS)",
+                 "session to last API call": "from the nsys session's start to its last CUDA API call",
+                 "API calls": "from the first to the last CUDA API call",
+                 "trace": "the trace's first to last event"}
+
+
+def _window_note(w, many: bool) -> str:
+    """How much of its profiled window the worker's GPU ran, and whether the window is its span."""
+    win = window_of(w.window)
+    sts, source = steps(w)
+    busy = sum(s.busy_ns for s in sts)
+    whose = f"{w.name}: " if many else ""
+    length = max(win.end_ns, max(s.end_ns for s in sts)) - min(win.start_ns, sts[0].start_ns)
+    said = f"{ms(length)} ms, {_SOURCE_WORDS.get(win.source, win.source)}"
+    ran = f"the GPU ran {ms(busy)} ms of it (busy {busy_pct(busy, length)}%)"
+    if span_window(w, source) is not None:
+        return f"{whose}Profiled window: {said}; {ran}. With no step marker it is the span of the step 'all'."
+    why = ("steps mark the spans" if source != "whole capture" else
+           "the span is the GPU's own, first to last GPU activity, as Holistic Trace Analysis measures idle time")
+    return f"{whose}Profiled window: {said}; {ran}. {why[0].upper() + why[1:]}."
