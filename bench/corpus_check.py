@@ -59,7 +59,7 @@ def expected_counts(path: str) -> dict | str:
                     return "SQLite of another tool"
                 return {k: sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ts if t in tables)
                         for k, ts in spec.items()}
-            except sqlite3.DatabaseError as e:  # a fuzz case's damaged pages: this recount cannot read it either
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as e:  # a fuzz case's damaged pages (its error text need not be UTF-8 either)
                 return f"damaged SQLite ({e})"
             finally:
                 con.close()
