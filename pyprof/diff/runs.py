@@ -90,8 +90,9 @@ class _OptimizerSteps:
             self._inside[mkey] = part._inside[key]
 
 
-def load(label: str, sources: list[tuple[str, str]], peaks: Peaks | None = None, jobs: int = 1) -> Run:
-    """The Run of ``sources``, (name, records file) pairs, one per input: one large records file is aggregated in
+def load(label: str, sources: list, peaks: Peaks | None = None, jobs: int = 1) -> Run:
+    """The Run of ``sources`` (report.cli.Source: the input's name, its records file, the path as given), one per
+    input: one large records file is aggregated in
     ``jobs`` worker processes (pyprof.prof.aggregate_jobs), else in this one. Raises InputError (naming the file
     and line) for a malformed record."""
     agg = None
@@ -103,8 +104,8 @@ def load(label: str, sources: list[tuple[str, str]], peaks: Peaks | None = None,
             agg = None
     if agg is None:
         opt = _OptimizerSteps()
-        agg = aggregate([(name, numbered_file(path, name)) for name, path in sources], peaks, observe=opt)
-    run = Run(label, [name for name, _ in sources], agg, 0, [])
+        agg = aggregate([(s.name, numbered_file(s.path, s.given)) for s in sources], peaks, observe=opt)
+    run = Run(label, [s.name for s in sources], agg, 0, [])
     timed = [w for w in agg.workers.values() if not no_process(w)] or list(agg.workers.values())
     for w in agg.workers.values():
         run.gpu_ns += w.totals["gpu_ns"]

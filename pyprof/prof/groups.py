@@ -363,7 +363,7 @@ class GroupBy(NamedTuple):
 
 
 #: The record keys ``sample`` reads (is_optimizer's among them).
-SAMPLE_KEYS = ("kDuration", "kind", "dir", "op", "ranges", "seqId", "layer", "kShortName")
+SAMPLE_KEYS = ("kDuration", "kind", "dir", "op", "ranges", "seqId", "layer", "kShortName", "kLongName")
 
 #: ``pyprof prof --group-by`` keys.
 GROUP_KEYS: dict[str, GroupBy] = {

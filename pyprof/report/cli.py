@@ -11,7 +11,7 @@ import os
 import stat
 import tempfile
 from contextlib import ExitStack
-from typing import IO, Callable, Iterator
+from typing import IO, Callable, Iterator, NamedTuple
 
 import pyprof
 from pyprof.common import InputError, OutputError, UsageError, output_stream, run_command
@@ -71,8 +71,17 @@ def main(argv: list[str] | None = None) -> int:
     return run_command(PROG, lambda: one_line_errors(body))
 
 
-def records_sources(inputs: list[str], stack: ExitStack) -> list[tuple[str, str]]:
-    """(name to show, records file) per input: records as they are, an export parsed into a temporary file
+class Source(NamedTuple):
+    """One input of report or diff: the name its views give it, the records file read, and the path as the user
+    gave it (what an error line names)."""
+
+    name: str
+    path: str
+    given: str
+
+
+def records_sources(inputs: list[str], stack: ExitStack) -> list[Source]:
+    """A Source per input: records as they are, an export parsed into a temporary file
     that ``stack`` removes when it closes, stdin (``-``) spooled first so that it can be sniffed and read twice.
     The name is the one prof's views give the input (pyprof.prof.input_names: the base name, or as many
     trailing folders as set it apart from the other inputs). Raises InputError for a folder, an unreadable file
@@ -81,7 +90,8 @@ def records_sources(inputs: list[str], stack: ExitStack) -> list[tuple[str, str]
 
     tmpdir = None
     sources = []
-    for i, (path, display) in enumerate(zip(inputs, input_names(inputs))):
+    for i, (given, display) in enumerate(zip(inputs, input_names(inputs))):
+        path = given
         if path != "-" and os.path.isdir(path):
             raise InputError(path, "is a directory")
         if path == "-":
@@ -98,11 +108,11 @@ def records_sources(inputs: list[str], stack: ExitStack) -> list[tuple[str, str]
             with open(parsed, "w", encoding="utf-8") as out:
                 parse_file(path, out)
             path = parsed
-        sources.append((display, path))
+        sources.append(Source(display, path, "<stdin>" if given == "-" else given))
     return sources
 
 
-def _tables(sources: list[tuple[str, str]], jobs: int = 0, meanwhile=None):
+def _tables(sources: list[Source], jobs: int = 0, meanwhile=None):
     """The views' Tables (all workers, then each worker when there are several), the table of every GPU
     activity, and the headline, from one pass over the records: spread over ``jobs`` worker processes for one
     large records file (pyprof.prof.aggregate_jobs), else in this process. ``meanwhile()`` runs while the
@@ -125,7 +135,7 @@ def _tables(sources: list[tuple[str, str]], jobs: int = 0, meanwhile=None):
         meanwhile()
     if agg is None:
         acts = ActivityTable()
-        agg = aggregate([(name, numbered_file(path, name)) for name, path in sources], observe=acts)
+        agg = aggregate([(s.name, numbered_file(s.path, s.given)) for s in sources], observe=acts)
     tables = views.build(agg)
     head = headline(agg, tables, acts.flops_ns)
     if len(agg.workers) > 1:
@@ -164,7 +174,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
         def timeline_events_of_the_firsts() -> None:
             if timeline:
                 return  # made while the workers ran, before the one pass took over
-            firsts = [(n, itertools.islice(_numbered(p, n), share)) for n, p in sources]
+            firsts = [(s.name, itertools.islice(_numbered(s.path, s.given), share)) for s in sources]
             timeline.append(list(perfetto.source_events(firsts)) if share else None)
 
         tables, acts, head = _tables(sources, (os.cpu_count() or 1) if jobs is None else jobs,
@@ -184,7 +194,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
         # both files are complete before the first is renamed into place (leaving the with block).
         if trace_out is not None:
             _write(trace_path, trace_out, lambda: perfetto.write_source_trace(
-                [(n, _numbered(p, n)) for n, p in sources], trace_out, max_trace_events))
+                [(s.name, _numbered(s.path, s.given)) for s in sources], trace_out, max_trace_events))
         _write(output, page, lambda: page_html.render(tables, meta, tl_events, page, acts.to_dict(), head.to_dict()))
     return head
 
@@ -219,8 +229,8 @@ def shareable(out: IO[str], path: str) -> None:
     os.fchmod(out.fileno(), 0o666 & ~umask)
 
 
-def _numbered(path: str, display: str) -> Iterator[tuple[int, dict]]:
+def _numbered(path: str, given: str) -> Iterator[tuple[int, dict]]:
     from pyprof.prof.reader import read_records
 
     with open(path, "rb") as f:
-        yield from read_records(f, display)
+        yield from read_records(f, given)

@@ -14,6 +14,7 @@ import pytest
 from pyprof.diff.cli import SLOWER, main
 from pyprof.diff.compare import compare
 from pyprof.diff.runs import load
+from pyprof.record import end_line, header_line
 from pyprof.report.cli import records_sources
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -96,7 +97,8 @@ def test_different_gpus_are_said_and_the_verdict_names_them(runs, capsys):
 
 def test_a_run_without_activity_cannot_be_split_and_says_which(runs, tmp_path):
     empty = tmp_path / "empty.jsonl"
-    empty.write_text("")
+    # what parse writes for a profile without GPU activity: its header and end lines alone
+    empty.write_text(header_line({}) + "\n" + end_line(0) + "\n")
     d = compare(runs(str(empty), "base"), runs(FOREACH, "new"))
     (note,) = [n for n in _notes(d) if n.startswith("Cannot split")]
     assert "base has no GPU activity" in note and "new" not in note.split(":", 1)[1].split(";")[0]

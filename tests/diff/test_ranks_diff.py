@@ -21,7 +21,7 @@ def test_rank1_waits_in_the_all_reduce_for_rank0():
         base = load("rank0", records_sources([str(RANK0)], stack))
         new = load("rank1", records_sources([str(RANK1)], stack))
         both = records_sources([str(RANK0), str(RANK1)], stack)
-        (rt, *_rest) = build(aggregate([(name, numbered_file(path, name)) for name, path in both]), ["ranks"])
+        (rt, *_rest) = build(aggregate([(s.name, numbered_file(s.path, s.given)) for s in both]), ["ranks"])
     diff = compare(base, new)
     (ops,) = [t for t in diff.tables if t.name == "diff_op"]
     rows = [dict(zip(ops.columns, r)) for r in ops.rows]

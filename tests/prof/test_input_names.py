@@ -59,4 +59,4 @@ def test_views_report_and_rank_files_tell_the_inputs_apart(same_base_name):
     (summarised, *_), _coverage = job_tables(summarize_files(same_base_name))  # pyprof prof --view ranks -j N
     assert _column(summarised, "worker") == want
     with ExitStack() as stack:  # pyprof report and pyprof diff
-        assert [name for name, _path in records_sources(same_base_name, stack)] == want
+        assert [s.name for s in records_sources(same_base_name, stack)] == want
