@@ -24,6 +24,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import zlib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KINDS = ("kernel", "memcpy", "memset")
@@ -43,7 +44,7 @@ def expected_counts(path: str) -> dict | str:
     while data[:2] == b"\x1f\x8b" or data[:6] == b"\xfd7zXZ\x00":  # nested too (a .json.gz.xz)
         try:
             data = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else lzma.decompress(data)
-        except (OSError, EOFError, lzma.LZMAError) as e:  # a fuzz case's cut stream
+        except (OSError, EOFError, lzma.LZMAError, zlib.error) as e:  # a fuzz case's cut or damaged stream
             return f"damaged compressed stream ({e})"
     if data.startswith(b"SQLite format 3\x00"):
         with tempfile.NamedTemporaryFile(suffix=".sqlite") as tmp:
