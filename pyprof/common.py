@@ -375,12 +375,15 @@ def error_line(prog: str, e: PyprofError) -> str:
     if isinstance(path, str) and path and path in text:
         text = text.replace(path, _middle(printable(path), MESSAGE_PATH_CHARS))
     line = printable(f"{prog}: error: {text}")
-    return line if len(line) <= MESSAGE_CHARS else _middle(line, MESSAGE_CHARS - 3)
+    return _middle(line, MESSAGE_CHARS)
 
 
 def _middle(s: str, n: int) -> str:
-    """``s`` cut to ``n`` characters and '...' in its middle."""
-    return s if len(s) <= n else f"{s[:n // 2]}...{s[len(s) - (n - n // 2):]}"
+    """``s``, or when longer than ``n`` characters its start and its end with '...' between, ``n`` in all."""
+    if len(s) <= n:
+        return s
+    head = (n - 3) // 2
+    return f"{s[:head]}...{s[len(s) - (n - 3 - head):]}"
 
 
 #: Text for people (prof's text formats, the report's strings) cuts a string longer than this to this many
