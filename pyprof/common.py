@@ -157,6 +157,32 @@ def write_stdout(chunks: Iterable[str], encoding: str | None = None) -> None:
         raise OutputError("<stdout>", write_error(e)) from None
 
 
+class TellingWrites:
+    """A text stream whose failed write or flush is an OutputError: ``display: what`` with the system's reason
+    in place of ``{reason}``. For a file that a
+    library function writes (parse_file into a temporary), whose OSError would otherwise escape as a traceback,
+    or be told as the failure of another file."""
+
+    def __init__(self, stream: IO[str], display: str, what: str) -> None:
+        self._stream, self._display, self._what = stream, display, what
+
+    def write(self, s: str) -> int:
+        try:
+            return self._stream.write(s)
+        except OSError as e:
+            raise OutputError(self._display, self._what.format(reason=e.strerror or e)) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as e:
+            raise OutputError(self._display, self._what.format(reason=e.strerror or e)) from None
+
+
+#: What TellingWrites says of the temporary records of an export parsed on the way (report, diff, prof --view ranks).
+PARSED_EXPORT_HELD = "could not hold the parsed export in this folder ({reason}); set TMPDIR to one with room"
+
+
 def stdout_to_devnull() -> None:
     """Point stdout's descriptor at /dev/null: after it failed (or its reader went away), what is still buffered
     for it would fail again at the interpreter's exit, with a second complaint."""

@@ -13,8 +13,8 @@ from contextlib import ExitStack
 from typing import IO, Callable, Iterator
 
 import pyprof
-from pyprof.common import (InputError, OutputError, UsageError, output_stream, refuse_overwriting_inputs, run_command,
-                           write_error)
+from pyprof.common import (PARSED_EXPORT_HELD, InputError, OutputError, TellingWrites, UsageError, output_stream,
+                           refuse_overwriting_inputs, run_command, write_error)
 from pyprof.prof.reader import is_records  # (also where it was for its callers: report.cli.is_records)
 
 PROG = "pyprof report"
@@ -94,8 +94,10 @@ def records_sources(inputs: list[str], stack: ExitStack) -> list[tuple[str, str]
             if tmpdir is None:
                 tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="pyprof-report-"))
             parsed = os.path.join(tmpdir, f"{i}.dict")
-            with open(parsed, "w", encoding="utf-8") as out:
+            with open(parsed, "w", encoding="utf-8") as f:
+                out = TellingWrites(f, tmpdir, PARSED_EXPORT_HELD)  # a full TMPDIR: one line naming it
                 parse_file(path, out)
+                out.flush()
             path = parsed
         sources.append((display, path))
     return sources

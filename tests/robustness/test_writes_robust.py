@@ -65,9 +65,9 @@ def _run(stage: str, *argv, stdout=subprocess.PIPE, unbuffered=True, fsize: int 
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
 
     module = f"pyprof.{stage}" if stage else "pyprof.cli"
+    kw.setdefault("env", _env(unbuffered))
     return subprocess.run([sys.executable, "-m", module, *map(str, argv)], stdout=stdout, stderr=subprocess.PIPE,
-                          text=True, env=_env(unbuffered), cwd=cwd or ROOT, preexec_fn=limit if fsize else None,
-                          **kw)
+                          text=True, cwd=cwd or ROOT, preexec_fn=limit if fsize else None, **kw)
 
 
 def _to_limited_file(tmp_path, stage, *argv, unbuffered=True, fsize=LIMIT):
@@ -334,3 +334,19 @@ def test_in_process_main_leaves_stdout_alone(xf, monkeypatch):
     sys.stdout.flush()
     end = json.loads(xf[1].read_text().splitlines()[-1])
     assert buf.getvalue().decode().splitlines() == ["Idx"] + [str(i) for i in range(end["records"])]
+
+
+@pytest.mark.parametrize("stage,argv,folder", [("report", ["{x}", "-o", "r.html"], "pyprof-report-"),
+                                               ("diff", ["-q", "{x}", "{x}"], "pyprof-report-"),
+                                               ("prof", ["-q", "--view", "ranks", "{x}", "{x}"], "pyprof-rank-")])
+def test_a_full_tmpdir_under_an_export_parsed_on_the_way_is_one_line(tmp_path, xf, stage, argv, folder):
+    # The export's records (1.4 MB) go to a temporary file in TMPDIR first: past the limit, one line naming that
+    # folder (it was a traceback, or report blamed its page), and nothing left in TMPDIR or beside the page.
+    (tmp_path / "tmp").mkdir()
+    env = {**_env(True), "TMPDIR": str(tmp_path / "tmp")}
+    p = _run(stage, *[a.format(x=xf[0]) for a in argv], fsize=LIMIT, cwd=tmp_path, env=env)
+    assert p.returncode == 1 and p.stdout == "" and p.stderr.count("\n") == 1, p.stderr[-400:]
+    assert p.stderr.startswith(f"pyprof {stage}: error: {tmp_path / 'tmp'}/{folder}")
+    assert p.stderr.endswith(": could not hold the parsed export in this folder (File too large); set TMPDIR to "
+                             "one with room\n")
+    assert os.listdir(tmp_path / "tmp") == [] and os.listdir(tmp_path) == ["tmp"]
