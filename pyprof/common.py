@@ -119,6 +119,8 @@ def text_stdout(encoding: str | None = "utf-8") -> IO[str]:
     """stdout as a text stream with a large buffer, whose every write is whole or raises OSError (WholeWrites).
     ``encoding`` None: sys.stdout's own. What sys.stdout holds is flushed first, so it comes before. Closing the
     stream leaves stdout open; an object without a descriptor or a buffer (a notebook's) is returned as it is."""
+    if sys.stdout is None:  # started with its descriptor closed (>&-)
+        raise OSError(errno.EBADF, "stdout is closed")
     sys.stdout.flush()
     try:
         sink: int | IO[bytes] = sys.stdout.fileno()
@@ -190,7 +192,7 @@ def stdout_to_devnull() -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-    except (OSError, ValueError):  # stdout replaced by an object without a descriptor
+    except (AttributeError, OSError, ValueError):  # stdout replaced by an object without a descriptor, or None
         pass
 
 
@@ -198,7 +200,7 @@ def _regular_stat(path: str) -> os.stat_result | None:
     """``path``'s status ('-' is stdin's) when it is a regular file (through symlinks), else None."""
     try:
         st = os.fstat(sys.stdin.fileno()) if path == "-" else os.stat(path)
-    except (OSError, ValueError):
+    except (AttributeError, OSError, ValueError):
         return None
     return st if stat.S_ISREG(st.st_mode) else None
 
@@ -216,7 +218,7 @@ def refuse_overwriting_inputs(outputs: Iterable[str], inputs: Iterable[str]) -> 
         if out == "-":
             try:
                 st = os.fstat(sys.stdout.fileno())
-            except (OSError, ValueError):
+            except (AttributeError, OSError, ValueError):  # no descriptor: nothing to compare
                 continue
             st = st if stat.S_ISREG(st.st_mode) else None
         else:
@@ -266,8 +268,12 @@ def output_stream(path: str) -> Iterator[IO[str]]:
         else:
             mode = _new_file_mode(target)
             fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(target)), prefix=".pyprof-")
-            os.fchmod(fd, mode)  # mkstemp's file is private to its writer (0600)
-            out = os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 20)
+            try:
+                os.fchmod(fd, mode)  # mkstemp's file is private to its writer (0600)
+                out = os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 20)
+            except OSError:
+                os.close(fd)
+                raise
     except OSError as e:
         if tmp is not None:
             os.unlink(tmp)
@@ -374,7 +380,8 @@ def run_main(prog: str, main: Callable[[], int]) -> None:
         pass
     code = main()
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
         if sink is not None and sink.error is not None:
             raise sink.error
     except BrokenPipeError:

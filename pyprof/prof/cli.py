@@ -134,7 +134,7 @@ def output_format(args) -> tuple[str, int]:
         return "space", 0
     if args.width:
         return "columns", args.width
-    if sys.stdout.isatty():
+    if sys.stdout is not None and sys.stdout.isatty():  # None: started with stdout closed (>&-)
         return "columns", shutil.get_terminal_size().columns
     return "space", 0
 

@@ -277,7 +277,8 @@ def test_error_line_cuts_the_path_and_keeps_the_problem():
     assert len(line) == len("pyprof x: error: ") + 400 + len(": line 4: bad")
     long = error_line("pyprof x", UsageError("y" * 5000))  # no path: the line itself is cut, still one line
     assert len(long) == 1000 and "..." in long
-    assert error_line("pyprof x", UsageError("-w WIDTH must be positive")) == "pyprof x: error: -w WIDTH must be positive"
+    short = UsageError("-w WIDTH must be positive")
+    assert error_line("pyprof x", short) == "pyprof x: error: -w WIDTH must be positive"
 
 
 # --- the mode and the place of an output file ------------------------------------------------------------------
@@ -350,3 +351,13 @@ def test_a_full_tmpdir_under_an_export_parsed_on_the_way_is_one_line(tmp_path, x
     assert p.stderr.endswith(": could not hold the parsed export in this folder (File too large); set TMPDIR to "
                              "one with room\n")
     assert os.listdir(tmp_path / "tmp") == [] and os.listdir(tmp_path) == ["tmp"]
+
+
+@pytest.mark.parametrize("stage,argv,reason", [("prof", ["-q", "{r}"], "could not write the output"),
+                                               ("diff", ["-q", "{r}", "{r}"], "could not write the output"),
+                                               ("parse", ["-q", "{x}"], "cannot write here")])
+def test_a_closed_stdout_is_one_line(xf, stage, argv, reason):
+    # `>&-`: Python starts with sys.stdout None (the commands asked it for a terminal, or wrote to it: tracebacks).
+    p = subprocess.run([sys.executable, "-m", f"pyprof.{stage}", *[a.format(r=xf[1], x=xf[0]) for a in argv]],
+                       stderr=subprocess.PIPE, text=True, env=_env(True), cwd=ROOT, preexec_fn=lambda: os.close(1))
+    assert (p.returncode, p.stderr) == (1, f"pyprof {stage}: error: <stdout>: {reason} (stdout is closed)\n")
