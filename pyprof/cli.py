@@ -6,7 +6,7 @@ import importlib
 import sys
 
 import pyprof
-from pyprof.common import one_blas_thread
+from pyprof.common import one_blas_thread, run_command, run_main, write_stdout
 
 STAGES = {
     "parse": ("pyprof.parse.cli", "profiler export (nsys/NvProf SQLite, PyTorch trace) -> JSON Lines records"),
@@ -26,11 +26,9 @@ def main(argv: list[str] | None = None) -> int:
     """Run the stage named by the first argument; return its exit code (2 for a usage error)."""
     argv = sys.argv[1:] if argv is None else argv
     if not argv or argv[0] in ("-h", "--help"):
-        sys.stdout.write(USAGE)
-        return 0 if argv else 2
+        return _show(USAGE, 0 if argv else 2)
     if argv[0] == "--version":
-        print(f"pyprof {pyprof.__version__}")
-        return 0
+        return _show(f"pyprof {pyprof.__version__}\n", 0)
     stage = STAGES.get(argv[0])
     if stage is None:
         sys.stderr.write(f"pyprof: unknown command {argv[0]!r}\n{USAGE}")
@@ -39,14 +37,24 @@ def main(argv: list[str] | None = None) -> int:
     return importlib.import_module(stage[0]).main(argv[1:])
 
 
+def _show(text: str, code: int) -> int:
+    """Print ``text`` on stdout and return ``code``; 1, and one line, when stdout cannot take it (a full disk)."""
+    return run_command("pyprof", lambda: write_stdout([text]) or code)
+
+
 def run() -> None:
     """The ``pyprof`` command: main, then exit with its code. Before the interpreter tears down, the objects still
     alive (the stages' caches of decoded markers and parts, thousands of small dicts) are frozen, so that its last
     garbage collections skip them: 0.12 s to 0.06 s at the end of a parse of a 50k-kernel export. Not in main, which
-    tests and notebooks call in a process that goes on."""
-    code = main()
-    gc.freeze()
-    sys.exit(code)
+    tests and notebooks call in a process that goes on. Exits through common.run_main: stdout's writes are whole
+    and its last flush is checked."""
+    def main_then_freeze() -> int:
+        code = main()
+        gc.freeze()
+        return code
+
+    stage = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in STAGES else None
+    run_main(f"pyprof {stage}" if stage else "pyprof", main_then_freeze)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,5 @@
 """``python -m pyprof.diff``: the same as ``pyprof diff``."""
-import sys
+from pyprof.common import run_main
+from pyprof.diff.cli import PROG, main
 
-from pyprof.diff.cli import main
-
-sys.exit(main())
+run_main(PROG, main)

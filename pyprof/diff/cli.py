@@ -17,9 +17,10 @@ from contextlib import ExitStack
 from typing import Sequence
 
 import pyprof
-from pyprof.common import InputError, UsageError, output_stream, run_command
+from pyprof.common import (InputError, UsageError, output_stream, refuse_overwriting_inputs, run_command,
+                           write_stdout)
 from pyprof.prof.cli import output_format
-from pyprof.prof.formats import one_line_errors, printable
+from pyprof.prof.formats import printable
 
 PROG = "pyprof diff"
 #: The exit code of --fail-if-slower when NEW is slower by more than allowed: neither bad input (1) nor usage (2).
@@ -77,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:  # argparse printed the usage or the help
         return 2 if e.code else 0
-    return run_command(PROG, lambda: one_line_errors(lambda: _run(args)))
+    return run_command(PROG, lambda: _run(args))
 
 
 def side(arg: str) -> list[str]:
@@ -96,7 +97,7 @@ def _run(args) -> int:
     from pyprof.diff.compare import compare
     from pyprof.diff.runs import load
     from pyprof.prof.terminal import print_tables
-    from pyprof.report.cli import records_sources, shareable
+    from pyprof.report.cli import records_sources
 
     if args.top is not None and args.top <= 0:
         raise UsageError("--top must be positive")
@@ -112,13 +113,12 @@ def _run(args) -> int:
         raise UsageError("stdin ('-') can be read only once")
     if args.output == "-":
         raise UsageError("-o -: stdout takes the tables; give the page a file name")
+    refuse_overwriting_inputs(["-"] + ([args.output] if args.output else []), base_files + new_files)
     fmt, width = output_format(args)
     with ExitStack() as stack:
         # The page is opened before any work (a typo in -o should not cost the parsing) and renamed into place
         # only when complete; stdout gets the tables only once everything has succeeded.
         page = stack.enter_context(output_stream(args.output)) if args.output else None
-        if page is not None:
-            shareable(page, args.output)
         base = load("base", records_sources(base_files, stack), jobs=jobs)
         new = load("new", records_sources(new_files, stack), jobs=jobs)
         diff = compare(base, new, args.by, args.top)
@@ -134,8 +134,7 @@ def _run(args) -> int:
         print_tables(tables, text, None, fmt, width)
         # its error, too, before anything is written; it names the files as given (the views' short names may not)
         verdict = _verdict(args.fail_if_slower, diff, base, new, base_files, new_files)
-    sys.stdout.write(text.getvalue())
-    sys.stdout.flush()
+    write_stdout([text.getvalue()])
     if not args.quiet:
         for t in tables:
             for note in t.notes:

@@ -1,6 +1,5 @@
 """``python -m pyprof.parse``: see pyprof.parse.cli."""
-import sys
+from pyprof.common import run_main
+from pyprof.parse.cli import PROG, main
 
-from pyprof.parse.cli import main
-
-sys.exit(main())
+run_main(PROG, main)

@@ -8,7 +8,8 @@ import sys
 import tempfile
 from typing import IO
 
-from pyprof.common import InputError, UsageError, no_cyclic_gc, output_stream, run_command
+from pyprof.common import (InputError, UsageError, no_cyclic_gc, output_stream, refuse_overwriting_inputs,
+                           run_command)
 
 from pyprof.record import end_line
 from pyprof.parse.correlate import Stats
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--jobs must be at least 1")
         if args.inputs.count("-") > 1:
             raise UsageError("stdin ('-') can be read only once")
+        refuse_overwriting_inputs([args.output], args.inputs)
         return _run(args)
 
     return run_command(PROG, body)

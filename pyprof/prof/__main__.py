@@ -1,6 +1,5 @@
 """``python -m pyprof.prof``."""
-import sys
+from pyprof.common import run_main
+from pyprof.prof.cli import PROG, main
 
-from pyprof.prof.cli import main
-
-sys.exit(main())
+run_main(PROG, main)

@@ -7,11 +7,12 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Sequence
+from typing import Iterator, Sequence
 
-from pyprof.common import OutputError, UsageError, open_input, run_command
+from pyprof.common import (OutputError, UsageError, open_input, refuse_overwriting_inputs, run_command,
+                           write_stdout)
 from pyprof.prof.columns import DEFAULT, help_text, parse_columns
-from pyprof.prof.formats import PROG, one_line_errors, printable
+from pyprof.prof.formats import PROG, printable
 
 EPILOG = """columns (-c, comma separated, or 'all'):
 {cols}
@@ -97,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(e.code or 0)
     out = _stdout()
     try:
-        return run_command(PROG, lambda: one_line_errors(lambda: _run(args, out)))
+        return run_command(PROG, lambda: _run(args, out))
     finally:
         out.discard()
 
@@ -119,7 +120,7 @@ def _not_an_export(path: str) -> None:
     if head.startswith((SQLITE_MAGIC, XZ_MAGIC, NSYS_REPORT_MAGIC)):
         raise UsageError(f"{path} is a profiler export, not records: run `pyprof parse {path} > records.dict` and "
                          f"`pyprof prof records.dict`, or `pyprof parse {path} | pyprof prof -` "
-                         f"(`pyprof report {path}` takes it as it is)")
+                         f"(`pyprof report {path}` takes it as it is)", path=path)
 
 
 def output_format(args) -> tuple[str, int]:
@@ -133,7 +134,7 @@ def output_format(args) -> tuple[str, int]:
         return "space", 0
     if args.width:
         return "columns", args.width
-    if sys.stdout.isatty():
+    if sys.stdout is not None and sys.stdout.isatty():  # None: started with stdout closed (>&-)
         return "columns", shutil.get_terminal_size().columns
     return "space", 0
 
@@ -160,6 +161,7 @@ def _run(args, out) -> int:
         raise UsageError("--engine and --spill summarise rank files for --view ranks")
     if args.spill is not None and args.engine is None:
         raise UsageError("--spill is the folder of --engine's tasks: give --engine dask or dask://HOST:PORT")
+    refuse_overwriting_inputs(["-"], args.file or ["-"])  # stdout appended to an input (>> net.dict)
     for path in args.file:
         if args.view != "ranks":  # the ranks view parses exports on the way (pyprof.prof.rank_summary)
             _not_an_export(path)
@@ -351,29 +353,29 @@ class Spool:
         self._held = 0
 
     def publish(self) -> None:
-        """Write everything to stdout. Raises OutputError naming stdout when it cannot take it (a full disk);
-        a reader that went away stays a BrokenPipeError."""
-        target = self._target
+        """Write everything to the target (None: stdout, written whole: common.write_stdout). Raises OutputError
+        naming stdout when it cannot take it (a full disk); a reader that went away stays a BrokenPipeError."""
         try:
-            if self._spill is not None:
-                self._to_spill()
-                self._spill.seek(0)
-                while True:
-                    block = self._spill.read(1 << 20)
-                    if not block:
-                        break
-                    target.write(block)
-            elif self._parts:
-                target.write("".join(self._parts))
-            self._parts.clear()
-            target.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as e:
-            _drop_stdout()
-            raise OutputError("<stdout>", f"cannot write ({e.strerror or e})") from None
+            if self._target is None:
+                write_stdout(self._chunks())
+            else:
+                for chunk in self._chunks():
+                    self._target.write(chunk)
+                self._target.flush()
         finally:
             self.discard()
+
+    def _chunks(self) -> Iterator[str]:
+        if self._spill is None:
+            yield "".join(self._parts)
+            return
+        self._to_spill()
+        self._spill.seek(0)
+        while True:
+            block = self._spill.read(1 << 20)
+            if not block:
+                return
+            yield block
 
     def discard(self) -> None:
         """Forget what is held (after a failure, or once published)."""
@@ -384,16 +386,5 @@ class Spool:
             self._spill = None
 
 
-def _drop_stdout() -> None:
-    # What stdout failed to take is still in its buffer: the interpreter's exit would try again, fail again and
-    # print a second complaint. Pointing the descriptor at /dev/null lets that last flush succeed.
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # stdout replaced by an object without a descriptor (tests)
-        pass
-
-
 def _stdout() -> Spool:
-    return Spool(sys.stdout)
+    return Spool(None)

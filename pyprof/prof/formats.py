@@ -19,69 +19,12 @@ import io
 import json
 from typing import IO, Callable, Sequence
 
-from pyprof.common import BoundedDict, PyprofError, UsageError
+# The text helpers are shared with the error lines of every stage (pyprof.common); imported from here too.
+from pyprof.common import MAX_FIELD_CHARS, BoundedDict, UsageError, bounded, printable  # noqa: F401
 
 #: How messages and usage name the command: as users type it (``pyprof prof``), also when it was started as
 #: ``python -m pyprof.prof``, so that a message reads the same in both and names the command to run again.
 PROG = "pyprof prof"
-
-#: Text formats cut a field longer than this to this many characters, followed by a marker saying how many more
-#: there were. Real kernel names are a few kB (the longest CUTLASS template instantiations about 10 kB); a name of
-#: megabytes (a corrupt export's) would make one row of megabytes, and every column of -w as wide.
-MAX_FIELD_CHARS = 1 << 16
-
-_ESCAPES: dict[str, str] = {}
-
-
-def _escape(c: str) -> str:
-    e = _ESCAPES.get(c)
-    if e is None:
-        # Python's own escape of a character it does not print: \t \n \r \x1b \x85 \u2028 \U000e0001.
-        e = _ESCAPES[c] = repr(c)[1:-1]
-    return e
-
-
-def bounded(s: str, limit: int = MAX_FIELD_CHARS) -> str:
-    """``s``, or when longer than ``limit`` characters its first ``limit`` followed by ``...[N more characters]``."""
-    return s if len(s) <= limit else f"{s[:limit]}...[{len(s) - limit} more characters]"
-
-
-def printable(s: str, limit: int = MAX_FIELD_CHARS) -> str:
-    """``s`` as one line of plain text: cut to ``limit`` characters followed by ``...[N more characters]`` when
-    longer, and every character that ``str.isprintable`` refuses (C0 and C1 controls, DEL, line and paragraph
-    separators, format characters such as the bidirectional overrides, spaces other than U+0020, surrogates,
-    unassigned code points) written as Python escapes it (``\\n``, ``\\x1b``, ``\\u2028``). A backslash is
-    printed as it is: the escapes are for reading, not for decoding back."""
-    s = bounded(s, limit)
-    if s.isprintable():
-        return s
-    return "".join([c if c.isprintable() else _escape(c) for c in s])
-
-
-#: A command's error message is one line of at most about this many characters (it can quote the input).
-MESSAGE_CHARS = 1000
-
-
-def one_line_errors(body: Callable[[], int]) -> int:
-    """Run ``body``; a PyprofError it raises leaves with its message as one printable line of at most about
-    MESSAGE_CHARS characters (a message can quote the input: a name holding a line break, a megabyte line). The
-    file a message names is cut in its middle, so that its start and its name stay, and what was wrong is kept."""
-    try:
-        return body()
-    except PyprofError as e:
-        text = str(e)
-        path, problem = getattr(e, "path", None), getattr(e, "problem", None)
-        if isinstance(path, str) and isinstance(problem, str) and text == f"{path}: {problem}":
-            line = f"{_middle(printable(path, 1 << 16), MESSAGE_CHARS // 2)}: {printable(problem, MESSAGE_CHARS // 2)}"
-        else:
-            line = printable(text, MESSAGE_CHARS)
-        if line != text:
-            e.args = (line,)
-        raise
-
-
-def _middle(s: str, n: int) -> str:
-    return s if len(s) <= n else f"{s[:n // 2]}...{s[len(s) - n // 2:]}"
 
 
 def _plain(lines: list[str]) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import asdict
 
 import numpy as np
 
-from pyprof.common import InputError, OutputError
+from pyprof.common import InputError, OutputError, write_error
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.rank_summary import FileSummary, RankSummary, summarize_file
 from pyprof.prof.roofline import Peaks
@@ -57,7 +57,7 @@ def write_summary(summary: FileSummary, path: str) -> None:
     except OSError as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise OutputError(path, f"cannot write ({e.strerror or e})") from None
+        raise OutputError(path, write_error(e)) from None
 
 
 def read_summary(path: str) -> FileSummary:

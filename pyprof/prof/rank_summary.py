@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from pyprof.common import PARSED_EXPORT_HELD, TellingWrites
 from pyprof.prof.aggregate import KERNEL, WorkerData, aggregate, numbered_file, worker_name
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.host import Intervals
@@ -101,8 +102,10 @@ def summarize_file(path: str, display: str | None = None, peaks: Peaks | None = 
 
     with tempfile.TemporaryDirectory(prefix="pyprof-rank-") as tmp:
         records = os.path.join(tmp, "records.dict")
-        with open(records, "w", encoding="utf-8") as out:
+        with open(records, "w", encoding="utf-8") as f:
+            out = TellingWrites(f, tmp, PARSED_EXPORT_HELD)  # a full TMPDIR: one line naming it
             parse_file(path, out)
+            out.flush()
         return _summarize_records(records, display, peaks)
 
 

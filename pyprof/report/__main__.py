@@ -1,6 +1,5 @@
 """``python -m pyprof.report``: the same as ``pyprof report``."""
-import sys
+from pyprof.common import run_main
+from pyprof.report.cli import PROG, main
 
-from pyprof.report.cli import main
-
-sys.exit(main())
+run_main(PROG, main)

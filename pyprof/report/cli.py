@@ -8,14 +8,13 @@ import argparse
 import datetime
 import itertools
 import os
-import stat
 import tempfile
 from contextlib import ExitStack
 from typing import IO, Callable, Iterator, NamedTuple
 
 import pyprof
-from pyprof.common import InputError, OutputError, UsageError, output_stream, run_command
-from pyprof.prof.formats import one_line_errors
+from pyprof.common import (PARSED_EXPORT_HELD, InputError, OutputError, TellingWrites, UsageError, output_stream,
+                           refuse_overwriting_inputs, run_command, write_error)
 from pyprof.prof.reader import is_records  # (also where it was for its callers: report.cli.is_records)
 
 PROG = "pyprof report"
@@ -68,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             jobs=args.jobs)
         return 0
 
-    return run_command(PROG, lambda: one_line_errors(body))
+    return run_command(PROG, body)
 
 
 class Source(NamedTuple):
@@ -105,8 +104,10 @@ def records_sources(inputs: list[str], stack: ExitStack) -> list[Source]:
             if tmpdir is None:
                 tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="pyprof-report-"))
             parsed = os.path.join(tmpdir, f"{i}.dict")
-            with open(parsed, "w", encoding="utf-8") as out:
+            with open(parsed, "w", encoding="utf-8") as f:
+                out = TellingWrites(f, tmpdir, PARSED_EXPORT_HELD)  # a full TMPDIR: one line naming it
                 parse_file(path, out)
+                out.flush()
             path = parsed
         sources.append(Source(display, path, "<stdin>" if given == "-" else given))
     return sources
@@ -156,15 +157,14 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
     from pyprof.report.headline import no_activity_notice
 
     if trace_path is not None and _same_file(output, trace_path):
-        raise UsageError(f"{output}: given as both -o and --trace")
+        raise UsageError(f"{output}: given as both -o and --trace", path=output)
+    refuse_overwriting_inputs([output] + ([trace_path] if trace_path is not None else []), inputs)
     with ExitStack() as stack:
         # The outputs are opened before any work: a typo in -o should not cost a minute of parsing.
         page = stack.enter_context(output_stream(output))
-        shareable(page, output)
         trace_out = None
         if trace_path is not None:
             trace_out = stack.enter_context(output_stream(trace_path))
-            shareable(trace_out, trace_path)
         sources = records_sources(inputs, stack)
 
         # Each input (rank) gets its share of the timeline, so that the ranks can be compared side by side.
@@ -203,7 +203,8 @@ def _same_file(a: str, b: str) -> bool:
     # Both outputs to one file: the page's rename would replace the trace. A device (/dev/null) takes both.
     if a == "-" or b == "-":
         return a == b
-    return os.path.abspath(a) == os.path.abspath(b) and (os.path.isfile(a) or not os.path.exists(a))
+    # Through symlinks: an output that is a link is written through to its target (common.output_stream).
+    return os.path.realpath(a) == os.path.realpath(b) and (os.path.isfile(a) or not os.path.exists(a))
 
 
 def _write(path: str, out: IO[str], body: Callable[[], object]) -> None:
@@ -215,18 +216,7 @@ def _write(path: str, out: IO[str], body: Callable[[], object]) -> None:
     except BrokenPipeError:
         raise
     except OSError as e:
-        raise OutputError("<stdout>" if path == "-" else path, f"cannot write ({e.strerror or e})") from None
-
-
-def shareable(out: IO[str], path: str) -> None:
-    """Give the file being written to ``out`` (by output_stream) the mode of any new file, 0666 less the umask:
-    output_stream writes a regular file to a temporary from mkstemp, which is private to its writer (0600). A
-    device written in place, and stdout, are left as they are."""
-    if path == "-" or not stat.S_ISREG(os.fstat(out.fileno()).st_mode):
-        return
-    umask = os.umask(0)
-    os.umask(umask)
-    os.fchmod(out.fileno(), 0o666 & ~umask)
+        raise OutputError("<stdout>" if path == "-" else path, write_error(e)) from None
 
 
 def _numbered(path: str, given: str) -> Iterator[tuple[int, dict]]:
