@@ -160,3 +160,12 @@ def test_the_paths_looked_up_are_bounded(tree, monkeypatch):
     assert s.line("pkg/model.py:1") is None  # the third path: not looked up, though the root holds it
     assert s.note(["pkg/model.py:1"]).startswith(f"Source text not shown for 1 line: 1 {source_lines.TOO_MANY}")
     assert s.line("/x/a.py:2") is None  # a path already looked up is answered from what was found
+
+
+def test_a_root_given_through_a_symlink_works(tree):
+    # the candidate is checked against the root as given, then resolved against the root resolved
+    (tree / "alias").symlink_to(tree / "src")
+    s = SourceText([str(tree / "alias")])
+    assert s.line("/capture/pkg/model.py:1") == "import torch"
+    assert s.line(f"{tree}/alias/pkg/model.py:2") == "y = layer(x)"
+    assert s.line(f"{tree}/src/pkg/model.py:2") == "y = layer(x)"  # by its tail: src/ is no root as written
