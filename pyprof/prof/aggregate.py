@@ -21,6 +21,7 @@ from pyprof.prof.coverage import Coverage
 from pyprof.common import no_cyclic_gc
 from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks, roofline
+from pyprof.prof.source_lines import SourceText
 from pyprof.prof.groups import OPTIMIZER_RANGE, Group, add, callsite_key, is_comm, kernel_key, layer_path, \
     merge_into, on_grid, op_key, sample, shapes_key
 from pyprof.prof.registry import TC_FAMILIES, Family
@@ -199,6 +200,9 @@ class Aggregate:
         self.coverage = Coverage()
         self.inputs: list[str] = []
         self.peaks = Peaks()  # the peaks the pass used (--gpu, --peak): the views judge GPUs by the same ones
+        # where the views may read source text (--source-root; by default the current folder): the profile's
+        # paths alone never decide it (pyprof.prof.source_lines)
+        self.source = SourceText()
         # input name -> the schema of its records (parse's header line; None: no header, records before schema
         # 3), for the inputs read from a file: what a view says of the side lines an input lacks
         self.schemas: dict[str, int | None] = {}

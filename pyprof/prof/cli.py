@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "recommendations, workers, or all (docs/views.md); notes go to stderr")
     p.add_argument("--worker", default=None, metavar="WORKER",
                    help="with --view: only this worker (a process id; with several files FILE or FILE:PID)")
+    p.add_argument("--source-root", action="append", default=None, metavar="DIR",
+                   help="with --view: the folder to read source text from (the lines and recommendations views "
+                        "show a line's text only from .py files under it); repeatable (default: the current "
+                        "folder; docs/robustness.md)")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
                    help="load user formulas (registered with pyprof.prof.register); repeatable")
     p.add_argument("--gpu", default=None, help="use this GPU's peaks for every record (e.g. 'H100 PCIe')")
@@ -159,6 +163,8 @@ def _run(args, out) -> int:
         raise UsageError("--top must be positive")
     if (args.engine is not None or args.spill is not None) and args.view != "ranks":
         raise UsageError("--engine and --spill summarise rank files for --view ranks")
+    if args.source_root is not None and args.view is None:
+        raise UsageError("--source-root is where --view reads source text: give --view lines, recommendations or all")
     if args.spill is not None and args.engine is None:
         raise UsageError("--spill is the folder of --engine's tasks: give --engine dask or dask://HOST:PORT")
     refuse_overwriting_inputs(["-"], args.file or ["-"])  # stdout appended to an input (>> net.dict)
@@ -213,6 +219,9 @@ def _views(args, fmt: str, peaks, out) -> int:
         raise UsageError(f"--view {args.view!r}: choose one of {', '.join(names())} or all")
     if args.top is not None and args.top <= 0:
         raise UsageError("--top must be positive")
+    from pyprof.prof.source_lines import SourceText
+
+    source = SourceText(args.source_root)  # a root that is no folder is refused before the work
     agg = None
     files = args.file or ["-"]
     if args.view == "ranks" and _rank_files(files, args.engine):
@@ -228,6 +237,7 @@ def _views(args, fmt: str, peaks, out) -> int:
                 agg = None
     if agg is None:
         agg = aggregate_files(files, peaks)
+    agg.source = source
     rc = _print_views(args, build(agg, wanted, args.worker), agg.coverage, fmt, out)
     _unknown_gpus(args, {n for w in agg.workers.values() for n in w.gpus if peaks.for_gpu(n) is None})
     return rc

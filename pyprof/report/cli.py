@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeline-events", type=int, default=10000, metavar="N",
                    help="GPU activities drawn in the page's timeline (default 10000; the page stays small)")
     p.add_argument("--title", default=None, help="page title (default: the input's name)")
+    p.add_argument("--source-root", action="append", default=None, metavar="DIR",
+                   help="the folder to read source text from: the page shows a line's text only from .py files "
+                        "under it; repeatable (default: the current folder; docs/robustness.md)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="worker processes for the views' pass over one large records file (default: one per CPU "
                         "core for records of 32 MB or more; 1: one process)")
@@ -64,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.jobs is not None and args.jobs < 1:
             raise UsageError("--jobs must be >= 1")
         run(args.inputs, args.output, args.trace, args.max_trace_events, args.timeline_events, args.title,
-            jobs=args.jobs)
+            jobs=args.jobs, source_roots=args.source_root)
         return 0
 
     return run_command(PROG, body)
@@ -113,11 +116,12 @@ def records_sources(inputs: list[str], stack: ExitStack) -> list[Source]:
     return sources
 
 
-def _tables(sources: list[Source], jobs: int = 0, meanwhile=None):
+def _tables(sources: list[Source], jobs: int = 0, meanwhile=None, source=None):
     """The views' Tables (all workers, then each worker when there are several), the table of every GPU
     activity, and the headline, from one pass over the records: spread over ``jobs`` worker processes for one
     large records file (pyprof.prof.aggregate_jobs), else in this process. ``meanwhile()`` runs while the
-    workers do (else before the pass)."""
+    workers do (else before the pass). ``source`` (a pyprof.prof.source_lines.SourceText) says where the views
+    may read source text (None: the current folder)."""
     from pyprof.prof import views
     from pyprof.prof.aggregate import aggregate, numbered_file
     from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
@@ -137,6 +141,8 @@ def _tables(sources: list[Source], jobs: int = 0, meanwhile=None):
     if agg is None:
         acts = ActivityTable()
         agg = aggregate([(s.name, numbered_file(s.path, s.given)) for s in sources], observe=acts)
+    if source is not None:
+        agg.source = source
     tables = views.build(agg)
     head = headline(agg, tables, acts.flops_ns)
     if len(agg.workers) > 1:
@@ -146,16 +152,20 @@ def _tables(sources: list[Source], jobs: int = 0, meanwhile=None):
 
 
 def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace_events: int | None = None,
-        timeline_events: int = 10000, title: str | None = None, jobs: int | None = None):
+        timeline_events: int = 10000, title: str | None = None, jobs: int | None = None,
+        source_roots: list[str] | None = None):
     """Write the report (and the trace) for ``inputs``; return its headline (pyprof.report.headline.Headline).
-    Every input is checked, and exports parsed, before
+    The page shows source text only from .py files under ``source_roots`` (None: the current folder;
+    pyprof.prof.source_lines). Every input is checked, and exports parsed, before
     anything is written; the files appear only when complete (written to a temporary name beside them, then
     renamed; a device such as /dev/null is written in place), and after a failure neither is left, nor any
     temporary. Raises InputError for bad input, OutputError for an output that cannot be written (a folder, a
     missing or read-only folder, a full disk) and UsageError for an impossible request."""
+    from pyprof.prof.source_lines import SourceText
     from pyprof.report import page as page_html, perfetto
     from pyprof.report.headline import no_activity_notice
 
+    source = SourceText(source_roots)  # a root that is no folder is refused before anything is written
     if trace_path is not None and _same_file(output, trace_path):
         raise UsageError(f"{output}: given as both -o and --trace", path=output)
     refuse_overwriting_inputs([output] + ([trace_path] if trace_path is not None else []), inputs)
@@ -178,7 +188,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
             timeline.append(list(perfetto.source_events(firsts)) if share else None)
 
         tables, acts, head = _tables(sources, (os.cpu_count() or 1) if jobs is None else jobs,
-                                     timeline_events_of_the_firsts)
+                                     timeline_events_of_the_firsts, source)
         n_records = len(acts)
         tl_events = timeline[0]
         shown = sum(1 for e in tl_events or () if e["ph"] == "X" and e["pid"] >= perfetto.GPU_PID_BASE)

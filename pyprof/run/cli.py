@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -100,8 +101,18 @@ def _run(args) -> int:
         print(f"{PROG}: nothing was captured (the script ended before its step {args.warmup + 1}?)",
               file=sys.stderr)
         return status or 1
-    _analyse(export, out)
+    _analyse(export, out, _source_roots(command))
     return status
+
+
+def _source_roots(command: list[str]) -> list[str]:
+    """The folders the report may read source text from: the current one, and the script's (the first argument
+    naming a .py file, as in ``python train.py`` or ``torchrun --nproc 2 train.py``), both named by the user."""
+    roots = [os.getcwd()]
+    script = next((a for a in command[1:] if a.endswith(".py") and os.path.isfile(a)), None)
+    if script is not None:
+        roots.append(os.path.dirname(os.path.abspath(script)))
+    return list(dict.fromkeys(roots))
 
 
 def _child(cmd: list[str], env: dict) -> int:
@@ -144,7 +155,7 @@ def _export(out: Path, backend: str) -> Path | None:
     return sqlite
 
 
-def _analyse(export: Path, out: Path) -> None:
+def _analyse(export: Path, out: Path, source_roots: list[str]) -> None:
     from pyprof.parse import parse_file
     from pyprof.report.cli import run as report
 
@@ -152,10 +163,12 @@ def _analyse(export: Path, out: Path) -> None:
     with open(records, "w", encoding="utf-8") as f:
         parse_file(str(export), f)
     page = out / "report.html"
-    _headline(report([str(records)], str(page)))
+    _headline(report([str(records)], str(page), source_roots=source_roots))
+    # The next commands read source text from the folder they run in: the script's, when it is elsewhere, named.
+    roots = "".join(f" --source-root {shlex.quote(r)}" for r in source_roots[1:])
     print(f"{PROG}: wrote {records} and {page}\nnext:\n"
-          f"  pyprof prof --group-by op {records}\n  pyprof prof --view lines {records}\n"
-          f"  pyprof prof --view recommendations {records}\n  open {page}", file=sys.stderr)
+          f"  pyprof prof --group-by op {records}\n  pyprof prof --view lines{roots} {records}\n"
+          f"  pyprof prof --view recommendations{roots} {records}\n  open {page}", file=sys.stderr)
 
 
 def _headline(h) -> None:

@@ -10,7 +10,6 @@ import numpy as np
 from pyprof.prof.aggregate import Aggregate, WorkerData
 from pyprof.prof.gpu_features import Capability, capability
 from pyprof.prof.peaks import GpuPeaks
-from pyprof.prof.source_lines import source_line
 from pyprof.prof.steps import steps
 from pyprof.prof.views.common import merged, short_lines, total
 
@@ -92,12 +91,19 @@ class Ctx:
         self.span_ns = sum(s.span_ns for w in ws for s in steps(w)[0])
         self.notes: dict[tuple[str, str], str] = {}
         self.peaks, self.cap, self.gpu_reason = _the_gpu(agg, ws)
+        self.source = agg.source
+        self.text_asked: set[str] = set()  # the lines whose text a finding shows (or would): source.note's
 
     def line(self, key: str, text: bool = False) -> str:
+        """A line as the findings name it: relative to the common folder, with its source text when ``text``
+        and a source root holds its file."""
         if key == "-":
             return "(no call site)"
         out = self.short.get(key, key)
-        src = source_line(key) if text else None
+        src = None
+        if text:
+            self.text_asked.add(key)
+            src = self.source.line(key)
         return f"{out} ({src})" if src else out
 
     def cannot(self, rule: str, what: str, reason: str) -> None:

@@ -7,7 +7,6 @@ from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.groups import kernel_labels
 from pyprof.prof.tables import Table
 from pyprof.prof.user_ranges import USER_RANGE
-from pyprof.prof.source_lines import source_line
 from pyprof.prof.views.registry import view
 from pyprof.prof.views.common import merged, modelled_cols, ms, pct, short_lines, total
 
@@ -125,8 +124,8 @@ def kernels(agg: Aggregate, worker: str | None = None) -> Table:
 
 @view("lines")
 def lines(agg: Aggregate, worker: str | None = None) -> Table:
-    """GPU time per user source line (forward and backward together), with the line's text when the file is
-    readable here, longest first."""
+    """GPU time per user source line (forward and backward together), with the line's text where a source root
+    holds its file (pyprof.prof.source_lines), longest first."""
     ws = agg.select(worker)
     cols = [("line", "Line"), ("source", "Source"), ("kernels", "Kernels"), ("gpu_ms", "GPU (ms)"),
             ("host_ms", "Host (ms)"), ("fwd_ms", "Forward (ms)"), ("bwd_ms", "Backward (ms)"), ("opt_ms", "Optimizer (ms)"),
@@ -138,7 +137,7 @@ def lines(agg: Aggregate, worker: str | None = None) -> Table:
     groups = merged(ws, "lines")
     prefix, shown = short_lines(groups)
     for line, g in sorted(groups.items(), key=lambda kv: -kv[1].ns):
-        src = source_line(line) if line != "-" else None
+        src = agg.source.line(line) if line != "-" else None
         ns = g.ns
         t.rows.append([shown[line], src, g.count, ms(ns), ms(g.host_ns) if g.host_ns else None, ms(g.fwd_ns), ms(g.bwd_ns), ms(g.opt_ns),
                                 pct(ns, gpu_ns)] +
@@ -148,6 +147,10 @@ def lines(agg: Aggregate, worker: str | None = None) -> Table:
     t.notes += [
         "Every GPU activity (kernels, copies, memsets) is charged to the user line whose op launched it; a backward "
         "kernel to its forward op's line. '-': no call site recorded (no pyprof marker, or no forward link).",
-        "Source text is read from the recorded path, else from the current directory by the path's suffix; na "
-        "when neither is readable.", _HOST_NOTE, _ROOF_NOTE, _TC_NOTE]
+        "Source: the line's text, read only from Python files under the source roots (--source-root DIR; by "
+        "default the current folder): the recorded path when it lies under one, else its trailing folders "
+        "looked up under each; na otherwise.", _HOST_NOTE, _ROOF_NOTE, _TC_NOTE]
+    unshown = agg.source.note(groups)
+    if unshown:
+        t.notes.append(unshown)
     return t

@@ -48,6 +48,9 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
                 "kernels are also kernels): do not add their savings up.",
                 "Pageable vs pinned host memory is not in the records: no rule reads it."]
     t.notes += list(c.notes.values())
+    unshown = c.source.note(c.text_asked)
+    if unshown:
+        t.notes.append(unshown)
     if not found:
         t.notes.append("No rule fired.")
     return t
