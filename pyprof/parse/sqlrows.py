@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import functools
 import os
+import pathlib
 import sqlite3
 import struct
 import sys
-import urllib.parse
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -142,7 +142,7 @@ def uri(path: str) -> str:
     -journal, -wal or -shm beside the file; it reads the file as it stands (a WAL-mode export too, without the
     -shm it would otherwise create: a read-only folder is no obstacle). The price: it trusts the file not to
     change while it is read, which ``check_at_rest`` checks once before."""
-    return f"file://{urllib.parse.quote(os.fsencode(os.path.abspath(path)), safe='/')}?mode=ro&immutable=1"
+    return f"{pathlib.Path(os.path.abspath(path)).as_uri()}?mode=ro&immutable=1"  # as_uri: percent-encoded bytes
 
 
 def connect(path: str, display: str, text_factory=None) -> sqlite3.Connection:

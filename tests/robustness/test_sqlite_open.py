@@ -54,7 +54,8 @@ def _in_python(code: str, cwd: Path, **kw) -> subprocess.Popen:
 
 # -- Item 2: a file name is a name, never URI syntax -----------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["run#1.sqlite", "a%20b.sqlite", "what?.sqlite", "prüfung €.sqlite"])
+@pytest.mark.parametrize("name", ["run#1.sqlite", "a%20b.sqlite", "what?.sqlite", "prüfung €.sqlite",
+                                  "not-utf8-\udcff.sqlite"])  # byte 0xff, as os.fsdecode gives it
 def test_uri_syntax_in_a_file_name_is_read_as_the_name(case, name):
     # The tiny export has one kernel (tiny_inputs.nsys); the decoy beside a%20b.sqlite (what '%20' would decode
     # to) holds another op, so reading it instead shows in the record. Before: run#1.sqlite created 'run'.
