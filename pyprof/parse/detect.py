@@ -58,7 +58,6 @@ def check_sqlite_size(path: str, display: str) -> None:
 def sqlite_flavour(path: str, display: str) -> str:
     """Return 'nsys' or 'nvprof' for an SQLite file; raise InputError for another tool's database."""
     check_sqlite_size(path, display)
-    check_at_rest(path, display)
     try:
         db = connect(path, display, lossy_text)  # a table name that is not UTF-8 is no table of ours, not an error
         try:
@@ -128,14 +127,13 @@ def within_sqlite_limit(path: str, display: str) -> tuple[str, bool]:
     """(a name of ``path`` that SQLite can open, whether it is a temporary one to delete): ``path`` itself, or,
     when its full name is longer than SQLite opens, a hard link to it in the temporary folder (the same file,
     nothing copied), else a copy there (another file system). Raises InputError where neither can be made."""
-    full = len(os.fsencode(os.path.realpath(path)))
-    if full <= SQLITE_LONGEST_PATH_BYTES:
+    full_bytes = len(os.fsencode(os.path.realpath(path)))
+    if full_bytes <= SQLITE_LONGEST_PATH_BYTES:
         return path, False
-    folder = tempfile.gettempdir()
-    if len(os.fsencode(os.path.realpath(folder))) + 40 > SQLITE_LONGEST_PATH_BYTES:
-        raise InputError(display, f"path too long for SQLite ({full} bytes, it opens at most "
+    link = os.path.join(tempfile.gettempdir(), f"pyprof-link-{secrets.token_hex(8)}.sqlite")
+    if len(os.fsencode(os.path.realpath(link))) > SQLITE_LONGEST_PATH_BYTES:
+        raise InputError(display, f"path too long for SQLite ({full_bytes} bytes, it opens at most "
                                   f"{SQLITE_LONGEST_PATH_BYTES}), and so is the temporary folder's")
-    link = os.path.join(folder, f"pyprof-link-{secrets.token_hex(8)}.sqlite")
     try:
         os.link(path, link)
         return link, True
@@ -174,6 +172,7 @@ def open_source(path: str):
         except ValueError as e:
             raise InputError(display, str(e)) from None
         if kind == "sqlite":
+            check_at_rest(path, display)  # beside the user's file: a link to it in TMPDIR has no journal beside it
             path, linked = within_sqlite_limit(path, display)
             if linked:
                 if temp:

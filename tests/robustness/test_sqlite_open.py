@@ -212,11 +212,12 @@ def _with_strings(path: Path, n: int) -> Path:
     return path
 
 
-def test_hot_journal_is_refused_and_nothing_rolled_back(case):
-    export = _with_strings(tiny.nsys(case / "in" / "tiny.sqlite"), 3000)
+@pytest.mark.parametrize("where", ["here", "at a long path"])
+def test_hot_journal_is_refused_and_nothing_rolled_back(case, where):
+    # At a long path the export is read through a link in TMPDIR: the journal is still looked for beside it.
+    export = _with_strings(tiny.nsys(case / "made.sqlite"), 3000)
     subprocess.run([sys.executable, "-c", _CRASH, str(export)], check=True)
-    journal = Path(f"{export}-journal")
-    assert journal.read_bytes()[:8] == bytes.fromhex("d9d505f920a163d7")  # a journal that can be played back
+    assert Path(f"{export}-journal").read_bytes()[:8] == bytes.fromhex("d9d505f920a163d7")  # can be played back
     # What ignoring it would read (immutable alone): the half-done delete, a malformed b-tree here (or fewer
     # strings), not the 3003 strings the export holds once rolled back (done below on a copy, as the refusal says).
     torn = sqlite3.connect(f"file:{export}?mode=ro&immutable=1", uri=True)
@@ -226,11 +227,15 @@ def test_hot_journal_is_refused_and_nothing_rolled_back(case):
         seen = str(e)
     torn.close()
     assert seen != 3003, "the crash left nothing to roll back: the test shows nothing"
+    folder = case / "in" if where == "here" else _deep(case / "in", 600)
+    journal = Path(f"{export}-journal").rename(folder / "tiny.sqlite-journal")
+    export = export.rename(folder / "tiny.sqlite")
     files = {p: p.read_bytes() for p in (export, journal)}
     v = run(parse(export), case)
     assert v.outcome == "refused", str(v)
     assert "a write to it was interrupted: its rollback journal tiny.sqlite-journal is beside it" in v.stderr
     assert {p: p.read_bytes() for p in files} == files  # nothing rolled back, nothing changed
+    assert os.listdir(case / "tmp") == []
     copy = case / "copy"
     copy.mkdir()
     for p, data in files.items():
