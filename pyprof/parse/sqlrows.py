@@ -158,7 +158,7 @@ def connect(path: str, display: str, text_factory=None) -> sqlite3.Connection:
 
 
 #: SQLite's lock bytes (its os_unix.c): a writer holds a write lock on one of them (RESERVED, PENDING) or on the
-#: shared range (EXCLUSIVE) while it changes the file; readers hold read locks, which a read lock never conflicts with.
+#: shared range (EXCLUSIVE) while it changes the file; readers hold read locks, which never conflict with a read.
 _PENDING_BYTE, _LOCK_BYTES = 0x40000000, 2 + 510
 #: The first bytes of a rollback journal that can still be played back (SQLite's aJournalMagic).
 _JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
@@ -198,8 +198,8 @@ def check_at_rest(path: str, display: str) -> None:
 
 def _writer(path: str) -> int | None:
     """The process id of another process holding a write lock on SQLite's lock bytes of ``path``, else None. Asks
-    (F_GETLK) without taking a lock; Linux's struct flock only (elsewhere None: no check)."""
-    if not sys.platform.startswith("linux"):
+    (F_GETLK) without taking a lock; the struct flock of 64-bit Linux only (elsewhere None: no check)."""
+    if not sys.platform.startswith("linux") or struct.calcsize("P") != 8:
         return None
     import fcntl
 

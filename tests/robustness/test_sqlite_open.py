@@ -73,6 +73,17 @@ def test_uri_syntax_in_a_file_name_is_read_as_the_name(case, name):
     assert sorted(os.listdir(case / "in")) == before
 
 
+def test_nvprof_export_with_uri_syntax_in_its_name(case, shared):
+    # The nvprof reader opens by the same URI: 1 concurrent kernel and 3 memcpys (counted by sqlite3 on the
+    # file: CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, _MEMCPY) make its 4 records.
+    odd = case / "in" / "vector#add?.nvvp"
+    odd.write_bytes((CORPUS / "nvprof" / "nvprof_v18_vectoradd.nvvp").read_bytes())
+    v = run(parse(odd, must_succeed=True), case)
+    keeps_promise(v, must_succeed=True)
+    assert len(_records(v.stdout)) == 1 + 3
+    assert os.listdir(case / "in") == [odd.name]
+
+
 def test_the_uri_escapes_what_sqlite_reads_as_syntax(tmp_path):
     # SQLite's URI rules: '?' starts the parameters, '#' the fragment, '%HH' is a byte; the rest of a path is kept
     u = sqlrows.uri(str(tmp_path / "a%b#c?d é.sqlite"))
