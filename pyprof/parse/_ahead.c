@@ -175,17 +175,15 @@ static void *read_ahead(void *arg) {
     }
 }
 
-/* The same URI as sqlrows.connect: never a journal beside the user's export. NOMUTEX: each connection is used by
- * one thread at a time (the reader's while it reads), and SQLite's own locks were 7% of a parse's time under perf. */
-static int open_readonly(const char *path, PyObject *error, sqlite3 **db) {
-    PyObject *uri = PyUnicode_FromFormat("file:%s?mode=ro", path);
-    const char *utf8 = uri ? PyUnicode_AsUTF8(uri) : NULL;
-    if (utf8 == NULL) {
-        Py_XDECREF(uri);
+/* ``uri``: sqlrows.uri's, the one name every connection opens (read-only, immutable: no lock, no journal, no -wal
+ * or -shm beside the user's export). NOMUTEX: each connection is used by one thread at a time (the reader's while
+ * it reads), and SQLite's own locks were 7% of a parse's time under perf. */
+static int open_readonly(const char *uri, PyObject *error, sqlite3 **db) {
+    if (strncmp(uri, "file:", 5) != 0) {  /* a plain path would be opened without immutable's guarantees */
+        PyErr_SetString(PyExc_ValueError, "the core opens an export by its URI (sqlrows.uri), not by its path");
         return -1;
     }
-    int rc = sqlite3_open_v2(utf8, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
-    Py_DECREF(uri);
+    int rc = sqlite3_open_v2(uri, db, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     /* Each query reads its table's pages once, in order: SQLite's default page cache (2 MB a connection, a dozen
      * connections between the parse and its worker) only held memory. 256 kB keeps the b-trees' inner pages. */
     if (rc == SQLITE_OK) rc = sqlite3_exec(*db, "PRAGMA cache_size = -256", NULL, NULL, NULL);
@@ -250,7 +248,7 @@ int ahead_query(PyObject *query, const char **sql, PyObject **shape) {
     return *sql == NULL ? -1 : 0;
 }
 
-int ahead_open(const char *path, const char *sql, PyObject *shape, int mode, PyObject *error, Ahead **out) {
+int ahead_open(const char *uri, const char *sql, PyObject *shape, int mode, PyObject *error, Ahead **out) {
     *out = NULL;
     Ahead *a = PyMem_Calloc(1, sizeof *a);
     if (a == NULL) {
@@ -258,7 +256,7 @@ int ahead_open(const char *path, const char *sql, PyObject *shape, int mode, PyO
         return -1;
     }
     a->error_type = error;
-    if (open_readonly(path, error, &a->db) < 0) {
+    if (open_readonly(uri, error, &a->db) < 0) {
         PyMem_Free(a);
         return -1;
     }

@@ -1,5 +1,6 @@
 /* _ahead.c: one query's rows, read ahead by a thread of their own (else stepped when asked), on a read-only
- * connection of its own. ``mode``: AHEAD_OFF steps in the calling thread (which may let go of the GIL meanwhile:
+ * connection of its own, opened by ``uri`` (sqlrows.uri's, as every connection of a parse: a "file:" URI, else
+ * ValueError). ``mode``: AHEAD_OFF steps in the calling thread (which may let go of the GIL meanwhile:
  * ahead_step_quiet, the checks' pass); AHEAD_ON reads ahead. Shared by both extensions
  * (_core and _scan): errors are raised as ``error``, the extension's own exception type (borrowed: it lives as long
  * as the module).
@@ -22,7 +23,7 @@ enum { AHEAD_OFF, AHEAD_ON };
 /* ``shape``: NULL, or the bytes of sqlrows.Query.plain's shape; the rows are then those the query's SQL form gives
  * (rows whose needed values are not integers, or whose end is before its start, skipped; each column the first of
  * its sources of the wanted type, else NULL), the columns read as such. */
-int ahead_open(const char *path, const char *sql, PyObject *shape, int mode, PyObject *error, Ahead **out);
+int ahead_open(const char *uri, const char *sql, PyObject *shape, int mode, PyObject *error, Ahead **out);
 /* A query as Python passes it to the core: (the plain SQL, the shape), sqlrows.Query.plain(). 0, or -1 with
  * TypeError set (borrowed references). */
 int ahead_query(PyObject *query, const char **sql, PyObject **shape);

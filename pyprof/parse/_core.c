@@ -552,11 +552,11 @@ static PyObject *LineWriter_close(LineWriter *self, PyObject *Py_UNUSED(ignored)
 }
 
 /* a query opened (its reading thread started); its first row is read by the caller, once every query is open */
-static int prepare(const char *path, PyObject *query, Ahead **stmt, int columns) {
+static int prepare(const char *uri, PyObject *query, Ahead **stmt, int columns) {
     if (query == Py_None) return 0;
     const char *sql;
     PyObject *shape;
-    if (ahead_query(query, &sql, &shape) < 0 || ahead_open(path, sql, shape, core_read_ahead, CoreError, stmt) < 0)
+    if (ahead_query(query, &sql, &shape) < 0 || ahead_open(uri, sql, shape, core_read_ahead, CoreError, stmt) < 0)
         return -1;
     if (ahead_columns(*stmt) != columns) {
         PyErr_SetString(PyExc_ValueError, "a query of the line writer has the wrong number of columns");
@@ -565,16 +565,16 @@ static int prepare(const char *path, PyObject *query, Ahead **stmt, int columns)
     return 0;
 }
 
-/* LineWriter(path, (kernel query, memcpy query, memset query), launch query, infos, segments, parts, no_call,
+/* LineWriter(uri (sqlrows.uri), (kernel query, memcpy query, memset query), launch query, infos, segments, parts, no_call,
  *            (empty head, empty tail), api_end_key, stats, clock_skew_ns, recent_max, window_max, piece_chars)
  * A query (ahead_query) is None where its table is absent. piece_chars 0: each line on its own, without its
  * newline; else lines with their newlines, as many to a str as pass piece_chars. */
 static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
-    const char *path;
+    const char *uri;
     PyObject *sqls, *launch_sql, *infos, *segments, *parts, *no_call, *empty, *api_end_key, *stats;
     long long skew;
     Py_ssize_t recent_max, window_max, piece_chars;
-    if (!PyArg_ParseTuple(args, "sO!OOO!OUO!UOLnnn", &path, &PyTuple_Type, &sqls, &launch_sql, &infos, &PyTuple_Type,
+    if (!PyArg_ParseTuple(args, "sO!OOO!OUO!UOLnnn", &uri, &PyTuple_Type, &sqls, &launch_sql, &infos, &PyTuple_Type,
                           &segments, &parts, &no_call, &PyTuple_Type, &empty, &api_end_key, &stats, &skew,
                           &recent_max, &window_max, &piece_chars))
         return -1;
@@ -612,8 +612,8 @@ static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
         if ((*caches[i] = PyDict_New()) == NULL) return -1;
     int columns[N_TABLES] = {K_COLUMNS, C_COLUMNS, C_COLUMNS};
     for (int t = 0; t < N_TABLES; t++)
-        if (prepare(path, PyTuple_GET_ITEM(sqls, t), &self->acts[t], columns[t]) < 0) return -1;
-    if (prepare(path, launch_sql, &self->launches, L_COLUMNS) < 0) return -1;
+        if (prepare(uri, PyTuple_GET_ITEM(sqls, t), &self->acts[t], columns[t]) < 0) return -1;
+    if (prepare(uri, launch_sql, &self->launches, L_COLUMNS) < 0) return -1;
     /* the launch calls' first rows come after SQLite has gathered their filter's ids (9 ms on a 50k export): read
      * once every query is under way, their waits overlap */
     for (int t = 0; t < N_TABLES; t++)

@@ -416,7 +416,7 @@ static int range_row(Ahead *stmt, Facts *f, Groups *host, const Categories *c, l
 }
 
 PyDoc_STRVAR(scan_doc,
-"scan(path, sql, layout, host, event_type, prefixes, node_parts, node_code, registered, names, keep_code,\n"
+"scan(uri, sql, layout, host, event_type, prefixes, node_parts, node_code, registered, names, keep_code,\n"
 "     pid_shift, pid_mask)\n"
 "-> (invalid, in_order, any_payload, groups or None, first start or None, last start or None)\n\n"
 "One pass over the rows of ``sql`` (in rowid order; its columns as ``layout`` lays them out: 0 a kernel, memcpy\n"
@@ -429,13 +429,13 @@ PyDoc_STRVAR(scan_doc,
 "Raises _scan.Error with SQLite's message.");
 
 static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwds) {
-    static char *kwlist[] = {"path", "sql", "layout", "host", "event_type", "prefixes", "node_parts", "node_code",
+    static char *kwlist[] = {"uri", "sql", "layout", "host", "event_type", "prefixes", "node_parts", "node_code",
                              "registered", "names", "keep_code", "pid_shift", "pid_mask", NULL};
-    const char *path, *sql;
+    const char *uri, *sql;
     int layout, want_host, node_code, keep_code, shift;
     long long event_type, mask;
     PyObject *prefixes, *parts, *registered, *names;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ssipLO!O!iO!O!iiL", kwlist, &path, &sql, &layout, &want_host,
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "ssipLO!O!iO!O!iiL", kwlist, &uri, &sql, &layout, &want_host,
                                      &event_type, &PyTuple_Type, &prefixes, &PyTuple_Type, &parts, &node_code,
                                      &PyDict_Type, &registered, &PyDict_Type, &names, &keep_code, &shift, &mask))
         return NULL;
@@ -449,7 +449,7 @@ static PyObject *scan(PyObject *self, PyObject *args, PyObject *kwds) {
     Ahead *stmt = NULL;
     PyObject *result = NULL;
     if (categories_init(&cats, prefixes, parts, registered) < 0 ||
-        ahead_open(path, sql, NULL, AHEAD_OFF, ScanError, &stmt) < 0)
+        ahead_open(uri, sql, NULL, AHEAD_OFF, ScanError, &stmt) < 0)
         goto done;
     if (ahead_columns(stmt) != N_COLUMNS[layout]) {
         PyErr_Format(PyExc_ValueError, "layout %d reads %d columns, the query gives %d", layout, N_COLUMNS[layout],

@@ -4,18 +4,21 @@ from __future__ import annotations
 import gzip
 import lzma
 import os
+import secrets
 import shutil
-import sqlite3
 import sys
 import tempfile
 import zlib
 
 from pyprof.common import InputError, expansion_cap, too_expanded
-from pyprof.parse.sqlrows import SQLITE_ERRORS, describe, lossy_text
+from pyprof.parse.sqlrows import SQLITE_ERRORS, check_at_rest, connect, describe, lossy_text
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 XZ_MAGIC = b"\xfd7zXZ\x00"
+#: The longest full name (bytes, symbolic links resolved) SQLite 3.40's unix VFS opens: 512 bytes for the name and
+#: its "-journal" (measured: 504 opens, 505 is "unable to open database file", with or without immutable=1).
+SQLITE_LONGEST_PATH_BYTES = 504
 NSYS_REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"  # how an nsys 2025.1 .nsys-rep (NVIDIA/Fuser) starts
 
 
@@ -56,8 +59,7 @@ def sqlite_flavour(path: str, display: str) -> str:
     """Return 'nsys' or 'nvprof' for an SQLite file; raise InputError for another tool's database."""
     check_sqlite_size(path, display)
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        db.text_factory = lossy_text  # a table name that is not UTF-8 is no table of ours, not an error
+        db = connect(path, display, lossy_text)  # a table name that is not UTF-8 is no table of ours, not an error
         try:
             tables = {t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
@@ -121,6 +123,24 @@ def decompress(path: str, opener, display: str) -> str:
     return out_path
 
 
+def within_sqlite_limit(path: str, display: str) -> tuple[str, bool]:
+    """(a name of ``path`` that SQLite can open, whether it is a temporary one to delete): ``path`` itself, or,
+    when its full name is longer than SQLite opens, a hard link to it in the temporary folder (the same file,
+    nothing copied), else a copy there (another file system). Raises InputError where neither can be made."""
+    full_bytes = len(os.fsencode(os.path.realpath(path)))
+    if full_bytes <= SQLITE_LONGEST_PATH_BYTES:
+        return path, False
+    link = os.path.join(tempfile.gettempdir(), f"pyprof-link-{secrets.token_hex(8)}.sqlite")
+    if len(os.fsencode(os.path.realpath(link))) > SQLITE_LONGEST_PATH_BYTES:
+        raise InputError(display, f"path too long for SQLite ({full_bytes} bytes, it opens at most "
+                                  f"{SQLITE_LONGEST_PATH_BYTES}), and so is the temporary folder's")
+    try:
+        os.link(path, link)
+        return link, True
+    except OSError:  # another file system, or links not allowed (fs.protected_hardlinks): copy it
+        return decompress(path, open, display), True
+
+
 def open_source(path: str):
     """Open ``path`` ('-' = stdin) with the reader its content needs, checked up front.
 
@@ -152,6 +172,12 @@ def open_source(path: str):
         except ValueError as e:
             raise InputError(display, str(e)) from None
         if kind == "sqlite":
+            check_at_rest(path, display)  # beside the user's file: a link to it in TMPDIR has no journal beside it
+            path, linked = within_sqlite_limit(path, display)
+            if linked:
+                if temp:
+                    os.unlink(temp)
+                temp = path
             flavour = sqlite_flavour(path, display)
             if flavour == "nsys":
                 from pyprof.parse.nsys import NsysSource

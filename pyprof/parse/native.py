@@ -86,7 +86,7 @@ class RangeFeed:
         c = correlator
         try:
             self._feed = _core.RangeFeed(
-                source.file, query.plain(), c._stacks, c._state, c._fwd, c._backward_thread, c._wanted, c.oddities,
+                source.rows.uri, query.plain(), c._stacks, c._state, c._fwd, c._backward_thread, c._wanted, c.oddities,
                 c._process_of, c._take_output_shapes, c._name_engine_range, mk.quick_seq, mk.is_backward_text,
                 deep_ranges, max_depth, source.rows.oddities if reader_oddities is None else reader_oddities,
                 NOT_UTF8)
@@ -141,7 +141,7 @@ def sweep(source, launches: Query, attributor, feed: RangeFeed | None, output_wa
     order, read by its own query ``launches`` (start, end, globalTid first, in the writer's order); ``feed``
     None where the export has no ranges."""
     try:
-        return _core.Sweep(source.file, launches.plain(), attributor, None if feed is None else feed._feed,
+        return _core.Sweep(source.rows.uri, launches.plain(), attributor, None if feed is None else feed._feed,
                            output_wait_ns)
     except _core.Error as e:
         raise source.rows.error(sqlite3.DatabaseError(str(e))) from None

@@ -108,7 +108,8 @@ def record_lines(source, stats, raw_markers: bool, worker: bool = False, piece_c
             _sweep(*args, stats.oddities)
     segments = tuple(lineparts.LINE.split("%s"))
     try:
-        lines = native._core.LineWriter(source.file, tuple(None if q is None else q.plain() for q in activity_queries),
+        lines = native._core.LineWriter(source.rows.uri,
+                                        tuple(None if q is None else q.plain() for q in activity_queries),
                                         None if launch_query is None else launch_query.plain(),
                                         iter(()) if infos is None else infos,
                                         segments, Parts(source, gpu_names), lineparts.NO_CALL,

@@ -224,9 +224,9 @@ class NsysSource(Source):
         """(the column of a range's JSON payload, its join) when some push/pop range has one, else None: exports
         without payloads are read as before, and as fast."""
         sources = [c for c in ("jsonText", "jsonTextId") if c in self.cols[NVTX]]
-        if not sources or self.db.execute(
+        if not sources or not self.rows.all(  # a damaged page here is a refusal naming the file, as in any query
                 f"SELECT 1 FROM {NVTX} e WHERE {where} AND ({' OR '.join(f'e.{c} IS NOT NULL' for c in sources)}) "
-                "LIMIT 1").fetchone() is None:
+                "LIMIT 1"):
             return None
         return self._payload_column()
 

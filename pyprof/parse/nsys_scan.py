@@ -145,7 +145,7 @@ def _pass(rows: Rows, t: Table, where: str, event_type: int, strings: list):
     keep = codes["step"] if t.kind == RANGES else -1
     select = ", ".join(c if c in t.columns or c not in _OPTIONAL else "NULL" for c in _COLUMNS[t.kind])
     return partial(
-        _scan.scan, path=rows.file, sql=f"SELECT {select} FROM {t.name} {where} ORDER BY rowid", layout=t.kind,
+        _scan.scan, uri=rows.uri, sql=f"SELECT {select} FROM {t.name} {where} ORDER BY rowid", layout=t.kind,
         host=t.host, event_type=event_type, prefixes=tuple((p.encode(), codes[c]) for p, c in nsys_host.PREFIXES),
         node_parts=tuple(p.encode() for p in nsys_host.NODE), node_code=codes["op"],
         registered={sid: codes[c] for sid, c, _ in strings},

@@ -9,7 +9,11 @@ InputError naming the file. Everything here costs nothing per row on a sound exp
 from __future__ import annotations
 
 import functools
+import os
+import pathlib
 import sqlite3
+import struct
+import sys
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -130,16 +134,85 @@ class Query:
                 f"{f' {self.order}' if self.order else ''}")
 
 
+def uri(path: str) -> str:
+    """The one name every connection to the export ``path`` opens (Python's and the compiled core's): a URI of the
+    absolute path, percent-encoded, so that no character of a file name is read as URI syntax (``#`` would end
+    the path, ``?`` start the parameters, ``%20`` stand for a space; the bytes of a non-ASCII name go as
+    escapes). ``mode=ro``: never a write. ``immutable=1``: SQLite takes no lock and looks for, and creates, no
+    -journal, -wal or -shm beside the file; it reads the file as it stands (a WAL-mode export too, without the
+    -shm it would otherwise create: a read-only folder is no obstacle). The price: it trusts the file not to
+    change while it is read, which ``check_at_rest`` checks once before."""
+    return f"{pathlib.Path(os.path.abspath(path)).as_uri()}?mode=ro&immutable=1"  # as_uri: percent-encoded bytes
+
+
 def connect(path: str, display: str, text_factory=None) -> sqlite3.Connection:
-    """A read-only connection (never a journal beside the user's export). Raises InputError."""
+    """A read-only connection to ``path`` by its ``uri`` (nothing written beside the export). Raises InputError."""
     try:
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = sqlite3.connect(uri(path), uri=True)
         db.execute("PRAGMA query_only = 1")
     except SQLITE_ERRORS as e:
         raise InputError(display, f"not a readable SQLite database ({describe(e)})") from None
     if text_factory is not None:
         db.text_factory = text_factory
     return db
+
+
+#: SQLite's lock bytes (its os_unix.c): a writer holds a write lock on one of them (RESERVED, PENDING) or on the
+#: shared range (EXCLUSIVE) while it changes the file; readers hold read locks, which never conflict with a read.
+_PENDING_BYTE, _LOCK_BYTES = 0x40000000, 2 + 510
+#: The first bytes of a rollback journal that can still be played back (SQLite's aJournalMagic).
+_JOURNAL_MAGIC = bytes.fromhex("d9d505f920a163d7")
+_WAL_HEADER_BYTES = 32  # a -wal file this long holds no frame (no change)
+
+
+def check_at_rest(path: str, display: str) -> None:
+    """Raise InputError when the export is not a finished file that ``uri``'s immutable reading would read right:
+    a writer holding SQLite's write lock on it (its pages change under the reader), a hot journal beside it (an
+    interrupted write whose half-changed pages SQLite would first roll back: immutable ignores the journal and
+    would read them), or a -wal file with frames beside a WAL-mode export (changes that are not in the file yet).
+    pyprof rolls back and checkpoints nothing: either changes the user's file."""
+    name = os.path.basename(display)
+    pid = _writer(path)
+    if pid is not None:
+        raise InputError(display, f"locked by another process (pid {pid}; is nsys still writing it?)")
+    try:
+        with open(f"{path}-journal", "rb") as f:
+            hot = f.read(len(_JOURNAL_MAGIC)) == _JOURNAL_MAGIC
+    except OSError:
+        hot = False
+    if hot:
+        raise InputError(display, f"a write to it was interrupted: its rollback journal {name}-journal is beside it, "
+                                  "and the file alone may hold half of that write (pyprof never rolls it back: "
+                                  f"`sqlite3 {name} 'PRAGMA quick_check'` does, or export it again)")
+    with open(path, "rb") as f:
+        wal_mode = f.read(20)[18:20] == b"\x02\x02"  # the header's read and write versions: 2 = WAL
+    try:
+        wal_bytes = os.path.getsize(f"{path}-wal") if wal_mode else 0
+    except OSError:
+        wal_bytes = 0
+    if wal_bytes > _WAL_HEADER_BYTES:
+        raise InputError(display, f"its write-ahead log {name}-wal holds changes that are not in the file yet (is a "
+                                  "writer still open?); pyprof reads the file alone: checkpoint it first, "
+                                  f"`sqlite3 {name} 'PRAGMA wal_checkpoint(TRUNCATE)'`")
+
+
+def _writer(path: str) -> int | None:
+    """The process id of another process holding a write lock on SQLite's lock bytes of ``path``, else None. Asks
+    (F_GETLK) without taking a lock; the struct flock of 64-bit Linux only (elsewhere None: no check)."""
+    if not sys.platform.startswith("linux") or struct.calcsize("P") != 8:
+        return None
+    import fcntl
+
+    layout = "hhqqi4x"  # l_type, l_whence, l_start, l_len, l_pid
+    want = struct.pack(layout, fcntl.F_RDLCK, os.SEEK_SET, _PENDING_BYTE, _LOCK_BYTES, 0)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        kind, _, _, _, pid = struct.unpack(layout, fcntl.fcntl(fd, fcntl.F_GETLK, want))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return None if kind == fcntl.F_UNLCK else pid
 
 
 class Rows:
@@ -149,6 +222,7 @@ class Rows:
     def __init__(self, db: sqlite3.Connection, file: str, display: str, oddities: dict) -> None:
         self.db = db
         self.file = file
+        self.uri = uri(file)  # what the compiled core opens: the same name as every connection here
         self.display = display
         self.oddities = oddities
         self._lossy: sqlite3.Connection | None = None

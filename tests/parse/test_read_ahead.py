@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pyprof.parse import native, nsys_host, nsys_scan
+from pyprof.parse import native, nsys_host, nsys_scan, sqlrows
 
 from parse_synth import CORPUS, parse_outcome
 
@@ -121,7 +121,7 @@ def test_an_error_in_the_middle_of_a_query(nsys_builder, monkeypatch):
     assert 512 < before < 3000  # the failing page is past the first block of rows, before the last row
     def scan():
         return nsys_scan._scan.scan(
-            path=str(path), sql="SELECT eventType, start, end, globalTid, text, NULL, NULL, NULL "
+            uri=sqlrows.uri(str(path)), sql="SELECT eventType, start, end, globalTid, text, NULL, NULL, NULL "
             "FROM NVTX_EVENTS ORDER BY rowid", layout=nsys_scan.RANGES, host=True, event_type=59,
             prefixes=tuple((p.encode(), 0) for p, _ in nsys_host.PREFIXES), node_parts=(), node_code=0,
             registered={}, names={}, keep_code=-1, pid_shift=nsys_host.PID_SHIFT, pid_mask=nsys_host.PID_BITS)
