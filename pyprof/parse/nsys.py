@@ -105,7 +105,7 @@ class NsysSource(Source):
         # --python-backtrace=cuda: launches carry their calling line (Source.launch_sites), when any has a call stack
         self.launch_sites = "callchainId" in self.cols.get(RUNTIME, ()) and \
             set(py.CALLCHAIN_COLUMNS) <= self.cols.get(py.CALLCHAINS, set()) and \
-            self.db.execute(f"SELECT 1 FROM {py.CALLCHAINS} LIMIT 1").fetchone() is not None
+            bool(self.rows.all(f"SELECT 1 FROM {py.CALLCHAINS} LIMIT 1"))
         self._sites: dict[int, str] | None = None
         self._calls: dict | None = None  # _calls_by_process, once
 
@@ -165,7 +165,7 @@ class NsysSource(Source):
 
     def has_gpu_work(self) -> bool:
         """True when the export holds at least one kernel, memcpy or memset row."""
-        return any(t in self.cols and self.db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()
+        return any(t in self.cols and self.rows.all(f"SELECT 1 FROM {t} LIMIT 1")
                    for t in (KERNEL, MEMCPY, MEMSET))
 
     def gpus(self) -> dict[int, GpuInfo]:
