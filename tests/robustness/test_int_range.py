@@ -141,3 +141,25 @@ def test_kineto_values_at_64_bits_are_kept(case, monkeypatch):
     lines, _ = _parse(tiny.kineto(case / "in" / "t.json", events), monkeypatch)
     (record,) = _records(lines)
     assert record["registers"] == 2 ** 63 - 1 and record["stream"] == -(2 ** 63)
+
+
+def test_parse_says_the_rows_it_left_out_when_no_kernel_remains(shared, tmp_path, capsys):
+    """The summary of a parse left without kernels names the left-out row (it is why there are none)."""
+    from pyprof.parse.cli import main as parse_main
+
+    path = shared / "corpus" / REPROS / "02-chain-parse-ts-extreme.sqlite"
+    assert parse_main([str(path), "-o", str(tmp_path / "o.dict")]) == 0
+    assert capsys.readouterr().err == (f"pyprof parse: {path}: no GPU kernels in this profile; 1 {LEFT_OUT}\n")
+
+
+def test_a_parse_without_kernels_and_nothing_left_out_says_only_that(case, tmp_path, capsys):
+    """The silent side: no oddity, no clause."""
+    from pyprof.parse.cli import main as parse_main
+
+    path = tiny.nsys(case / "in" / "t.sqlite")
+    db = sqlite3.connect(path)
+    db.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    db.commit()
+    db.close()
+    assert parse_main([str(path), "-o", str(tmp_path / "o.dict")]) == 0
+    assert capsys.readouterr().err == f"pyprof parse: {path}: no GPU kernels in this profile\n"

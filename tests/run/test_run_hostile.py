@@ -114,3 +114,28 @@ def test_another_interpreter_gets_pyprof_and_nvtx_from_pyprofs_environment(no_to
 
     seen = json.loads(probe.read_text())
     assert seen == {"nvtx": nvtx.__file__, "pyprof": str(ROOT / "pyprof" / "__init__.py"), "numpy": False}
+
+
+def _headline_lines(capsys, **over) -> list[str]:
+    from pyprof.report.headline import Entry, Headline
+    from pyprof.run.cli import _headline
+
+    h = Headline(step_ms=12.5, steps=3, gpu_busy_pct=80.0, gpu_ms=30.0, activities=10, modelled_pct=None,
+                 flops_pct=None, top_ops=[Entry("aten::mm", 20.0, 66.7)],
+                 findings=[Entry("low_occupancy: kernels k (0%)", 1.0, 3.3, None, 0.5)])
+    for k, v in over.items():
+        setattr(h, k, v)
+    _headline(h)
+    return capsys.readouterr().err.splitlines()
+
+
+def test_the_headline_says_its_numbers_and_a_saving_when_measured(capsys):
+    assert _headline_lines(capsys) == [
+        "pyprof run: step 12.5 ms (3 steps), GPU busy 80.0%, 10 GPU activities; top ops: aten::mm 66.7%",
+        "pyprof run: finding: low_occupancy: kernels k (0%) (saves up to 0.5 ms)"]
+
+
+def test_the_headline_says_na_where_the_report_measured_nothing(capsys):
+    """No step windows (step_ms, busy None): 'na', never 'None ms'."""
+    lines = _headline_lines(capsys, step_ms=None, steps=0, gpu_busy_pct=None, findings=[])
+    assert lines == ["pyprof run: step na (0 steps), GPU busy na, 10 GPU activities; top ops: aten::mm 66.7%"]
