@@ -84,7 +84,8 @@ def text_of(*exprs: str) -> Column:
 @dataclass(frozen=True)
 class Valid:
     """What a row needs to be read at all (SQLite does not enforce column types): integer times, the end not before
-    the start and no more than record.INT_MAX after it, and integer ids. The readers leave other rows out and count them."""
+    the start and no more than record.INT_MAX after it, and integer ids. The readers leave other rows out and count
+    them."""
     start: str
     end: str
     ids: tuple[str, ...] = ()

@@ -3,13 +3,13 @@ under a capture without editing it, then parse it and write the records and the 
 
 The script's interpreter loads ``pyprof/run/boot/sitecustomize.py`` first (its folder leads PYTHONPATH; the
 script gets that folder alone, and the packages the capture needs besides torch through $PYPROF_RUN_PACKAGES,
-never the rest of the environment pyprof is installed in). That module counts training steps by the optimizers' steps (a global optimizer step hook), skips ``--warmup`` of them
-and captures ``--steps`` more: under Nsight Systems (the default when ``nsys`` is found) with pyprof.init()'s
-markers, between cudaProfilerStart/Stop (docs/capture.md's flags), exported to SQLite; else with the PyTorch
-profiler (shapes, stacks, modules, memory) on a schedule. Ctrl-C stops the script; what was captured is kept,
-parsed and reported. The exit status is the script's. A capture that parse or report refuses leaves no
-records.dict or report.html (the capture itself stays, for the user to look at). Names from the capture reach
-the terminal through ``printable``.
+never the rest of the environment pyprof is installed in). That module counts training steps by the optimizers'
+steps (a global optimizer step hook), skips ``--warmup`` of them and captures ``--steps`` more: under Nsight
+Systems (the default when ``nsys`` is found) with pyprof.init()'s markers, between cudaProfilerStart/Stop
+(docs/capture.md's flags), exported to SQLite; else with the PyTorch profiler (shapes, stacks, modules, memory)
+on a schedule. Ctrl-C stops the script; what was captured is kept, parsed and reported. The exit status is the
+script's. A capture that parse or report refuses leaves no records.dict or report.html (the capture itself
+stays, for the user to look at). Names from the capture reach the terminal through ``printable``.
 """
 from __future__ import annotations
 
