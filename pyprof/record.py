@@ -23,6 +23,12 @@ from typing import Any, Callable, Iterable, Iterator
 #: (FIELDS; readers put it back). 4: side lines (SIDE_KEY: memory events, host time) between the records and the end line.
 RECORD_SCHEMA = 4
 
+#: A record's integers are 64-bit, signed: prof and report read times and counts into int64 arrays (and
+#: prof.contract refuses a line with a larger one). parse writes none outside: a reader leaves out a row whose
+#: times do not fit, or whose duration (end - start) would not, and drops an id or a count that does not fit
+#: as it drops one of the wrong type (docs/robustness.md).
+INT_MIN, INT_MAX = -(2 ** 63), 2 ** 63 - 1
+
 #: The line that ends parse's records of one input: written only once every record is out, so a stream
 #: without it was cut short (a parse that failed or was killed part way). Readers skip it.
 END_KEY = "pyprof_end"

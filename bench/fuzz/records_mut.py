@@ -28,13 +28,16 @@ WRONG = (5, -1, 1.5, "text", "", None, True, [], {}, [1, "a", None], {"a": [1]},
 
 
 def lines(rng: random.Random, seeds, legacy: bool = False) -> tuple[Path, list[bytes]]:
-    src = choose(rng, seeds.legacy if legacy else seeds.records)
     """A seed's record lines (its header, side and end lines kept aside: the mutations change records, and _built
-    puts them back)."""
+    puts them back). A records seed without parse's end line is refused (ValueError): every mutation of it would
+    be a cut stream that its label does not say (seeds.whole_stream keeps such seeds out)."""
+    src = choose(rng, seeds.legacy if legacy else seeds.records)
     if src not in _CACHE:
         ls = [line for line in src.read_bytes().splitlines() if line.strip()]
         if ls and ls[-1].startswith(END_PREFIX):
             _ENDS[src] = ls.pop()
+        elif not legacy:
+            raise ValueError(f"records seed {src} lacks parse's end line: a cut stream is rec.cut_short's alone")
         if ls and ls[0].startswith(HEADER_PREFIX):
             _HEADERS[src] = ls.pop(0)
         _SIDES[src] = [x for x in ls if x.startswith(SIDE_PREFIX)]

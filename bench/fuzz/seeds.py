@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pyprof.record import END_PREFIX, HEADER_PREFIX, SIDE_PREFIX, read_lines
+from pyprof.record import END_PREFIX, HEADER_PREFIX, RECORD_SCHEMA, SIDE_PREFIX, read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("PYPROF_SHARED", ROOT.parent / "shared"))
@@ -128,8 +128,14 @@ def prepare(folder: Path, log=print, nsys=None, nvprof=None, kineto=None, record
 
 
 def _parse_cleanly(path: Path, records: Path) -> str | None:
+    """None when ``records`` holds parse's whole output for ``path`` (made now, or kept from an earlier run in a
+    reused --seeds-dir); else why the seed is left out. A kept file is made again unless it is a whole stream of
+    this schema: a records seed cut short (an older pyprof's, a run stopped while it wrote) would make every
+    records mutation of it a cut stream, where a cut stream must be the deliberate, labelled rec.cut_short."""
     if records.exists():
-        return None
+        if whole_stream(records) is None:
+            return None
+        records.unlink()
     p = subprocess.run([sys.executable, "-m", "pyprof.parse", "-q", str(path), "-o", str(records)],
                        capture_output=True, text=True, env=parse_env(), cwd=path.parent, timeout=120)
     if p.returncode != 0:
@@ -142,6 +148,30 @@ def _parse_cleanly(path: Path, records: Path) -> str | None:
     except ValueError as e:
         records.unlink()
         return f"parse output is not strict JSON: {e}"
+    why = whole_stream(records)
+    if why is not None:
+        records.unlink()
+        return f"parse output is not a whole stream: {why}"
+    return None
+
+
+def whole_stream(records: Path) -> str | None:
+    """None when ``records`` is a whole records stream of this pyprof's schema: parse's header line first, its end
+    line last; else what is wrong."""
+    with open(records, "rb") as f:
+        first = f.readline()
+        f.seek(max(0, records.stat().st_size - 4096))
+        tail = [line for line in f.read().split(b"\n") if line.strip()]
+    if not first.startswith(HEADER_PREFIX):
+        return "no header line"
+    try:
+        schema = json.loads(first).get("schema")
+    except ValueError:
+        return "a header line that is not JSON"
+    if schema != RECORD_SCHEMA:
+        return f"schema {schema}, not {RECORD_SCHEMA}"
+    if not tail or not tail[-1].startswith(END_PREFIX):
+        return "no end line: the stream was cut short"
     return None
 
 

@@ -85,12 +85,12 @@ static int keep_bytes(Block *b, const void *data, size_t n, size_t *at) {
 }
 
 /* Whether the statement's current row is one the shape's SQL form gives: its needed values integers, its end not
- * before its start (two integers: SQL compares them as such). */
+ * before its start and its duration 64-bit (ahead_timed: sqlrows.timed in SQL). */
 static int shaped_row(const Ahead *a) {
     const Shape *s = a->shape;
     for (int k = 0; k < s->n_needed; k++)
         if (sqlite3_column_type(a->stmt, s->needed[k]) != SQLITE_INTEGER) return 0;
-    return sqlite3_column_int64(a->stmt, s->end) >= sqlite3_column_int64(a->stmt, s->start);
+    return ahead_timed(sqlite3_column_int64(a->stmt, s->start), sqlite3_column_int64(a->stmt, s->end));
 }
 
 /* The statement's column that gives column ``i`` of the current row, -1 for NULL (no source of the wanted type). */

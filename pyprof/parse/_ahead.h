@@ -39,4 +39,11 @@ double ahead_double(const Ahead *a, int i);
 const char *ahead_bytes(const Ahead *a, int i, Py_ssize_t *n);
 void ahead_close(Ahead *a);
 
+/* A row's times as a record can hold them: the end not before the start, and end - start a 64-bit integer (a start
+ * near -2**63 would make a longer duration, which prof refuses). sqlrows.timed is the same test in SQL. */
+static inline int ahead_timed(long long start, long long end) {
+    long long duration;
+    return end >= start && !__builtin_sub_overflow(end, start, &duration);
+}
+
 #endif

@@ -108,6 +108,14 @@ static PyObject *quick_seq_ascii(PyObject *text, int backward) {
         PyErr_Clear();
         Py_RETURN_NONE;
     }
+    if (num == NULL) return NULL;
+    /* one a record cannot hold (beyond 64 bits) is no number either, as markers._number says */
+    int overflow = 0;
+    (void)PyLong_AsLongLongAndOverflow(num, &overflow);
+    if (overflow) {
+        Py_DECREF(num);
+        Py_RETURN_NONE;
+    }
     return num;
 }
 

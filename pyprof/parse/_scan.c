@@ -347,7 +347,7 @@ static int64_t pid_of(int64_t thread, int shift, int64_t mask) {
 
 /* One row of a kernel, memcpy or memset table: _VALID_ACTIVITY. */
 static void activity_row(Ahead *stmt, Facts *f) {
-    if (IS_INT(START) && IS_INT(END) && INT(END) >= INT(START))
+    if (IS_INT(START) && IS_INT(END) && ahead_timed(INT(START), INT(END)))
         saw_start(f, INT(START));
     else
         f->invalid++;
@@ -356,7 +356,7 @@ static void activity_row(Ahead *stmt, Facts *f) {
 /* One row of the runtime calls: _VALID_LAUNCH decides what is read and counted; every call with integer times
  * and thread (launch or not) is a host interval (nsys_host.calls). */
 static int call_row(Ahead *stmt, Facts *f, Groups *host, int shift, int64_t mask) {
-    int timed = IS_INT(START) && IS_INT(END) && INT(END) >= INT(START) && IS_INT(THREAD);
+    int timed = IS_INT(START) && IS_INT(END) && ahead_timed(INT(START), INT(END)) && IS_INT(THREAD);
     if (timed && IS_INT(CORRELATION))
         saw_start(f, INT(START));
     else
@@ -372,7 +372,7 @@ static int range_row(Ahead *stmt, Facts *f, Groups *host, const Categories *c, l
                      int shift, int64_t mask, PyThreadState **released) {
     if (!equals(stmt, R_TYPE, event_type)) return 0;
     int end_type = ahead_type(stmt, R_END);
-    if (!(IS_INT(R_START) && end_type == SQLITE_INTEGER && IS_INT(R_THREAD) && INT(R_END) >= INT(R_START))) {
+    if (!(IS_INT(R_START) && end_type == SQLITE_INTEGER && IS_INT(R_THREAD) && ahead_timed(INT(R_START), INT(R_END)))) {
         if (end_type != SQLITE_NULL) f->invalid++;
         return 0;
     }

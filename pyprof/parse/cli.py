@@ -163,7 +163,8 @@ def _run_parallel(sources: list, out: IO[str], jobs: int, raw_markers: bool = Fa
 def _summary(path: str, st: Stats) -> str:
     if st.kernels == 0:
         extra = f" ({st.records} memcpy/memset records)" if st.records else ""
-        return f"{PROG}: {path}: no GPU kernels in this profile{extra}"
+        # the rows left out are said here too: they may be why there are none
+        return f"{PROG}: {path}: no GPU kernels in this profile{extra}" + _oddities(st)
     op_pct = 100.0 * st.kernels_with_op / st.kernels
     line = (f"{PROG}: {path}: {st.records} records, {st.kernels} kernels; {op_pct:.1f}% of kernels "
             f"attributed to an op")
@@ -187,6 +188,8 @@ def _summary(path: str, st: Stats) -> str:
             line += " (a graph captured before the profiled range: its capture's ranges are not in the export)"
     if st.memory_events:
         line += f"; {st.memory_events} memory events (pyprof prof --view memory)"
-    for reason, count in sorted(st.oddities.items()):
-        line += f"; {count} {reason}"
-    return line
+    return line + _oddities(st)
+
+
+def _oddities(st: Stats) -> str:
+    return "".join(f"; {count} {reason}" for reason, count in sorted(st.oddities.items()))

@@ -29,7 +29,7 @@ from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Sour
 from pyprof.parse.frames import INTERNAL
 from pyprof.parse.kineto_json import READ_BYTES, UNSET, Args, BlockReader, Event, Guarded, NotBlocks, SharedValues, \
     args_of, from_dict
-from pyprof.record import DIST_KEYS
+from pyprof.record import DIST_KEYS, INT_MAX, INT_MIN
 
 _KERNEL_CATS = {"kernel"}
 _COPY_CATS = {"gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset", "memset": "memset"}
@@ -83,13 +83,14 @@ def _num(v):
 
 
 def _int(v) -> int | None:
-    """An id or a count: an integer, else None (the event is kept, the value is not)."""
-    return v if type(v) is int else None
+    """An id or a count: an integer a record can hold (record.INT_MIN to INT_MAX: JSON's have no bound), else
+    None (the event is kept, the value is not)."""
+    return v if type(v) is int and INT_MIN <= v <= INT_MAX else None
 
 
 def _ints(v) -> tuple:
-    """A launch configuration: a list of integers, else empty."""
-    return tuple(v) if type(v) is list and len(v) <= 3 and all(type(x) is int for x in v) else ()
+    """A launch configuration: a list of integers (each as _int takes it), else empty."""
+    return tuple(v) if type(v) is list and len(v) <= 3 and all(_int(x) is not None for x in v) else ()
 
 
 class KinetoSource(Source):
@@ -301,7 +302,7 @@ class KinetoSource(Source):
         for (pid, _tid), _s, _e, _n, _p, m in self._ranges:
             if m is not None and m.backward and m.seq is not None and type(m.raw_sizes) is list and m.raw_sizes:
                 shape = m.raw_sizes[0]
-                if type(shape) is list and shape and all(type(d) is int for d in shape):
+                if type(shape) is list and shape and all(_int(d) is not None for d in shape):
                     grads.setdefault((pid, m.seq), shape)
         if not grads:
             return
@@ -484,20 +485,22 @@ def _distributed_info(ijson, f) -> dict | None:
 
 def _dist_keys(info: dict) -> dict:
     """A ``distributedInfo`` object as record.DIST_KEYS (a value of another type: null)."""
-    kinds = {"int": int, "str": str}
-    return {key: info.get(key) if type(info.get(key)) is kinds[kind] else None for key, kind in DIST_KEYS.items()}
+    take = {"int": _int, "str": lambda v: v if type(v) is str else None}
+    return {key: take[kind](info.get(key)) for key, kind in DIST_KEYS.items()}
 
 
 def _ident(v):
     """A process or thread id: PyTorch 1.8-1.9 wrote them as strings ("25772"); other strings ("stream 7", a
     thread's name) are kept as they are, so that they still tell threads apart; anything else by its text."""
-    if type(v) is int:
-        return v
-    if type(v) is str:
+    if type(v) is str and len(v) < 30:
         try:
-            return int(v) if len(v) < 30 else v
+            v = int(v)
         except ValueError:
             return v
+    if type(v) is int:
+        return v if _int(v) is not None else str(v)  # too large for a record's pid: its text tells threads apart
+    if type(v) is str:
+        return v
     return None if v is None else str(v)
 
 

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from pyprof.common import BoundedDict
 from pyprof.parse import encode
+from pyprof.record import INT_MAX, INT_MIN
 
 # Marker kinds.
 OP = "op"  # names a call: pyprof JSON op range, or a legacy {'mod','op','args'} dict
@@ -400,8 +401,8 @@ def _decode_emit_nvtx(text: str) -> Marker | None:
         seq, op_id, sizes, inputs = hit.groups()[1:]
         if (sizes is None or " = " not in sizes) and (inputs is None or " = " not in inputs):
             m = Marker(SEQ)
-            m.seq = int(seq) if seq else None
-            m.op_id = int(op_id) if op_id else None
+            m.seq = _number(seq) if seq else None
+            m.op_id = _number(op_id) if op_id else None
             if sizes is not None:
                 m.raw_sizes = sizes.strip()
                 if inputs is not None:
@@ -439,9 +440,8 @@ def _set_field(m: Marker, name: str, value: str) -> None:
     if name == "input_op_ids":
         m.raw_inputs = value  # parsed only when an op waits for its output's shape (OUTPUT_OPS)
         return
-    try:
-        num = int(value)
-    except ValueError:
+    num = _number(value)
+    if num is None:
         return
     if name == "seq":
         m.seq = num
@@ -460,10 +460,17 @@ def quick_seq(text: str, backward: bool = False) -> int | None:
     if not backward and is_backward_text(text, i):
         return None
     j = text.find(",", i + 8)
+    return _number(text[i + 8: j if j >= 0 else len(text)])
+
+
+def _number(text: str) -> int | None:
+    """A sequence number or op id of an emit_nvtx text: ``int(text)``, or None for a text that is no integer or
+    one a record cannot hold (record.INT_MIN to INT_MAX: it becomes seqId), as if the field were absent."""
     try:
-        return int(text[i + 8: j if j >= 0 else len(text)])
+        v = int(text)
     except ValueError:
         return None
+    return v if INT_MIN <= v <= INT_MAX else None
 
 
 def is_backward_text(text: str, end: int | None = None) -> bool:

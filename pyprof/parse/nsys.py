@@ -150,7 +150,7 @@ class NsysSource(Source):
             if table in self.cols:
                 facts = self._facts(table, host=table in (NVTX, RUNTIME))
                 self.rows.skip(f"{what} rows with a start, end or id that is not an integer (or ends before it "
-                               "starts), left out",
+                               "starts, or 2^63 ns or more after it), left out",
                                facts.invalid if facts is not None else
                                self.rows.count(f"SELECT count(*) FROM {table} e WHERE NOT ({where})"))
 

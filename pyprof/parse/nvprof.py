@@ -15,7 +15,7 @@ from pyprof.common import InputError
 from pyprof.parse.demangle import demangle, short_name
 from pyprof.parse.activities import Activity, GpuInfo, Launch, Source
 from pyprof.parse.nsys import MEMCPY_KINDS
-from pyprof.parse.sqlrows import Rows, connect, integer
+from pyprof.parse.sqlrows import Rows, connect, integer, integers, timed
 
 KERNEL_TABLES = ("CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_KERNEL")
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -224,8 +224,8 @@ class NvprofSource(Source):
 
 
 def _valid(cols: tuple) -> str:
-    """SQL: the row's ``cols`` hold integers and its end is not before its start."""
-    return " AND ".join(f"typeof({c}) = 'integer'" for c in cols) + " AND end >= start"
+    """SQL: the row's ``cols`` hold integers, its end is not before its start, its duration a record's integer."""
+    return integers(*cols) + " AND " + timed("start", "end")
 
 
 def _object_thread(obj: bytes | None) -> tuple[int | None, int | None]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from pyprof.common import InputError
+from pyprof.record import INT_MAX
 
 #: Text as SQLite stores it, decoded with replacement characters where it is not UTF-8 (a GPU name in Latin-1).
 lossy_text = functools.partial(str, encoding="utf-8", errors="replace")
@@ -36,6 +37,15 @@ def integer(col: str) -> str:
 def integers(*cols: str) -> str:
     """SQL condition: every one of ``cols`` holds an integer (the values a row cannot do without)."""
     return " AND ".join(f"typeof({c}) = 'integer'" for c in cols)
+
+
+def timed(start: str, end: str) -> str:
+    """SQL condition on two integer columns: the end not before the start, and the duration ``end - start`` a
+    record's 64-bit integer (record.INT_MAX; a start near -2**63 would make a longer one). Written so that
+    SQLite computes nothing past 64 bits (it would turn the difference into a float): a start of 0 or more
+    leaves any end's duration in range, a negative one ``start + INT_MAX`` in range. The compiled core tests
+    the same (_ahead.c shaped_row, _scan.c)."""
+    return f"{end} >= {start} AND ({start} >= 0 OR {end} <= {start} + {INT_MAX})"
 
 
 #: How a Query's column is taken of its sources: the one source as it is; the first holding an integer; the first
@@ -78,7 +88,8 @@ def text_of(*exprs: str) -> Column:
 @dataclass(frozen=True)
 class Valid:
     """What a row needs to be read at all (SQLite does not enforce column types): integer times, the end not before
-    the start, and integer ids. The readers leave other rows out and count them."""
+    the start and no more than record.INT_MAX after it, and integer ids. The readers leave other rows out and count
+    them."""
     start: str
     end: str
     ids: tuple[str, ...] = ()
@@ -86,7 +97,7 @@ class Valid:
     @property
     def sql(self) -> str:
         """The condition as SQL."""
-        return (f"{integers(self.start, self.end)} AND {self.end} >= {self.start}"
+        return (f"{integers(self.start, self.end)} AND {timed(self.start, self.end)}"
                 + "".join(f" AND {integers(c)}" for c in self.ids))
 
 

@@ -14,7 +14,8 @@ from typing import IO, Annotated, Any, Optional, TypedDict, Union
 
 from pyprof.common import InputError
 
-from pyprof.record import DIST_KEYS, END_KEY, END_PREFIX, FIELDS, HEADER_KEY, HEADER_PREFIX, RECORD_SCHEMA, SIDE_PREFIX
+from pyprof.record import (DIST_KEYS, END_KEY, END_PREFIX, FIELDS, HEADER_KEY, HEADER_PREFIX, INT_MAX, INT_MIN,
+                           RECORD_SCHEMA, SIDE_PREFIX)
 
 try:
     import msgspec
@@ -26,8 +27,9 @@ except ImportError:  # pragma: no cover - msgspec is a dependency; without it re
 MAX_DEPTH = 24
 
 
-#: Integers are 64-bit (the readers keep times and counts in int64 arrays): JSON allows any size.
-_Int: Any = Annotated[int, msgspec.Meta(ge=-(2 ** 63), le=2 ** 63 - 1)] if msgspec is not None else int
+#: Integers are 64-bit (the readers keep times and counts in int64 arrays): JSON allows any size. The bounds are
+#: record.INT_MIN and INT_MAX, which parse keeps to.
+_Int: Any = Annotated[int, msgspec.Meta(ge=INT_MIN, le=INT_MAX)] if msgspec is not None else int
 _Names = Union[str, list[str]]  # legacy PyProf lines and forward links may give one name instead of a list
 _Ints = list[Optional[_Int]]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyprof.prof.formats import PROG
+from pyprof.prof.formats import PROG, printable
 from pyprof.prof.modeller import Result
 from pyprof.prof.registry import COUNTED_FAMILIES
 
@@ -60,7 +60,8 @@ class Coverage:
             self.reasons[r] = self.reasons.get(r, 0) + ns
 
     def text(self) -> str:
-        """The end-of-run lines for stderr."""
+        """The end-of-run lines for stderr, one per line break: a reason quotes an op name from the input, which
+        is written ``printable`` (its own line break would forge a line of pyprof's)."""
         t = self.time_ns or 1
         # The words parse and the views use: activities are kernels, copies and memsets.
         lines = [f"{PROG}: {self.kernels} GPU activities ({self.kernels - self.copies} kernels, {self.copies} "
@@ -71,5 +72,5 @@ class Coverage:
                  f"with torch.utils.flop_counter) {self.counted_flops}"]
         if self.reasons:
             top = sorted(self.reasons.items(), key=lambda kv: -kv[1])[:5]
-            lines.append(f"{PROG}: not modelled: " + "; ".join(f"{r} {100 * ns / t:.1f}%" for r, ns in top))
+            lines.append(f"{PROG}: not modelled: " + "; ".join(f"{printable(r)} {100 * ns / t:.1f}%" for r, ns in top))
         return "\n".join(lines)

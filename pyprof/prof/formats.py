@@ -106,6 +106,31 @@ class Format:
         self.stream.flush()
 
 
+#: What a spreadsheet opening a CSV file takes for the start of a formula (OWASP's CSV-injection list: = + - @,
+#: tab and carriage return; the last two never survive ``printable``, they are listed for a text made otherwise).
+_FORMULA_LEADS = frozenset("=+-@\t\r")
+#: A text cell that a spreadsheet reads as a number (12, -1.5, +3.4%, -1,234, 1.2e-05): left as it is.
+_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9][0-9,]*(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?%?")
+
+
+def formula_safe(text: str) -> str:
+    """A CSV cell's text that no spreadsheet runs as a formula: ``text`` with a single quote before it when it
+    starts with one of ``= + - @`` (or a tab or carriage return) and is not a number; the quote makes the cell
+    text in Excel, LibreOffice and Google Sheets. A number (-1.5, +3.4%) keeps its sign and stays a number;
+    ``-``, the tables' "no value", stays too (one character holds no formula)."""
+    if text[:1] in _FORMULA_LEADS and text != "-" and not _NUMBER_TEXT.fullmatch(text):
+        return "'" + text
+    return text
+
+
+def _csv_cell(value):
+    """A value as a CSV cell before the csv module quotes it: None, an int or a float as it is (the module
+    writes them), anything else printable and formula_safe."""
+    if value is None or type(value) is int or type(value) is float:
+        return value
+    return formula_safe(printable(str(value)))
+
+
 def _space_text(value) -> str:
     """A field of the space-separated format: as SpaceFormat.rows writes it (printable, spaces as '_')."""
     return printable(str(value)).replace(" ", "_")
@@ -113,12 +138,12 @@ def _space_text(value) -> str:
 
 def _csv_text(value) -> str:
     """A field of the CSV format, as CsvFormat.rows writes it: None empty, an int or a float as the csv module
-    writes it, anything else printable, then quoted by the csv module where it needs to be (a field that is
-    not alone in its row: a row of one empty field is written ``""``)."""
+    writes it, anything else printable and formula_safe, then quoted by the csv module where it needs to be (a
+    field that is not alone in its row: a row of one empty field is written ``""``)."""
     if type(value) is float:
         return repr(value)  # what the csv module writes for a float
     if value is not None and type(value) is not int:
-        value = printable(str(value))
+        value = formula_safe(printable(str(value)))
         if value.isprintable() and "," not in value and '"' not in value:  # (printable: no line break left)
             return value
     buf = io.StringIO()
@@ -149,7 +174,8 @@ class SpaceFormat(Format):
 class CsvFormat(Format):
     """RFC 4180 CSV through the csv module (a comma or a quote in a field: the field is quoted), one line per
     row: a line break inside a field is escaped by ``printable`` as the other control characters, since
-    line-based tools (grep, wc -l, head) would take a quoted one for two rows."""
+    line-based tools (grep, wc -l, head) would take a quoted one for two rows. A text cell that a spreadsheet
+    would run as a formula is written ``formula_safe``."""
 
     @staticmethod
     def fields() -> LineFields:
@@ -168,7 +194,7 @@ class CsvFormat(Format):
         self._buf.truncate()
 
     def header(self) -> None:
-        self._w.writerow([printable(h) for h in self.headers])
+        self._w.writerow([_csv_cell(h) for h in self.headers])
         self._flush_buf()
 
     def rows(self, rows: list[tuple]) -> None:
@@ -176,12 +202,22 @@ class CsvFormat(Format):
         text = self._buf.getvalue()
         lines = text.split("\n")
         lines.pop()  # after the last line terminator
-        if len(lines) != len(rows) or not _plain(lines):  # a line break in a field, or another character to escape
+        # A line break in a field, another character to escape, or a cell that a spreadsheet would run: each
+        # line starts with a cell, and every other cell follows a comma.
+        if len(lines) != len(rows) or not _plain(lines) or _formula_lead(text):
             self._buf.seek(0)
             self._buf.truncate()
-            self._w.writerows([[v if v is None or type(v) in (int, float) else printable(str(v)) for v in r]
-                               for r in rows])
+            self._w.writerows([[_csv_cell(v) for v in r] for r in rows])
         self._flush_buf()
+
+
+_LEAD_AFTER = re.compile(r'(?:^|,)"?[=+\-@\t\r]', re.M)
+
+
+def _formula_lead(text: str) -> bool:
+    """Whether some cell of these CSV lines may start as a formula does (a number with a sign also matches:
+    the rows are then written cell by cell, and formula_safe tells the two apart)."""
+    return _LEAD_AFTER.search(text) is not None
 
 
 @register_format("jsonl")

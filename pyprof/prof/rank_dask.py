@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 
-from pyprof.common import UsageError
+from pyprof.common import PyprofError, UsageError
 from pyprof.prof.input_names import input_names
 from pyprof.prof.rank_files import check_files
 from pyprof.prof.rank_summary import FileSummary
@@ -21,6 +21,15 @@ from pyprof.prof.roofline import Peaks
 #: What --engine takes: ``dask`` (a local cluster) or ``dask://HOST:PORT`` (a running scheduler).
 SCHEME = "dask://"
 INSTALL = "pip install pyprof[cluster]"
+#: How long ``dask://HOST:PORT`` waits for the scheduler to answer. Dask's own default is 30 s (its
+#: ``distributed.comm.timeouts.connect``), a long wait for a typo in the port; a running scheduler on the
+#: network answers in milliseconds, one still starting can be asked again.
+CONNECT_TIMEOUT_S = 10
+
+
+class SchedulerError(PyprofError):
+    """The Dask scheduler named by ``--engine dask://HOST:PORT`` cannot be reached, or dropped the connection
+    (exit code 1)."""
 
 
 def scheduler_address(engine: str) -> str | None:
@@ -30,7 +39,11 @@ def scheduler_address(engine: str) -> str | None:
         return None
     if engine.startswith(SCHEME) and len(engine) > len(SCHEME):
         rest = engine[len(SCHEME):]
-        return rest if "://" in rest else f"tcp://{rest}"
+        address = rest if "://" in rest else f"tcp://{rest}"
+        host, _, port = address.split("://", 1)[1].rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise UsageError(f"--engine {engine!r}: give the scheduler's port, dask://HOST:PORT (1 to 65535)")
+        return address
     raise UsageError(f"--engine {engine!r}: give dask (a local cluster) or dask://HOST:PORT (a running scheduler)")
 
 
@@ -61,6 +74,8 @@ def summarize_files_dask(paths: list[str], peaks: Peaks | None = None, address: 
     if spill is None and address is not None:
         raise UsageError("--engine dask://HOST:PORT needs --spill DIR, a folder on a filesystem the workers "
                          "share with this machine (the rank files' too)")
+    if address is not None:
+        _reachable(address)  # before the spill folder is made: a refusal leaves nothing
     own_spill = spill is None
     spill = tempfile.mkdtemp(prefix="pyprof-spill-") if own_spill else os.path.abspath(spill)
     try:
@@ -75,7 +90,7 @@ def summarize_files_dask(paths: list[str], peaks: Peaks | None = None, address: 
             cluster = LocalCluster(n_workers=max(1, workers), threads_per_worker=1, processes=True,
                                    dashboard_address=None, silence_logs=logging.ERROR)
         try:
-            with Client(cluster if cluster is not None else address) as client:
+            with _client(Client, cluster, address) as client:
                 futures = client.map(summarize_to_parquet, [os.path.abspath(p) for p in paths], names,
                                      [peaks] * len(paths), outs, pure=False)
                 written = client.gather(futures)  # raises the first failed task's error, as it raised it
@@ -86,3 +101,52 @@ def summarize_files_dask(paths: list[str], peaks: Peaks | None = None, address: 
     finally:
         if own_spill:
             shutil.rmtree(spill, ignore_errors=True)
+
+
+def _reachable(address: str) -> None:
+    """Raise SchedulerError unless a Dask scheduler answers at ``address`` within CONNECT_TIMEOUT_S: nothing
+    listening (Dask retries until its timeout, then an OSError), or something that is not a scheduler (it
+    closes the connection or answers otherwise: CommClosedError, an OSError too)."""
+    from distributed import Client
+
+    try:
+        _listening(address)
+        with Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False):
+            pass
+    except OSError as e:
+        raise SchedulerError(f"cannot reach a Dask scheduler at {address}: {_reason(e)}") from None
+
+
+def _listening(address: str) -> None:
+    """For a ``tcp://`` address, one plain connection first: a port where nothing listens refuses it at once,
+    where Dask would try again until its timeout. Raises OSError."""
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    scheme, location = parse_address(address)
+    if scheme != "tcp":
+        return
+    host, port = parse_host_port(location)
+    socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+
+
+def _client(Client, cluster, address: str | None):
+    """The client of the local ``cluster``, or of the scheduler at ``address`` (checked by _reachable: a
+    connection that drops now is one line too)."""
+    if cluster is not None:
+        return Client(cluster)
+    try:
+        return Client(address, timeout=CONNECT_TIMEOUT_S)
+    except OSError as e:
+        raise SchedulerError(f"cannot reach a Dask scheduler at {address}: {_reason(e)}") from None
+
+
+def _reason(e: OSError) -> str:
+    """Dask's words, less the connection object it names (``in <TCP (closed) local=... remote=...>: ``)."""
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused (nothing listens on that port)"
+    text = str(e) or type(e).__name__
+    if text.startswith("in <") and ">: " in text:
+        text = text[text.index(">: ") + 3:]
+    return text

@@ -1,16 +1,21 @@
 """``pyprof run [-o DIR] [--backend nsys|torch] [--steps N] -- python train.py ARGS``: run a training script
 under a capture without editing it, then parse it and write the records and the report into DIR.
 
-The script's interpreter loads ``pyprof/run/boot/sitecustomize.py`` first (its folder leads PYTHONPATH). That
-module counts training steps by the optimizers' steps (a global optimizer step hook), skips ``--warmup`` of them
-and captures ``--steps`` more: under Nsight Systems (the default when ``nsys`` is found) with pyprof.init()'s
-markers, between cudaProfilerStart/Stop (docs/capture.md's flags), exported to SQLite; else with the PyTorch
-profiler (shapes, stacks, modules, memory) on a schedule. Ctrl-C stops the script; what was captured is kept,
-parsed and reported. The exit status is the script's.
+The script's interpreter loads ``pyprof/run/boot/sitecustomize.py`` first (its folder leads PYTHONPATH; the
+script gets that folder alone, and the packages the capture needs besides torch through $PYPROF_RUN_PACKAGES,
+never the rest of the environment pyprof is installed in). That module counts training steps by the optimizers'
+steps (a global optimizer step hook), skips ``--warmup`` of them and captures ``--steps`` more: under Nsight
+Systems (the default when ``nsys`` is found) with pyprof.init()'s markers, between cudaProfilerStart/Stop
+(docs/capture.md's flags), exported to SQLite; else with the PyTorch profiler (shapes, stacks, modules, memory)
+on a schedule. Ctrl-C stops the script; what was captured is kept, parsed and reported. The exit status is the
+script's. A capture that parse or report refuses leaves no records.dict or report.html (the capture itself
+stays, for the user to look at). Names from the capture reach the terminal through ``printable``.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import json
 import os
 import shlex
 import shutil
@@ -19,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pyprof.common import InputError, UsageError, run_command, users_environment
+from pyprof.common import InputError, PyprofError, UsageError, output_stream, run_command, users_environment
 
 PROG = "pyprof run"
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -54,7 +59,25 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:
         return 2 if e.code else 0
-    return run_command(PROG, lambda: _run(args))
+    from pyprof.prof.formats import one_line_errors
+
+    # A refusal can quote the capture (a name with a line break): one printable line, as prof's and report's.
+    return run_command(PROG, lambda: one_line_errors(lambda: _run(args)))
+
+
+#: The packages the capture (pyprof.init) imports besides torch and the standard library.
+CAPTURE_PACKAGES = ("pyprof", "nvtx")
+
+
+def capture_packages() -> dict[str, str]:
+    """Each of CAPTURE_PACKAGES that this interpreter finds, and the folder it lies in (the site-packages of
+    pyprof's environment, or a checkout): what the script's interpreter may import from there."""
+    folders = {}
+    for name in CAPTURE_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.submodule_search_locations:
+            folders[name] = str(Path(list(spec.submodule_search_locations)[0]).resolve().parent)
+    return folders
 
 
 def _nsys() -> str | None:
@@ -74,8 +97,11 @@ def _run(args) -> int:
     out.mkdir(parents=True, exist_ok=True)
     env = users_environment()
     env.pop("PYPROF_RUN_ACTIVE", None)
-    env["PYTHONPATH"] = os.pathsep.join([str(BOOT), str(Path(__file__).resolve().parents[2])] +
-                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    # Only the boot folder: the folder above the pyprof package is the site-packages of pyprof's environment
+    # when pyprof is installed, whose every package would shadow or add to the script's own. The boot module
+    # finds pyprof and the capture's NVTX binding alone there (PYPROF_RUN_PACKAGES).
+    env["PYTHONPATH"] = os.pathsep.join([str(BOOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env["PYPROF_RUN_PACKAGES"] = json.dumps(capture_packages())
     env.update(PYPROF_RUN_BACKEND=backend, PYPROF_RUN_STEPS=str(args.steps), PYPROF_RUN_WARMUP=str(args.warmup),
                PYPROF_RUN_TRACE=str(out / "trace.json"))
     if args.step_marker is not None:
@@ -94,12 +120,11 @@ def _run(args) -> int:
     else:
         Path(env["PYPROF_RUN_TRACE"]).unlink(missing_ok=True)
         cmd = command
-    print(f"{PROG}: {backend}: {' '.join(command)}", file=sys.stderr)
+    _note(f"{backend}: {' '.join(command)}")
     status = _child(cmd, env)
     export = _export(out, backend)
     if export is None:
-        print(f"{PROG}: nothing was captured (the script ended before its step {args.warmup + 1}?)",
-              file=sys.stderr)
+        _note(f"nothing was captured (the script ended before its step {args.warmup + 1}?)")
         return status or 1
     _analyse(export, out, _source_roots(command))
     return status
@@ -158,26 +183,48 @@ def _export(out: Path, backend: str) -> Path | None:
 def _analyse(export: Path, out: Path, source_roots: list[str]) -> None:
     from pyprof.parse import parse_file
     from pyprof.report.cli import run as report
+    from pyprof.report.cli import shareable
 
-    records = out / "records.dict"
-    with open(records, "w", encoding="utf-8") as f:
+    records, page = out / "records.dict", out / "report.html"
+    # Written to a temporary name and renamed into place (output_stream): a capture that parse refuses leaves
+    # no records.dict; one that report refuses takes its records.dict away again.
+    with output_stream(str(records)) as f:
+        shareable(f, str(records))
         parse_file(str(export), f)
-    page = out / "report.html"
-    _headline(report([str(records)], str(page), source_roots=source_roots))
+    try:
+        h = report([str(records)], str(page), source_roots=source_roots)
+    except PyprofError:
+        records.unlink(missing_ok=True)
+        raise
+    _headline(h)
+    _note(f"wrote {records} and {page}")
     # The next commands read source text from the folder they run in: the script's, when it is elsewhere, named.
     roots = "".join(f" --source-root {shlex.quote(r)}" for r in source_roots[1:])
-    print(f"{PROG}: wrote {records} and {page}\nnext:\n"
-          f"  pyprof prof --group-by op {records}\n  pyprof prof --view lines{roots} {records}\n"
+    print(f"next:\n  pyprof prof --group-by op {records}\n  pyprof prof --view lines{roots} {records}\n"
           f"  pyprof prof --view recommendations{roots} {records}\n  open {page}", file=sys.stderr)
+
+
+def _note(text: str) -> None:
+    """One line of run's on stderr. It can quote the capture (op names, findings) or the command: printable,
+    so that a name's line break or escape sequence is shown, not acted on by the terminal."""
+    from pyprof.prof.formats import printable
+
+    print(printable(f"{PROG}: {text}"), file=sys.stderr)
+
+
+def _known(value, unit: str) -> str:
+    """A headline number with its unit, or "na" where the report could not measure it."""
+    return "na" if value is None else f"{value}{unit}"
 
 
 def _headline(h) -> None:
     """The report's headline (pyprof.report.headline.Headline), in a few lines."""
     if not h.activities:
-        print(f"{PROG}: no GPU activity was captured (a run on the CPU, or before any GPU work)", file=sys.stderr)
+        _note("no GPU activity was captured (a run on the CPU, or before any GPU work)")
         return
-    top = ", ".join(f"{e.label} {e.pct}%" for e in h.top_ops)
-    print(f"{PROG}: step {h.step_ms} ms ({h.steps} steps), GPU busy {h.gpu_busy_pct}%, {h.activities} GPU "
-          f"activities; top ops: {top}", file=sys.stderr)
+    top = ", ".join(f"{e.label} {_known(e.pct, '%')}" for e in h.top_ops)
+    _note(f"step {_known(h.step_ms, ' ms')} ({h.steps} steps), GPU busy {_known(h.gpu_busy_pct, '%')}, "
+          f"{h.activities} GPU activities; top ops: {top}")
     for e in h.findings:
-        print(f"{PROG}: finding: {e.label[:120]} (saves up to {e.saving_ms} ms)", file=sys.stderr)
+        saving = "saving not estimated" if e.saving_ms is None else f"saves up to {e.saving_ms} ms"
+        _note(f"finding: {e.label[:120]} ({saving})")

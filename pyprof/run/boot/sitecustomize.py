@@ -2,13 +2,48 @@
 user's script: turns on what the chosen capture needs, counts the training steps by the optimizers' steps, and
 keeps to the measured ones. Does nothing in any other process (a DataLoader worker, a subprocess), and then
 loads the environment's own sitecustomize, if any. Settings come from PYPROF_RUN_* variables (pyprof.run.cli).
+
+``import pyprof`` (the capture's, and the script's own if it has one) finds the package of the pyprof that runs
+the script, and ``import nvtx`` (the capture's NVTX binding) that environment's when the script's has none
+($PYPROF_RUN_PACKAGES: each name's folder), and nothing else of those folders: where pyprof is installed they
+are the site-packages of pyprof's environment, whose other packages are none of the script's.
 """
 import atexit
 import functools
 import importlib.machinery
 import importlib.util
+import json
 import os
 import sys
+
+
+class _OnePackage:
+    """A finder of one top-level name in one folder (its submodules are found through the package's own
+    ``__path__``), so that the folder's other packages stay out of the script's reach."""
+
+    def __init__(self, name: str, folder: str) -> None:
+        self.name, self.folder = name, folder
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.name:
+            return None
+        return importlib.machinery.PathFinder.find_spec(name, [self.folder])
+
+
+def _capture_packages() -> None:
+    """pyprof first on sys.meta_path, so that the capture's markers are those of the pyprof that will parse them,
+    whatever pyprof the script's environment holds; its other needs (nvtx) last, where the script's
+    environment lacks them."""
+    try:
+        folders = json.loads(os.environ.get("PYPROF_RUN_PACKAGES", "{}"))
+    except ValueError:
+        return
+    for name, folder in folders.items():
+        finder = _OnePackage(name, folder)
+        if name == "pyprof":
+            sys.meta_path.insert(0, finder)
+        else:
+            sys.meta_path.append(finder)
 
 
 def _chain() -> None:
@@ -189,9 +224,15 @@ def _boot() -> None:
     if not backend or os.environ.get("PYPROF_RUN_ACTIVE"):
         return
     os.environ["PYPROF_RUN_ACTIVE"] = str(os.getpid())  # the script's children leave the capture to it
-    _Steps(backend, int(os.environ.get("PYPROF_RUN_WARMUP", "0")), int(os.environ.get("PYPROF_RUN_STEPS", "0")),
-           os.environ.get("PYPROF_RUN_TRACE", "trace.json"), os.environ.get("PYPROF_RUN_STEP_MARKER")).start()
+    steps = _Steps(backend, int(os.environ.get("PYPROF_RUN_WARMUP", "0")),
+                   int(os.environ.get("PYPROF_RUN_STEPS", "0")), os.environ.get("PYPROF_RUN_TRACE", "trace.json"),
+                   os.environ.get("PYPROF_RUN_STEP_MARKER"))
+    try:
+        steps.start()
+    except ImportError as e:  # an interpreter without torch (or pyprof): the script runs, nothing is captured
+        sys.stderr.write(f"pyprof run: nothing to capture in {sys.executable}: {e}\n")
 
 
+_capture_packages()  # in every interpreter the script starts: what it unpickles may name pyprof
 _boot()
 _chain()
