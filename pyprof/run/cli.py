@@ -59,10 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:
         return 2 if e.code else 0
-    from pyprof.prof.formats import one_line_errors
-
-    # A refusal can quote the capture (a name with a line break): one printable line, as prof's and report's.
-    return run_command(PROG, lambda: one_line_errors(lambda: _run(args)))
+    # A refusal can quote the capture (a name with a line break): run_command prints it as one printable line.
+    return run_command(PROG, lambda: _run(args))
 
 
 #: The packages the capture (pyprof.init) imports besides torch and the standard library.
@@ -183,13 +181,11 @@ def _export(out: Path, backend: str) -> Path | None:
 def _analyse(export: Path, out: Path, source_roots: list[str]) -> None:
     from pyprof.parse import parse_file
     from pyprof.report.cli import run as report
-    from pyprof.report.cli import shareable
 
     records, page = out / "records.dict", out / "report.html"
     # Written to a temporary name and renamed into place (output_stream): a capture that parse refuses leaves
     # no records.dict; one that report refuses takes its records.dict away again.
     with output_stream(str(records)) as f:
-        shareable(f, str(records))
         parse_file(str(export), f)
     try:
         h = report([str(records)], str(page), source_roots=source_roots)
