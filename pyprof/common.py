@@ -12,8 +12,10 @@ import io
 import itertools
 import os
 import sys
-import tempfile
 from typing import IO, Callable, Iterator
+
+from pyprof import cleanup
+from pyprof.cleanup import Interrupted, handling_signals, stop_raising
 
 class PyprofError(Exception):
     """Root of every error pyprof raises on purpose (bad input, bad usage).
@@ -90,7 +92,7 @@ def output_stream(path: str) -> Iterator[IO[str]]:
         elif special:
             out = open(path, "w", encoding="utf-8", buffering=1 << 20)
         else:
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".pyprof-")
+            fd, tmp = cleanup.temp_file(".pyprof-", folder=os.path.dirname(os.path.abspath(path)))
             out = os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 20)
     except OSError as e:
         raise OutputError(display, f"cannot write here ({e.strerror or e})") from None
@@ -99,7 +101,7 @@ def output_stream(path: str) -> Iterator[IO[str]]:
         out.flush()
         if tmp is not None:
             out.close()
-            os.replace(tmp, path)
+            cleanup.rename_into_place(tmp, path)
             tmp = None
     except BrokenPipeError:
         raise
@@ -120,7 +122,7 @@ def output_stream(path: str) -> Iterator[IO[str]]:
             except OSError:
                 pass
             if tmp is not None:
-                os.unlink(tmp)
+                cleanup.remove(tmp)
 
 
 _BLAS_THREADS = "OPENBLAS_NUM_THREADS"
@@ -160,12 +162,28 @@ def one_blas_thread_if_run(package: str) -> None:
 def run_command(prog: str, body: Callable[[], int]) -> int:
     """Run a command's body and turn pyprof's own errors into one line on stderr and an exit code.
 
-    Returns the body's code; 2 for a UsageError, 1 for any other PyprofError (bad input), 130 on Ctrl-C,
-    0 when the reader of stdout went away (``| head``). Other exceptions are bugs and keep their traceback.
+    Returns the body's code; 2 for a UsageError, 1 for any other PyprofError (bad input), 128 + the signal's
+    number when SIGINT, SIGTERM or SIGHUP stopped it (130, 143, 129; one line on stderr, every temporary removed:
+    pyprof.cleanup), 0 when the reader of stdout went away (``| head``). Other exceptions are bugs and keep their
+    traceback.
     """
     one_blas_thread()
+    with handling_signals() as outermost:
+        return _run_body(prog, body, outermost)
+
+
+def _run_body(prog: str, body: Callable[[], int], outermost: bool) -> int:
     try:
-        return body()
+        try:
+            return body()
+        finally:
+            if outermost:
+                stop_raising()  # a signal from here on does not cut the line being printed: the work has ended
+    except Interrupted as e:  # SIGINT, SIGTERM or SIGHUP (pyprof.cleanup): the way out removed the temporaries
+        if not outermost:
+            raise  # a command run by another: the outer one says it, once
+        print(f"{prog}: interrupted ({e.signal_name})", file=sys.stderr)
+        return e.exit_code
     except BrokenPipeError:
         # Nothing more can be written, and Python would complain at exit when flushing stdout.
         try:

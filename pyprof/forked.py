@@ -20,6 +20,7 @@ import traceback
 from collections import deque
 from typing import Any, Callable, Iterable, Iterator, NoReturn
 
+from pyprof import cleanup
 from pyprof.common import InputError, PyprofError
 
 FAILED, REFUSED = b"\x01", b"\x02"
@@ -203,6 +204,9 @@ def stop(workers: Iterable[Worker]) -> None:
     workers = list(workers)
     for w in workers:
         w.conn.close()
+    if cleanup.interrupted() is not None:  # SIGINT, SIGTERM or SIGHUP: not a moment more of work
+        for w in workers:
+            w.proc.terminate()
     for w in workers:
         w.proc.join(timeout=5)
         if w.proc.is_alive():

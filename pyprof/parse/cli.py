@@ -5,9 +5,9 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 from typing import IO
 
+from pyprof import cleanup
 from pyprof.common import InputError, UsageError, no_cyclic_gc, output_stream, run_command
 
 from pyprof.record import end_line
@@ -78,6 +78,7 @@ def _parse_inputs(args: argparse.Namespace) -> int:
             if args.strict:
                 _refuse_oddities(sources[-1].path, sources[-1].oddities)
         with output_stream(args.output) as out:
+            cleanup.pause_point("parse-output")  # (tests: the output's temporary exists, the inputs are open)
             if args.jobs > 1 and len(sources) > 1:
                 all_stats = _run_parallel(sources, out, args.jobs, args.raw_markers)
             else:
@@ -142,20 +143,24 @@ def _parse_to_file(job: tuple[str, str, bool]) -> Stats:
 def _run_parallel(sources: list, out: IO[str], jobs: int, raw_markers: bool = False) -> list[Stats]:
     from concurrent.futures import ProcessPoolExecutor
 
-    tmpdir = tempfile.mkdtemp(prefix="pyprof-parse-")
+    tmpdir = cleanup.temp_folder("pyprof-parse-")
     try:
         dests = [os.path.join(tmpdir, f"{i}.jsonl") for i in range(len(sources))]
         paths = [s.temp_path or s.path for s in sources]
         for s in sources:
             s.close()
         with ProcessPoolExecutor(max_workers=min(jobs, len(sources))) as pool:
-            stats = list(pool.map(_parse_to_file, [(p, d, raw_markers) for p, d in zip(paths, dests)]))
+            try:
+                stats = list(pool.map(_parse_to_file, [(p, d, raw_markers) for p, d in zip(paths, dests)]))
+            except KeyboardInterrupt:  # (and SIGTERM, SIGHUP: pyprof.cleanup) the workers stop now, not when done
+                cleanup.stop_children()
+                raise
         for d in dests:  # concatenated in input order: the output does not depend on -j
             with open(d, encoding="utf-8") as f:
                 shutil.copyfileobj(f, out, 1 << 20)
         return stats
     finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        cleanup.remove(tmpdir)
 
 
 def _summary(path: str, st: Stats) -> str:

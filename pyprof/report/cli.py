@@ -9,11 +9,11 @@ import datetime
 import itertools
 import os
 import stat
-import tempfile
 from contextlib import ExitStack
 from typing import IO, Callable, Iterator
 
 import pyprof
+from pyprof import cleanup
 from pyprof.common import InputError, OutputError, UsageError, output_stream, run_command
 from pyprof.prof.formats import one_line_errors
 from pyprof.prof.reader import is_records  # (also where it was for its callers: report.cli.is_records)
@@ -88,12 +88,12 @@ def records_sources(inputs: list[str], stack: ExitStack) -> list[tuple[str, str]
             from pyprof.parse.detect import spool_stdin
 
             path = spool_stdin()
-            stack.callback(os.unlink, path)
+            stack.callback(cleanup.remove, path)
         if not is_records(path):
             from pyprof.parse import parse_file
 
             if tmpdir is None:
-                tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="pyprof-report-"))
+                tmpdir = stack.enter_context(cleanup.temporary_folder("pyprof-report-"))
             parsed = os.path.join(tmpdir, f"{i}.dict")
             with open(parsed, "w", encoding="utf-8") as out:
                 parse_file(path, out)
@@ -156,6 +156,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
             trace_out = stack.enter_context(output_stream(trace_path))
             shareable(trace_out, trace_path)
         sources = records_sources(inputs, stack)
+        cleanup.pause_point("report-sources")  # (tests: the outputs' temporaries and the parsed inputs exist)
 
         # Each input (rank) gets its share of the timeline, so that the ranks can be compared side by side.
         share = timeline_events // len(sources)

@@ -1,0 +1,212 @@
+"""Temporary files removed however a command ends, and the signals that end one.
+
+Every temporary a command makes (an output's temporary beside the target, stdin's spool, a decompressed export,
+report's working folder) is made here and registered with the process that made it, and removed by whoever is done
+with it (a ``finally``, a context manager). What a command leaves registered when it ends is removed by
+:func:`handling_signals`'s exit: the safety net for an interruption that came between making a file and entering
+the block that removes it.
+
+SIGTERM and SIGHUP end a Python program at once by default, running no ``finally`` block; while a command runs
+(``common.run_command``), they, and SIGINT, raise :class:`Interrupted` in the main thread instead, so the way out
+removes what the way in made, and the command exits with 128 + the signal's number, as a shell reports a process
+killed by it. A signal set to be ignored (``nohup``, a background job's SIGINT) stays ignored.
+
+Worker processes (forked: parse's sweep process, prof's and report's ``--jobs`` workers, parse's ``-j`` pool) inherit
+the handlers and the registry. In a worker the handler acts as the signal's default (SIGTERM and SIGHUP end it, SIGINT
+raises KeyboardInterrupt), and the registry's entries of its parent are not its own: a worker never removes its
+parent's files, and ends when its parent stops it.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from typing import Iterator
+
+#: The signals a command turns into :class:`Interrupted` (those a terminal, a service manager or ``kill`` send to
+#: ask a program to stop).
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+#: For tests and bench/signals.py: ``PYPROF_PAUSE_AT=NAME`` makes :func:`pause_point` NAME print a line on stderr
+#: and wait there for a signal, at a point where temporaries exist (a real point, so no guess at a sleep's length).
+PAUSE_ENV = "PYPROF_PAUSE_AT"
+
+
+class Interrupted(KeyboardInterrupt):
+    """A signal (SIGINT, SIGTERM or SIGHUP) asked the command to stop. A KeyboardInterrupt, so that what lets
+    Ctrl-C through (``except Exception`` does not catch it) lets the others through too."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal's number: what a shell shows for a process that a signal ended."""
+        return 128 + self.signum
+
+
+class _State:
+    """This process's handling: who installed it (a forked worker is another pid), whether a signal may still
+    raise, the first signal received, and the temporaries made (path -> the pid that made it)."""
+
+    def __init__(self) -> None:
+        self.owner_pid = 0
+        self.armed = False  # a signal raises Interrupted (once: then the way out runs undisturbed)
+        self.received: int | None = None
+        self.held = 0  # > 0: inside a step that must not be cut in two (make-and-register, rename-and-forget)
+        self.owned: dict[str, int] = {}
+
+
+_state = _State()
+
+
+def _on_signal(signum: int, frame) -> None:
+    if os.getpid() != _state.owner_pid:  # a forked worker: the default, its parent stops it
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    if _state.received is None:
+        _state.received = signum
+    if _state.armed and not _state.held:
+        _state.armed = False
+        raise Interrupted(signum)
+    # a second signal while the first one's way out runs, or one after the command's work: nothing more to do
+
+
+def interrupted() -> int | None:
+    """The signal that asked this command to stop, or None: workers are stopped at once rather than waited for."""
+    return _state.received if os.getpid() == _state.owner_pid else None
+
+
+@contextlib.contextmanager
+def handling_signals() -> Iterator[bool]:
+    """SIGINT, SIGTERM and SIGHUP raise Interrupted in the body (in the main thread; elsewhere this does nothing),
+    and what the body left registered is removed when it ends. Nested uses are one: the outermost one handles, and
+    yields True (the others False)."""
+    if threading.current_thread() is not threading.main_thread() or _state.owner_pid == os.getpid():
+        yield False
+        return
+    previous = {}
+    for signum in SIGNALS:
+        handler = signal.getsignal(signum)
+        # Ignored (nohup, a background job) stays ignored; a handler of the caller's own is the caller's.
+        if handler is (signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL):
+            previous[signum] = signal.signal(signum, _on_signal)
+    _state.owner_pid, _state.armed, _state.received = os.getpid(), True, None
+    try:
+        yield True
+    finally:
+        _state.armed = False
+        remove_all()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        _state.owner_pid = 0
+
+
+def stop_raising() -> None:
+    """From now on a signal is noted, not raised: the command's work has ended (its outcome is being told)."""
+    if os.getpid() == _state.owner_pid:
+        _state.armed = False
+
+
+@contextlib.contextmanager
+def _held() -> Iterator[None]:
+    """A step a signal must not cut in two: a signal that comes during it raises when it ends."""
+    _state.held += 1
+    try:
+        yield
+    finally:
+        _state.held -= 1
+        if not _state.held and _state.armed and _state.received is not None and os.getpid() == _state.owner_pid:
+            _state.armed = False
+            raise Interrupted(_state.received)
+
+
+def temp_file(prefix: str, suffix: str = "", folder: str | None = None) -> tuple[int, str]:
+    """A new file (``tempfile.mkstemp``: private to its maker) in ``folder`` (default TMPDIR), registered for
+    removal; returns its descriptor and path. Raises OSError as mkstemp does."""
+    with _held():
+        fd, path = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
+        _state.owned[path] = os.getpid()
+    return fd, path
+
+
+def temp_folder(prefix: str) -> str:
+    """A new folder in TMPDIR (``tempfile.mkdtemp``), registered for removal with all it will hold; its path."""
+    with _held():
+        path = tempfile.mkdtemp(prefix=prefix)
+        _state.owned[path] = os.getpid()
+    return path
+
+
+@contextlib.contextmanager
+def temporary_folder(prefix: str) -> Iterator[str]:
+    """:func:`temp_folder` as a context manager: removed, with what it holds, when the body ends."""
+    path = temp_folder(prefix)
+    try:
+        yield path
+    finally:
+        remove(path)
+
+
+def remove(path: str) -> None:
+    """Remove the temporary ``path`` (a file or a folder) if it is still there, and forget it."""
+    _state.owned.pop(path, None)
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def rename_into_place(path: str, target: str) -> None:
+    """Rename the temporary ``path`` to ``target`` (``os.replace``): from then on it is the user's, not removed.
+    Raises OSError as os.replace does."""
+    with _held():
+        os.replace(path, target)
+        _state.owned.pop(path, None)
+
+
+def remove_all() -> None:
+    """Remove every temporary this process made and still holds (never those a parent registered before a fork)."""
+    me = os.getpid()
+    for path, pid in list(_state.owned.items()):
+        if pid == me:
+            remove(path)
+
+
+def stop_children() -> None:
+    """End the worker processes this process started (multiprocessing's) now: SIGTERM, which ends a worker at
+    once (see the module's docstring), then wait for each. For an interrupted command, whose workers would
+    otherwise finish the task in hand first."""
+    import multiprocessing
+
+    children = multiprocessing.active_children()
+    for child in children:
+        child.terminate()
+    for child in children:
+        child.join(timeout=5)
+
+
+def pause_point(name: str) -> None:
+    """Where ``PYPROF_PAUSE_AT`` names this point: say so on stderr and wait for a signal (tests, the bench)."""
+    if os.environ.get(PAUSE_ENV) != name:
+        return
+    print(f"pyprof: paused at {name}", file=sys.stderr, flush=True)
+    deadline = time.monotonic() + 60  # a test that never sends its signal does not hang
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
