@@ -92,6 +92,7 @@ def start(name: str, body: Callable, args: tuple = (), duplex: bool = False,
     proc = ctx.Process(target=_run, args=(body, theirs, args, inherited), daemon=True)
     proc.start()
     theirs.close()
+    cleanup.pause_point("worker")  # (tests: a worker runs)
     return Worker(name, mine, proc)
 
 

@@ -1,0 +1,150 @@
+"""Issue 40, item 5: SIGINT, SIGTERM and SIGHUP leave nothing behind. Each command is run in a process that waits at
+a known point (``PYPROF_PAUSE_AT``, pyprof.cleanup.pause_point) where its temporaries exist, checked before the
+signal is sent; after it: exit 128 + the signal's number, one line on stderr, and nothing left beside the output nor
+in a private TMPDIR. The signal handling's rules (ignored stays ignored, a worker never removes its parent's files)
+are tested in-process."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from robust_helpers import DATA, ROOT
+
+from pyprof import cleanup
+
+EXPORT = DATA / "nsys" / "emit_nvtx" / "lenet.sqlite.xz"  # 43 kB, decompresses to an export of about 1 MB
+
+
+def _start(argv: list[str], folder, tmpdir, pause: str | None = None, stdin=None) -> subprocess.Popen:
+    env = dict(os.environ, TMPDIR=str(tmpdir), PYTHONPATH=str(ROOT))
+    if pause:
+        env[cleanup.PAUSE_ENV] = pause
+    return subprocess.Popen([sys.executable, "-m", *argv], cwd=folder, env=env, stdin=stdin or subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+
+
+def _paused(p: subprocess.Popen, point: str) -> None:
+    line = p.stderr.readline().decode()
+    assert line == f"pyprof: paused at {point}\n", line + p.stderr.read().decode()
+
+
+def _folders(tmp_path):
+    out, tmpdir = tmp_path / "out", tmp_path / "tmp"
+    out.mkdir()
+    tmpdir.mkdir()
+    return out, tmpdir
+
+
+def _ended(p: subprocess.Popen, signum: int, prog: str) -> None:
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 128 + signum  # 130, 143, 129: as a shell shows a process the signal ended
+    assert err.decode() == f"{prog}: interrupted ({signal.Signals(signum).name})\n"
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_parse_interrupted_writing_leaves_no_temporary(tmp_path, signum):
+    out, tmpdir = _folders(tmp_path)
+    p = _start(["pyprof.parse", str(EXPORT), "-o", "r.dict"], out, tmpdir, "parse-output")
+    _paused(p, "parse-output")
+    # what is there to remove: the output's temporary beside it, the decompressed export in TMPDIR
+    assert [f.name[:8] for f in out.iterdir()] == [".pyprof-"]
+    assert [f.name[:14] for f in tmpdir.iterdir()] == ["pyprof-export-"]
+    p.send_signal(signum)
+    _ended(p, signum, "pyprof parse")
+    assert list(out.iterdir()) == [] and list(tmpdir.iterdir()) == []
+
+
+def test_ctrl_c_while_decompressing_leaves_no_export(tmp_path):
+    # the issue's case: decompress removed its file for OSError, LZMAError and InputError only
+    out, tmpdir = _folders(tmp_path)
+    p = _start(["pyprof.parse", str(EXPORT)], out, tmpdir, "decompress")
+    _paused(p, "decompress")
+    assert [f.name[:14] for f in tmpdir.iterdir()] == ["pyprof-export-"]
+    p.send_signal(signal.SIGINT)
+    _ended(p, signal.SIGINT, "pyprof parse")
+    assert list(tmpdir.iterdir()) == []
+
+
+def test_report_terminated_leaves_no_page_nor_working_folder(tmp_path):
+    out, tmpdir = _folders(tmp_path)
+    p = _start(["pyprof.report", str(EXPORT), "-o", "r.html", "--trace", "t.json"], out, tmpdir, "report-sources")
+    _paused(p, "report-sources")
+    assert sorted(f.name[:8] for f in out.iterdir()) == [".pyprof-", ".pyprof-"]  # the page's, the trace's
+    assert [(f.name[:14], [g.name for g in f.iterdir()]) for f in tmpdir.iterdir()] == [("pyprof-report-", ["0.dict"])]
+    p.send_signal(signal.SIGTERM)
+    _ended(p, signal.SIGTERM, "pyprof report")
+    assert list(out.iterdir()) == [] and list(tmpdir.iterdir()) == []
+
+
+def test_hangup_while_spooling_stdin_leaves_no_spool(tmp_path):
+    out, tmpdir = _folders(tmp_path)
+    with open(EXPORT, "rb") as stdin:
+        p = _start(["pyprof.parse", "-"], out, tmpdir, "spool", stdin=stdin)
+        _paused(p, "spool")
+        assert [f.name[:13] for f in tmpdir.iterdir()] == ["pyprof-stdin-"]
+        p.send_signal(signal.SIGHUP)
+        _ended(p, signal.SIGHUP, "pyprof parse")
+    assert list(tmpdir.iterdir()) == []
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for task in os.listdir(f"/proc/{pid}/task"):  # each thread's children (Linux 3.5+)
+        with open(f"/proc/{pid}/task/{task}/children") as f:
+            found += [int(c) for c in f.read().split()]
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("to_group", [False, True])
+def test_the_sweep_worker_ends_with_its_parent(tmp_path, to_group):
+    # SIGTERM to parse alone (kill PID), and SIGHUP to the whole group (a terminal closing): the sweep process
+    # ends too, and the parent removes what it made
+    out, tmpdir = _folders(tmp_path)
+    p = _start(["pyprof.parse", str(EXPORT), "-o", "r.dict", "--sweep-process", "on"], out, tmpdir, "worker")
+    _paused(p, "worker")
+    workers = _children(p.pid)
+    assert len(workers) == 1 and _alive(workers[0])
+    signum = signal.SIGHUP if to_group else signal.SIGTERM
+    os.killpg(p.pid, signum) if to_group else p.send_signal(signum)
+    _ended(p, signum, "pyprof parse")
+    assert not _alive(workers[0])  # (a daemon worker: joined before the parent exits)
+    assert list(out.iterdir()) == [] and list(tmpdir.iterdir()) == []
+
+
+def test_an_ignored_signal_stays_ignored():
+    # nohup sets SIGHUP to be ignored: a command must not make it end one
+    previous = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with cleanup.handling_signals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # (the handler is in place)
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # and undone after
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_worker_never_removes_its_parents_temporaries(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    with cleanup.handling_signals():
+        fd, path = cleanup.temp_file("pyprof-test-")
+        os.close(fd)
+        pid = os.fork()
+        if pid == 0:  # the worker: what a command's way out would do, here
+            cleanup.remove_all()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        assert os.path.exists(path)
+    assert not os.path.exists(path)  # the parent's way out removes it
