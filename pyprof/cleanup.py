@@ -65,9 +65,33 @@ class _State:
         self.received: int | None = None
         self.held = 0  # > 0: inside a step that must not be cut in two (make-and-register, rename-and-forget)
         self.owned: dict[str, int] = {}
+        self.loading_prog = "pyprof"
 
 
 _state = _State()
+
+
+def _while_loading(signum: int, frame) -> None:
+    # A signal while a command's modules load (before run_command): nothing made yet, nothing to remove; one line,
+    # not the traceback of an import, nor a death by the signal (another exit status than the same signal later).
+    print(f"{_state.loading_prog}: interrupted ({signal.Signals(signum).name})", file=sys.stderr, flush=True)
+    os._exit(128 + signum)
+
+
+def while_loading(prog: str) -> None:
+    """Until :func:`handling_signals` takes over: SIGINT, SIGTERM and SIGHUP end the process with 128 + the signal's
+    number and one line naming ``prog``. For a command's start (``python -m pyprof.parse``, the ``pyprof``
+    command), whose imports take most of a short run."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _state.loading_prog = prog
+    for signum in SIGNALS:
+        if signal.getsignal(signum) is _default(signum):
+            signal.signal(signum, _while_loading)
+
+
+def _default(signum: int):
+    return signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
 
 
 def _on_signal(signum: int, frame) -> None:
@@ -102,8 +126,9 @@ def handling_signals() -> Iterator[bool]:
     for signum in SIGNALS:
         handler = signal.getsignal(signum)
         # Ignored (nohup, a background job) stays ignored; a handler of the caller's own is the caller's.
-        if handler is (signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL):
-            previous[signum] = signal.signal(signum, _on_signal)
+        if handler is _default(signum) or handler is _while_loading:
+            signal.signal(signum, _on_signal)
+            previous[signum] = _default(signum)  # (what the loading used, it needs no more)
     _state.owner_pid, _state.armed, _state.received = os.getpid(), True, None
     try:
         yield True

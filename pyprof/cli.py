@@ -6,6 +6,7 @@ import importlib
 import sys
 
 import pyprof
+from pyprof import cleanup
 from pyprof.common import one_blas_thread
 
 STAGES = {
@@ -44,6 +45,7 @@ def run() -> None:
     alive (the stages' caches of decoded markers and parts, thousands of small dicts) are frozen, so that its last
     garbage collections skip them: 0.12 s to 0.06 s at the end of a parse of a 50k-kernel export. Not in main, which
     tests and notebooks call in a process that goes on."""
+    cleanup.while_loading("pyprof")  # the stage's imports: a signal there is one line, no traceback
     code = main()
     gc.freeze()
     sys.exit(code)

@@ -157,6 +157,7 @@ def one_blas_thread_if_run(package: str) -> None:
     argv = getattr(sys, "orig_argv", [])
     if any(a == f"-m{package}" or (a == "-m" and argv[i + 1:i + 2] == [package]) for i, a in enumerate(argv)):
         one_blas_thread()
+        cleanup.while_loading(package.replace(".", " "))  # a signal during the imports: one line, no traceback
 
 
 def run_command(prog: str, body: Callable[[], int]) -> int:

@@ -129,7 +129,7 @@ def test_an_ignored_signal_stays_ignored():
     try:
         with cleanup.handling_signals():
             assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
-            assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # (the handler is in place)
+            assert signal.getsignal(signal.SIGTERM) is cleanup._on_signal
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # and undone after
     finally:
         signal.signal(signal.SIGHUP, previous)
@@ -148,3 +148,28 @@ def test_a_worker_never_removes_its_parents_temporaries(tmp_path, monkeypatch):
         os.waitpid(pid, 0)
         assert os.path.exists(path)
     assert not os.path.exists(path)  # the parent's way out removes it
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_modules_load_is_one_line(signum):
+    # what `python -m pyprof.prof` does first (common.one_blas_thread_if_run); a signal during the imports that
+    # follow was a KeyboardInterrupt traceback (SIGINT) or a death by the signal (exit -15 in Python's terms)
+    code = ("import os, signal; from pyprof import cleanup; cleanup.while_loading('pyprof prof'); "
+            f"os.kill(os.getpid(), {int(signum)}); import time; time.sleep(30)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                       timeout=60)
+    assert p.returncode == 128 + signum
+    assert p.stderr.decode() == f"pyprof prof: interrupted ({signal.Signals(signum).name})\n"
+
+
+def test_the_command_takes_over_from_the_loading_and_gives_back_the_defaults():
+    cleanup.while_loading("pyprof prof")
+    try:
+        with cleanup.handling_signals():
+            assert signal.getsignal(signal.SIGTERM) is signal.getsignal(signal.SIGINT) is cleanup._on_signal
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        for signum in cleanup.SIGNALS:
+            if signal.getsignal(signum) is not cleanup._default(signum):
+                signal.signal(signum, cleanup._default(signum))
