@@ -15,8 +15,10 @@ it only from it. The commands:
 
 After each trial: what is left in the output folder (but the output of a run that exited 0) and in the run's private
 TMPDIR, the processes left in its session (workers that outlived it), its exit code, and whether stderr holds a
-traceback. One line per (command, signal): trials, runs that left something, exit codes, tracebacks, and the median
-time from the signal to the exit.
+traceback. One line per (command, signal): trials, runs that left something, the exit codes of the runs signalled
+(0: the signal came as the command ended, after its work) and how many ended before their delay, tracebacks, and
+the median time from the signal to the exit. On a shared machine a run's time varies by half: the point drawn is a
+fraction of the uninterrupted run's T, and a run faster than that may end first.
 """
 from __future__ import annotations
 
@@ -54,6 +56,13 @@ def _session_members(sid: int) -> list[int]:
     return found
 
 
+def _as_in_a_terminal() -> None:
+    # The command's signals as a terminal's foreground job has them: the bench itself may run under nohup or in the
+    # background, where SIGHUP or SIGINT are ignored, and pyprof keeps an ignored signal ignored.
+    for signum in SIGNALS:
+        signal.signal(signum, signal.SIG_DFL)
+
+
 def _run(argv: list[str], out: Path, tmp: Path, delay: float | None, signum: int | None) -> dict:
     """Run ``argv`` (a ``python -m`` module and its arguments) in ``out`` with TMPDIR ``tmp``; after ``delay`` s send
     ``signum``. Returns the exit code, stderr, the seconds from the signal to the exit and what was left."""
@@ -62,7 +71,7 @@ def _run(argv: list[str], out: Path, tmp: Path, delay: float | None, signum: int
     with open(out.parent / "stderr", "w+b") as err:
         start = time.monotonic()
         p = subprocess.Popen([sys.executable, "-m", *argv], cwd=out, env=env, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+                             stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, preexec_fn=_as_in_a_terminal)
         sent = None
         if delay is not None:
             try:
@@ -125,12 +134,15 @@ def main() -> int:
               + ("" if ok else f"  FAILED: {whole['left']} {whole['stderr'][-300:]!r}"))
         for signum in SIGNALS:
             codes: collections.Counter = collections.Counter()
-            left = tracebacks = 0
+            left = tracebacks = before = 0
             stops, examples = [], []
             for _ in range(args.trials):
                 delay = rng.uniform(0.05, 0.95) * whole["wall_s"]
                 r = _run(argv, *_fresh(work), delay, signum)
-                codes[r["rc"]] += 1
+                if r["stop_s"] is None:
+                    before += 1  # it ended before the delay (the machine ran faster than for T): no signal sent
+                else:
+                    codes[r["rc"]] += 1
                 if r["left"]:
                     left += 1
                     examples.append(r["left"][:3])
@@ -141,7 +153,8 @@ def main() -> int:
                     stops.append(r["stop_s"])
             stop = f"{statistics.median(stops) * 1000:.0f} ms" if stops else "-"
             print(f"{name:6s} {signal.Signals(signum).name:7s}: {args.trials} trials, left behind {left}/{args.trials}, "
-                  f"exit codes {dict(sorted(codes.items(), key=str))}, tracebacks {tracebacks}/{args.trials}, "
+                  f"exit codes {dict(sorted(codes.items(), key=str))} (+{before} ended before the signal), "
+                  f"tracebacks {tracebacks}/{args.trials}, "
                   f"signal to exit median {stop}" + (f"  e.g. {examples[:2]}" if examples else ""))
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)

@@ -61,11 +61,13 @@ class _State:
 
     def __init__(self) -> None:
         self.owner_pid = 0
-        self.armed = False  # a signal raises Interrupted (once: then the way out runs undisturbed)
+        self.active = False  # inside handling_signals
+        self.armed = False  # a signal raises Interrupted (until the command's work has ended)
         self.received: int | None = None
         self.held = 0  # > 0: inside a step that must not be cut in two (make-and-register, rename-and-forget)
         self.owned: dict[str, int] = {}
         self.loading_prog = "pyprof"
+        self.unraisablehook = sys.unraisablehook
 
 
 _state = _State()
@@ -104,9 +106,25 @@ def _on_signal(signum: int, frame) -> None:
     if _state.received is None:
         _state.received = signum
     if _state.armed and not _state.held:
-        _state.armed = False
         raise Interrupted(signum)
-    # a second signal while the first one's way out runs, or one after the command's work: nothing more to do
+    # one after the command's work: noted (interrupted() tells it), nothing more to do
+
+
+def _swallowed(unraisable) -> None:
+    # An Interrupted raised where Python can only print it and go on (a finalizer, a generator closed as it is freed,
+    # a __del__): the command would run on to its end. The signal is sent again from a thread, a moment later: its
+    # handler raises it anew in the main thread, once out of this hook (a signal handled in here would be swallowed
+    # too) and most likely out of the finalizer.
+    if isinstance(unraisable.exc_value, Interrupted) and _state.armed and os.getpid() == _state.owner_pid:
+        threading.Thread(target=_send_again, args=(unraisable.exc_value.signum,), daemon=True).start()
+        return
+    _state.unraisablehook(unraisable)
+
+
+def _send_again(signum: int) -> None:
+    time.sleep(0.01)
+    if _state.armed:
+        os.kill(os.getpid(), signum)
 
 
 def interrupted() -> int | None:
@@ -118,26 +136,33 @@ def interrupted() -> int | None:
 def handling_signals() -> Iterator[bool]:
     """SIGINT, SIGTERM and SIGHUP raise Interrupted in the body (in the main thread; elsewhere this does nothing),
     and what the body left registered is removed when it ends. Nested uses are one: the outermost one handles, and
-    yields True (the others False)."""
-    if threading.current_thread() is not threading.main_thread() or _state.owner_pid == os.getpid():
+    yields True (the others False). After the body the handlers are given back, but in a command's own process
+    (:func:`while_loading`), where they stay to note a late signal: the command has done its work, and its exit
+    status is its outcome's, not a death by a signal with its output in place."""
+    if threading.current_thread() is not threading.main_thread() or _state.active:
         yield False
         return
     previous = {}
+    command = False
     for signum in SIGNALS:
         handler = signal.getsignal(signum)
+        command |= handler is _while_loading
         # Ignored (nohup, a background job) stays ignored; a handler of the caller's own is the caller's.
-        if handler is _default(signum) or handler is _while_loading:
+        if handler is _default(signum) or handler is _while_loading or handler is _on_signal:
             signal.signal(signum, _on_signal)
             previous[signum] = _default(signum)  # (what the loading used, it needs no more)
-    _state.owner_pid, _state.armed, _state.received = os.getpid(), True, None
+    _state.owner_pid, _state.active, _state.armed, _state.received = os.getpid(), True, True, None
+    _state.unraisablehook, sys.unraisablehook = sys.unraisablehook, _swallowed
     try:
         yield True
     finally:
-        _state.armed = False
+        _state.armed = _state.active = False
+        sys.unraisablehook = _state.unraisablehook
         remove_all()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        _state.owner_pid = 0
+        if not command:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            _state.owner_pid = 0
 
 
 def stop_raising() -> None:
@@ -155,7 +180,6 @@ def _held() -> Iterator[None]:
     finally:
         _state.held -= 1
         if not _state.held and _state.armed and _state.received is not None and os.getpid() == _state.owner_pid:
-            _state.armed = False
             raise Interrupted(_state.received)
 
 
