@@ -12,9 +12,9 @@ removes what the way in made, and the command exits with 128 + the signal's numb
 killed by it. A signal set to be ignored (``nohup``, a background job's SIGINT) stays ignored.
 
 Worker processes (forked: parse's sweep process, prof's and report's ``--jobs`` workers, parse's ``-j`` pool) inherit
-the handlers and the registry. In a worker the handler acts as the signal's default (SIGTERM and SIGHUP end it, SIGINT
-raises KeyboardInterrupt), and the registry's entries of its parent are not its own: a worker never removes its
-parent's files, and ends when its parent stops it.
+the handlers and the registry. In a worker SIGTERM and SIGHUP end it at once (their default), SIGINT is left to the
+parent, which stops its workers when interrupted; the registry's entries of its parent are not its own: a worker
+never removes its parent's files.
 """
 from __future__ import annotations
 
@@ -97,14 +97,20 @@ def _default(signum: int):
 
 
 def _on_signal(signum: int, frame) -> None:
-    if os.getpid() != _state.owner_pid:  # a forked worker: the default, its parent stops it
+    if os.getpid() != _state.owner_pid:  # a forked worker
         if signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        signal.signal(signum, signal.SIG_DFL)
+            # Ctrl-C reaches the whole group: the parent stops its workers (with SIGTERM). A worker's own
+            # KeyboardInterrupt would reach the parent as a failed task first, a bug's traceback.
+            return
+        remove_all()  # what the worker made itself (a rank's export decompressed, parsed), never its parent's
+        signal.signal(signum, signal.SIG_DFL)  # then the signal's default: the worker ends at once
         os.kill(os.getpid(), signum)
         return
     if _state.received is None:
         _state.received = signum
+        if _state.armed:
+            # The workers stop now, whatever waits for them on the way out (a pool finishing its tasks first)
+            _terminate_children()
     if _state.armed and not _state.held:
         raise Interrupted(signum)
     # one after the command's work: noted (interrupted() tells it), nothing more to do
@@ -238,17 +244,17 @@ def remove_all() -> None:
             remove(path)
 
 
-def stop_children() -> None:
-    """End the worker processes this process started (multiprocessing's) now: SIGTERM, which ends a worker at
-    once (see the module's docstring), then wait for each. For an interrupted command, whose workers would
-    otherwise finish the task in hand first."""
+def _terminate_children() -> None:
+    """SIGTERM to the worker processes this process started (multiprocessing's: forked ones and pools' alike), which
+    ends each at once, its own temporaries removed (see the module's docstring); whoever started them waits for
+    them. For an interrupted command, whose workers would otherwise finish the task in hand first."""
     import multiprocessing
 
-    children = multiprocessing.active_children()
-    for child in children:
-        child.terminate()
-    for child in children:
-        child.join(timeout=5)
+    for child in multiprocessing.active_children():
+        try:
+            child.terminate()
+        except OSError:  # (it has just ended)
+            pass
 
 
 def pause_point(name: str) -> None:

@@ -205,9 +205,6 @@ def stop(workers: Iterable[Worker]) -> None:
     workers = list(workers)
     for w in workers:
         w.conn.close()
-    if cleanup.interrupted() is not None:  # SIGINT, SIGTERM or SIGHUP: not a moment more of work
-        for w in workers:
-            w.proc.terminate()
     for w in workers:
         w.proc.join(timeout=5)
         if w.proc.is_alive():

@@ -136,6 +136,7 @@ def _parse_to_file(job: tuple[str, str, bool]) -> Stats:
 
     path, dest, raw_markers = job
     src = open_source(path)
+    cleanup.pause_point("parse-job")  # (tests: a worker of the pool runs)
     with open(dest, "w", encoding="utf-8", buffering=1 << 20) as f:
         return _write(src, f, worker=False, raw_markers=raw_markers)  # the files already use the cores
 
@@ -150,11 +151,7 @@ def _run_parallel(sources: list, out: IO[str], jobs: int, raw_markers: bool = Fa
         for s in sources:
             s.close()
         with ProcessPoolExecutor(max_workers=min(jobs, len(sources))) as pool:
-            try:
-                stats = list(pool.map(_parse_to_file, [(p, d, raw_markers) for p, d in zip(paths, dests)]))
-            except KeyboardInterrupt:  # (and SIGTERM, SIGHUP: pyprof.cleanup) the workers stop now, not when done
-                cleanup.stop_children()
-                raise
+            stats = list(pool.map(_parse_to_file, [(p, d, raw_markers) for p, d in zip(paths, dests)]))
         for d in dests:  # concatenated in input order: the output does not depend on -j
             with open(d, encoding="utf-8") as f:
                 shutil.copyfileobj(f, out, 1 << 20)

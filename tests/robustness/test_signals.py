@@ -108,16 +108,15 @@ def _alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("to_group", [False, True])
-def test_the_sweep_worker_ends_with_its_parent(tmp_path, to_group):
-    # SIGTERM to parse alone (kill PID), and SIGHUP to the whole group (a terminal closing): the sweep process
-    # ends too, and the parent removes what it made
+@pytest.mark.parametrize("signum, to_group", [(signal.SIGTERM, False), (signal.SIGHUP, True), (signal.SIGINT, True)])
+def test_the_sweep_worker_ends_with_its_parent(tmp_path, signum, to_group):
+    # SIGTERM to parse alone (kill PID), SIGHUP and SIGINT to the whole group (a terminal closing, Ctrl-C): the
+    # sweep process ends too, and the parent removes what it made
     out, tmpdir = _folders(tmp_path)
     p = _start(["pyprof.parse", str(EXPORT), "-o", "r.dict", "--sweep-process", "on"], out, tmpdir, "worker")
     _paused(p, "worker")
     workers = _children(p.pid)
     assert len(workers) == 1 and _alive(workers[0])
-    signum = signal.SIGHUP if to_group else signal.SIGTERM
     os.killpg(p.pid, signum) if to_group else p.send_signal(signum)
     _ended(p, signum, "pyprof parse")
     assert not _alive(workers[0])  # (a daemon worker: joined before the parent exits)
@@ -134,6 +133,28 @@ def test_an_ignored_signal_stays_ignored():
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # and undone after
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+def test_a_worker_stopped_by_sigterm_removes_its_own_temporaries_only(tmp_path, monkeypatch):
+    # prof --view ranks' pool workers decompress and parse a rank each into TMPDIR: stopped by their parent
+    # (SIGTERM), a worker removes what it made, and ends by the signal
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    with cleanup.handling_signals():
+        fd, parents = cleanup.temp_file("pyprof-parent-")
+        os.close(fd)
+        ready_r, ready_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            fd, _ = cleanup.temp_file("pyprof-worker-")
+            os.write(ready_w, b"x")
+            time.sleep(30)
+            os._exit(0)
+        os.read(ready_r, 1)  # the worker's file exists
+        assert sorted(f.name[:14] for f in tmp_path.iterdir()) == ["pyprof-parent-", "pyprof-worker-"]
+        os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+        assert [f.name for f in tmp_path.iterdir()] == [os.path.basename(parents)]
 
 
 def test_a_worker_never_removes_its_parents_temporaries(tmp_path, monkeypatch):
@@ -196,3 +217,22 @@ def test_an_interruption_swallowed_by_a_finalizer_is_raised_again(capfd):
     assert raised.value.signum == signal.SIGTERM
     assert "Exception ignored" not in capfd.readouterr().err
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # (not a command's process: given back)
+
+
+def test_parse_jobs_pool_stops_at_once(tmp_path):
+    # parse -j 2 on two exports: a pool of two workers, each parsing one into the parent's working folder; SIGTERM
+    # to the parent alone stops them at once (a pool waits for its tasks by itself), and nothing is left
+    out, tmpdir = _folders(tmp_path)
+    other = DATA / "nsys" / "emit_nvtx" / "resnet.sqlite.xz"
+    p = _start(["pyprof.parse", "-j", "2", str(EXPORT), str(other), "-o", "r.dict"], out, tmpdir, "parse-job")
+    _paused(p, "parse-job")
+    workers = _children(p.pid)
+    assert workers
+    assert sorted(f.name[:13] for f in tmpdir.iterdir()) == ["pyprof-export", "pyprof-export", "pyprof-parse-"]
+    p.send_signal(signal.SIGTERM)
+    out_, err = p.communicate(timeout=60)
+    assert p.returncode == 143
+    said = [line for line in err.decode().splitlines() if line != "pyprof: paused at parse-job"]  # (the other's)
+    assert said == ["pyprof parse: interrupted (SIGTERM)"]
+    assert not any(map(_alive, workers))
+    assert list(out.iterdir()) == [] and list(tmpdir.iterdir()) == []
