@@ -89,7 +89,7 @@ def spool_stdin(display: str = "<stdin>") -> str:
         head = stream.read(64)
     except OSError as e:
         raise InputError(display, f"cannot read: {e.strerror}") from None
-    if not head.startswith(XZ_MAGIC):
+    if head and not head.startswith(XZ_MAGIC):  # (nothing: each reader says what an empty input lacks)
         try:
             sniff(head)
         except ValueError as e:
