@@ -1,6 +1,7 @@
 """What a signal leaves behind: parse, report and prof stopped by SIGINT, SIGTERM and SIGHUP at random points.
 
     python bench/signals.py [--trials 10] [--seed 40] [--export tests/data/speed/transformer_emit.sqlite.xz]
+                            [--baseline ../main]
 
 Each command runs once to the end first (its time T, and nothing may be left after it either), then ``--trials``
 times per signal, stopped after a delay drawn uniformly from [0.05 T, 0.95 T] (seeded): the signal lands anywhere
@@ -19,6 +20,9 @@ traceback. One line per (command, signal): trials, runs that left something, the
 (0: the signal came as the command ended, after its work) and how many ended before their delay, tracebacks, and
 the median time from the signal to the exit. On a shared machine a run's time varies by half: the point drawn is a
 fraction of the uninterrupted run's T, and a run faster than that may end first.
+
+``--baseline CHECKOUT``: each trial runs again, at the same fraction of that checkout's own T, with its pyprof (the
+main branch's: the same measure before a change), in the same run; its lines are marked ``baseline``.
 """
 from __future__ import annotations
 
@@ -63,15 +67,16 @@ def _as_in_a_terminal() -> None:
         signal.signal(signum, signal.SIG_DFL)
 
 
-def _run(argv: list[str], out: Path, tmp: Path, delay: float | None, signum: int | None) -> dict:
+def _run(argv: list[str], out: Path, tmp: Path, delay: float | None, signum: int | None, root: Path = ROOT) -> dict:
     """Run ``argv`` (a ``python -m`` module and its arguments) in ``out`` with TMPDIR ``tmp``; after ``delay`` s send
     ``signum``. Returns the exit code, stderr, the seconds from the signal to the exit and what was left."""
-    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(ROOT))
+    env = dict(os.environ, TMPDIR=str(tmp), PYTHONPATH=str(root))
     env.pop("PYPROF_PAUSE_AT", None)
     with open(out.parent / "stderr", "w+b") as err:
         start = time.monotonic()
         p = subprocess.Popen([sys.executable, "-m", *argv], cwd=out, env=env, stdin=subprocess.DEVNULL,
-                             stdout=subprocess.DEVNULL, stderr=err, start_new_session=True, preexec_fn=_as_in_a_terminal)
+                             stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
+                             preexec_fn=_as_in_a_terminal)
         sent = None
         if delay is not None:
             try:
@@ -98,6 +103,36 @@ def _run(argv: list[str], out: Path, tmp: Path, delay: float | None, signum: int
             "stop_s": None if sent is None else ended - sent}
 
 
+class _Tally:
+    """What the trials of one (command, signal) left and how they ended."""
+
+    def __init__(self) -> None:
+        self.codes: collections.Counter = collections.Counter()
+        self.left = self.tracebacks = self.before = 0
+        self.stops: list = []
+        self.examples: list = []
+
+    def add(self, r: dict) -> None:
+        if r["stop_s"] is None:
+            self.before += 1  # it ended before the delay (the machine ran faster than for T): no signal sent
+        else:
+            self.codes[r["rc"]] += 1
+            self.stops.append(r["stop_s"])
+        if r["left"]:
+            self.left += 1
+            self.examples.append(r["left"][:3])
+        if "Traceback" in r["stderr"]:
+            self.tracebacks += 1
+            self.examples.append(r["stderr"].strip().splitlines()[-1][:120])
+
+    def line(self, trials: int) -> str:
+        stop = f"{statistics.median(self.stops) * 1000:.0f} ms" if self.stops else "-"
+        return (f"{trials} trials, left behind {self.left}/{trials}, exit codes "
+                f"{dict(sorted(self.codes.items(), key=str))} (+{self.before} ended before the signal), tracebacks "
+                f"{self.tracebacks}/{trials}, signal to exit median {stop}"
+                + (f"  e.g. {self.examples[:2]}" if self.examples else ""))
+
+
 def _fresh(work: Path) -> tuple[Path, Path]:
     for name in ("out", "tmp"):
         shutil.rmtree(work / name, ignore_errors=True)
@@ -111,6 +146,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=40)
     ap.add_argument("--export", default=str(ROOT / "tests/data/speed/transformer_emit.sqlite.xz"))
     ap.add_argument("--work", default=None, help="scratch folder (default: a new one in TMPDIR, removed after)")
+    ap.add_argument("--baseline", default=None, metavar="CHECKOUT",
+                    help="also run each trial, at the same point, with the pyprof of this checkout (e.g. the main "
+                         "branch's): its lines are marked 'baseline'")
     args = ap.parse_args()
     export = os.path.abspath(args.export)
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-signals-"))
@@ -127,35 +165,23 @@ def main() -> int:
     }
     rng = random.Random(args.seed)
     print(f"bench/signals.py: {args.trials} trials per (command, signal), seed {args.seed}, export {args.export}")
+    roots = [("", ROOT)] + ([("baseline ", Path(args.baseline).resolve())] if args.baseline else [])
     for name, argv in commands.items():
-        whole = _run(argv, *_fresh(work), None, None)
-        ok = whole["rc"] == 0 and not whole["left"]
-        print(f"{name:6s} uninterrupted: {whole['wall_s']:.2f} s, exit {whole['rc']}, left {len(whole['left'])}"
-              + ("" if ok else f"  FAILED: {whole['left']} {whole['stderr'][-300:]!r}"))
+        wholes = {}
+        for label, root in roots:
+            whole = wholes[label] = _run(argv, *_fresh(work), None, None, root)
+            ok = whole["rc"] == 0 and not whole["left"]
+            failed = "" if ok else f"  FAILED: {whole['left']} {whole['stderr'][-300:]!r}"
+            print(f"{label}{name:6s} uninterrupted: {whole['wall_s']:.2f} s, exit {whole['rc']}, "
+                  f"left {len(whole['left'])}{failed}")
         for signum in SIGNALS:
-            codes: collections.Counter = collections.Counter()
-            left = tracebacks = before = 0
-            stops, examples = [], []
+            tally = {label: _Tally() for label, _ in roots}
             for _ in range(args.trials):
-                delay = rng.uniform(0.05, 0.95) * whole["wall_s"]
-                r = _run(argv, *_fresh(work), delay, signum)
-                if r["stop_s"] is None:
-                    before += 1  # it ended before the delay (the machine ran faster than for T): no signal sent
-                else:
-                    codes[r["rc"]] += 1
-                if r["left"]:
-                    left += 1
-                    examples.append(r["left"][:3])
-                if "Traceback" in r["stderr"]:
-                    tracebacks += 1
-                    examples.append(r["stderr"].strip().splitlines()[-1][:120])
-                if r["stop_s"] is not None:
-                    stops.append(r["stop_s"])
-            stop = f"{statistics.median(stops) * 1000:.0f} ms" if stops else "-"
-            print(f"{name:6s} {signal.Signals(signum).name:7s}: {args.trials} trials, left behind {left}/{args.trials}, "
-                  f"exit codes {dict(sorted(codes.items(), key=str))} (+{before} ended before the signal), "
-                  f"tracebacks {tracebacks}/{args.trials}, "
-                  f"signal to exit median {stop}" + (f"  e.g. {examples[:2]}" if examples else ""))
+                fraction = rng.uniform(0.05, 0.95)
+                for label, root in roots:  # the same point of the run, for each checkout
+                    tally[label].add(_run(argv, *_fresh(work), fraction * wholes[label]["wall_s"], signum, root))
+            for label, _ in roots:
+                print(f"{label}{name:6s} {signal.Signals(signum).name:7s}: {tally[label].line(args.trials)}")
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0
