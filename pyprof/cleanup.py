@@ -159,12 +159,13 @@ def handling_signals() -> Iterator[bool]:
             previous[signum] = _default(signum)  # (what the loading used, it needs no more)
     _state.owner_pid, _state.active, _state.armed, _state.received = os.getpid(), True, True, None
     _state.unraisablehook, sys.unraisablehook = sys.unraisablehook, _swallowed
+    before = set(_state.owned)  # (a caller's own, made before the command: not the command's to remove)
     try:
         yield True
     finally:
         _state.armed = _state.active = False
         sys.unraisablehook = _state.unraisablehook
-        remove_all()
+        remove_all(keep=before)
         if not command:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
@@ -179,7 +180,11 @@ def stop_raising() -> None:
 
 @contextlib.contextmanager
 def _held() -> Iterator[None]:
-    """A step a signal must not cut in two: a signal that comes during it raises when it ends."""
+    """A step a signal must not cut in two: a signal that comes during it raises when it ends. (Signals are handled
+    in the main thread only: another thread's steps cannot be cut.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     _state.held += 1
     try:
         yield
@@ -236,11 +241,12 @@ def rename_into_place(path: str, target: str) -> None:
         _state.owned.pop(path, None)
 
 
-def remove_all() -> None:
-    """Remove every temporary this process made and still holds (never those a parent registered before a fork)."""
+def remove_all(keep: set = frozenset()) -> None:
+    """Remove every temporary this process made and still holds, but those in ``keep`` (never those a parent
+    registered before a fork)."""
     me = os.getpid()
     for path, pid in list(_state.owned.items()):
-        if pid == me:
+        if pid == me and path not in keep:
             remove(path)
 
 

@@ -236,3 +236,23 @@ def test_parse_jobs_pool_stops_at_once(tmp_path):
     assert said == ["pyprof parse: interrupted (SIGTERM)"]
     assert not any(map(_alive, workers))
     assert list(out.iterdir()) == [] and list(tmpdir.iterdir()) == []
+
+
+def test_a_signal_during_a_rename_waits_for_its_end(tmp_path, monkeypatch):
+    # the rename and forgetting the temporary are one step: cut between them, the way out would remove the
+    # output (or miss the temporary); the signal raises once both are done
+    real_replace = os.replace
+
+    def replace_signalled(src, dst):
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(100))  # (the handler runs here: noted, not raised)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace_signalled)
+    with pytest.raises(cleanup.Interrupted):
+        with cleanup.handling_signals():
+            fd, path = cleanup.temp_file(".pyprof-", folder=str(tmp_path))
+            os.close(fd)
+            cleanup.rename_into_place(path, str(tmp_path / "out.dict"))
+    assert [f.name for f in tmp_path.iterdir()] == ["out.dict"]
+    assert path not in cleanup._state.owned
