@@ -109,7 +109,7 @@ def spool_stdin(display: str = "<stdin>") -> str:
     def too_large() -> InputError:
         size = f"{MAX_STDIN_BYTES / (1 << 30):g} GiB" if MAX_STDIN_BYTES >= 1 << 30 else \
             f"{MAX_STDIN_BYTES / (1 << 20):g} MiB"
-        return InputError(display, f"more than {size} on stdin, the most parse copies to TMPDIR: give the file by "
+        return InputError(display, f"more than {size} on stdin, the most pyprof copies to TMPDIR: give the file by "
                                    "its path")
 
     return _copy_to_temp(blocks(), "pyprof-stdin-", "", MAX_STDIN_BYTES, too_large, display, "copy", "spool")

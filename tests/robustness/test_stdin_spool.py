@@ -94,7 +94,7 @@ def test_the_spool_is_bounded(private_tmpdir, monkeypatch):
     # a stream that starts as an SQLite database and goes on: refused at the bound (here 3 MB, in blocks of 1 MiB)
     monkeypatch.setattr(detect, "MAX_STDIN_BYTES", 3 << 20)
     monkeypatch.setattr(sys, "stdin", _Stdin(detect.SQLITE_MAGIC + bytes(5 << 20)))
-    with pytest.raises(InputError, match=r"^<stdin>: more than 3 MiB on stdin, the most parse copies to TMPDIR: "
+    with pytest.raises(InputError, match=r"^<stdin>: more than 3 MiB on stdin, the most pyprof copies to TMPDIR: "
                                          r"give the file by its path$"):
         detect.spool_stdin()
     assert list(private_tmpdir.iterdir()) == []
