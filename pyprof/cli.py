@@ -6,6 +6,7 @@ import importlib
 import sys
 
 import pyprof
+from pyprof import cleanup
 from pyprof.common import one_blas_thread, run_command, run_main, write_stdout
 
 STAGES = {
@@ -48,6 +49,8 @@ def run() -> None:
     garbage collections skip them: 0.12 s to 0.06 s at the end of a parse of a 50k-kernel export. Not in main, which
     tests and notebooks call in a process that goes on. Exits through common.run_main: stdout's writes are whole
     and its last flush is checked."""
+    cleanup.while_loading("pyprof")  # the stage's imports: a signal there is one line, no traceback
+
     def main_then_freeze() -> int:
         code = main()
         gc.freeze()

@@ -15,8 +15,10 @@ import os
 import select
 import stat
 import sys
-import tempfile
 from typing import IO, Callable, Iterable, Iterator
+
+from pyprof import cleanup
+from pyprof.cleanup import Interrupted, handling_signals, stop_raising
 
 class PyprofError(Exception):
     """Root of every error pyprof raises on purpose (bad input, bad usage).
@@ -267,7 +269,7 @@ def output_stream(path: str) -> Iterator[IO[str]]:
             out = open(target, "w", encoding="utf-8", buffering=1 << 20)
         else:
             mode = _new_file_mode(target)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(target)), prefix=".pyprof-")
+            fd, tmp = cleanup.temp_file(".pyprof-", folder=os.path.dirname(os.path.abspath(target)))
             try:
                 os.fchmod(fd, mode)  # mkstemp's file is private to its writer (0600)
                 out = os.fdopen(fd, "w", encoding="utf-8", buffering=1 << 20)
@@ -276,14 +278,14 @@ def output_stream(path: str) -> Iterator[IO[str]]:
                 raise
     except OSError as e:
         if tmp is not None:
-            os.unlink(tmp)
+            cleanup.remove(tmp)
         raise OutputError(display, f"cannot write here ({e.strerror or e})") from None
     try:
         yield out
         out.flush()
         if tmp is not None:
             out.close()
-            os.replace(tmp, target)
+            cleanup.rename_into_place(tmp, target)
             tmp = None
     except BrokenPipeError:
         raise
@@ -303,7 +305,7 @@ def output_stream(path: str) -> Iterator[IO[str]]:
             except OSError:
                 pass
         if tmp is not None:
-            os.unlink(tmp)
+            cleanup.remove(tmp)
 
 
 _BLAS_THREADS = "OPENBLAS_NUM_THREADS"
@@ -338,17 +340,34 @@ def one_blas_thread_if_run(package: str) -> None:
     argv = getattr(sys, "orig_argv", [])
     if any(a == f"-m{package}" or (a == "-m" and argv[i + 1:i + 2] == [package]) for i, a in enumerate(argv)):
         one_blas_thread()
+        cleanup.while_loading(package.replace(".", " "))  # a signal during the imports: one line, no traceback
 
 
 def run_command(prog: str, body: Callable[[], int]) -> int:
     """Run a command's body and turn pyprof's own errors into one line on stderr (error_line) and an exit code.
 
-    Returns the body's code; 2 for a UsageError, 1 for any other PyprofError (bad input), 130 on Ctrl-C,
-    0 when the reader of stdout went away (``| head``). Other exceptions are bugs and keep their traceback.
+    Returns the body's code; 2 for a UsageError, 1 for any other PyprofError (bad input), 128 + the signal's
+    number when SIGINT, SIGTERM or SIGHUP stopped it (130, 143, 129; one line on stderr, every temporary removed:
+    pyprof.cleanup), 0 when the reader of stdout went away (``| head``). Other exceptions are bugs and keep their
+    traceback.
     """
     one_blas_thread()
+    with handling_signals() as outermost:
+        return _run_body(prog, body, outermost)
+
+
+def _run_body(prog: str, body: Callable[[], int], outermost: bool) -> int:
     try:
-        return body()
+        try:
+            return body()
+        finally:
+            if outermost:
+                stop_raising()  # a signal from here on does not cut the line being printed: the work has ended
+    except Interrupted as e:  # SIGINT, SIGTERM or SIGHUP (pyprof.cleanup): the way out removed the temporaries
+        if not outermost:
+            raise  # a command run by another: the outer one says it, once
+        print(f"{prog}: interrupted ({e.signal_name})", file=sys.stderr)
+        return e.exit_code
     except BrokenPipeError:
         stdout_to_devnull()  # nothing more can be written, and Python would complain at exit when flushing stdout
         return 0

@@ -20,6 +20,7 @@ import traceback
 from collections import deque
 from typing import Any, Callable, Iterable, Iterator, NoReturn
 
+from pyprof import cleanup
 from pyprof.common import InputError, PyprofError
 
 FAILED, REFUSED = b"\x01", b"\x02"
@@ -91,6 +92,7 @@ def start(name: str, body: Callable, args: tuple = (), duplex: bool = False,
     proc = ctx.Process(target=_run, args=(body, theirs, args, inherited), daemon=True)
     proc.start()
     theirs.close()
+    cleanup.pause_point("worker")  # (tests: a worker runs)
     return Worker(name, mine, proc)
 
 

@@ -12,8 +12,9 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The stages in data-flow order; a module may import its own stage, an earlier one and the shared modules. diff
 #: compares two runs' prof aggregates and renders them with report's page: it comes after both.
 FLOW = ("nvtx", "parse", "prof", "report", "diff")
-#: Modules every stage may import: what the stages share (the record's layout, errors, helpers, the fork helper).
-SHARED = {"pyprof.common", "pyprof.record", "pyprof.forked"}
+#: Modules every stage may import: what the stages share (the record's layout, errors, helpers, the fork helper,
+#: the temporaries and signals).
+SHARED = {"pyprof.common", "pyprof.cleanup", "pyprof.record", "pyprof.forked"}
 #: The entry points above the stages: the umbrella command and ``pyprof.init``'s package, which import all.
 ENTRY = {"pyprof", "pyprof.cli", "pyprof.__main__", "pyprof.run", "pyprof.run.cli", "pyprof.run.boot",
          "pyprof.run.boot.sitecustomize"}

@@ -12,10 +12,10 @@ from pyprof.common import one_blas_thread_if_run
 
 one_blas_thread_if_run(__name__)  # before this package imports numpy (python -m pyprof.parse)
 
-import os
 import warnings
 from typing import IO, Iterator
 
+from pyprof import cleanup
 from pyprof.common import no_cyclic_gc
 from pyprof.record import Record, end_line
 from pyprof.parse.activities import Source
@@ -56,9 +56,8 @@ def close_source(src: Source) -> None:
     """Close a source from open_source and delete the temporary file it was read from (a decompressed export, or
     stdin spooled to disk), if any."""
     src.close()
-    temp = src.temp_path
-    if temp and os.path.exists(temp):
-        os.unlink(temp)
+    if src.temp_path:
+        cleanup.remove(src.temp_path)
 
 
 def parse_file(path: str, out: IO[str], raw_markers: bool = False) -> Stats:

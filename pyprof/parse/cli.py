@@ -5,9 +5,9 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 from typing import IO
 
+from pyprof import cleanup
 from pyprof.common import (InputError, UsageError, no_cyclic_gc, output_stream, refuse_overwriting_inputs,
                            run_command)
 
@@ -80,6 +80,7 @@ def _parse_inputs(args: argparse.Namespace) -> int:
             if args.strict:
                 _refuse_oddities(sources[-1].path, sources[-1].oddities)
         with output_stream(args.output) as out:
+            cleanup.pause_point("parse-output")  # (tests: the output's temporary exists, the inputs are open)
             if args.jobs > 1 and len(sources) > 1:
                 all_stats = _run_parallel(sources, out, args.jobs, args.raw_markers)
             else:
@@ -137,6 +138,7 @@ def _parse_to_file(job: tuple[str, str, bool]) -> Stats:
 
     path, dest, raw_markers = job
     src = open_source(path)
+    cleanup.pause_point("parse-job")  # (tests: a worker of the pool runs)
     with open(dest, "w", encoding="utf-8", buffering=1 << 20) as f:
         return _write(src, f, worker=False, raw_markers=raw_markers)  # the files already use the cores
 
@@ -144,7 +146,7 @@ def _parse_to_file(job: tuple[str, str, bool]) -> Stats:
 def _run_parallel(sources: list, out: IO[str], jobs: int, raw_markers: bool = False) -> list[Stats]:
     from concurrent.futures import ProcessPoolExecutor
 
-    tmpdir = tempfile.mkdtemp(prefix="pyprof-parse-")
+    tmpdir = cleanup.temp_folder("pyprof-parse-")
     try:
         dests = [os.path.join(tmpdir, f"{i}.jsonl") for i in range(len(sources))]
         paths = [s.temp_path or s.path for s in sources]
@@ -157,7 +159,7 @@ def _run_parallel(sources: list, out: IO[str], jobs: int, raw_markers: bool = Fa
                 shutil.copyfileobj(f, out, 1 << 20)
         return stats
     finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        cleanup.remove(tmpdir)
 
 
 def _summary(path: str, st: Stats) -> str:

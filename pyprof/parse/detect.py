@@ -5,11 +5,11 @@ import gzip
 import lzma
 import os
 import secrets
-import shutil
 import sys
 import tempfile
 import zlib
 
+from pyprof import cleanup
 from pyprof.common import InputError, expansion_cap, too_expanded
 from pyprof.parse.sqlrows import SQLITE_ERRORS, check_at_rest, connect, describe, lossy_text
 
@@ -76,11 +76,82 @@ def sqlite_flavour(path: str, display: str) -> str:
                               "table) nor an nvprof export (no StringTable/Version tables)")
 
 
-def spool_stdin() -> str:
-    """Copy stdin to a temporary file (SQLite cannot read a pipe) and return its path; the caller deletes it."""
-    fd, path = tempfile.mkstemp(prefix="pyprof-stdin-")
-    with os.fdopen(fd, "wb") as out:
-        shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+#: stdin is copied to TMPDIR whole before it is read (SQLite reads files only, a trace is read twice): at most this
+#: many bytes. An export larger than that is read in place by its path, with no copy.
+MAX_STDIN_BYTES = 4 << 30
+
+
+def spool_stdin(display: str = "<stdin>") -> str:
+    """Copy stdin to a temporary file (SQLite cannot read a pipe) and return its path; the caller removes it
+    (pyprof.cleanup.remove; it is registered there). What does not start as an SQLite database, a JSON trace or
+    records, or an xz or gzip stream is refused before anything is copied, and a stream past MAX_STDIN_BYTES when
+    it gets there. Raises InputError, also for a TMPDIR that cannot take the copy (the file is removed)."""
+    stream = sys.stdin.buffer
+    try:
+        head = stream.read(64)
+    except OSError as e:
+        raise InputError(display, f"cannot read: {e.strerror}") from None
+    if head and not head.startswith(XZ_MAGIC):  # (nothing: each reader says what an empty input lacks)
+        try:
+            sniff(head)
+        except ValueError as e:
+            raise InputError(display, str(e)) from None
+
+    def blocks():
+        yield head
+        while True:
+            try:
+                block = stream.read(1 << 20)
+            except OSError as e:
+                raise InputError(display, f"cannot read: {e.strerror}") from None
+            if not block:
+                return
+            yield block
+
+    def too_large() -> InputError:
+        size = f"{MAX_STDIN_BYTES / (1 << 30):g} GiB" if MAX_STDIN_BYTES >= 1 << 30 else \
+            f"{MAX_STDIN_BYTES / (1 << 20):g} MiB"
+        return InputError(display, f"more than {size} on stdin, the most pyprof copies to TMPDIR: give the file by "
+                                   "its path")
+
+    return _copy_to_temp(blocks(), "pyprof-stdin-", "", MAX_STDIN_BYTES, too_large, display, "copy", "spool")
+
+
+def _copy_to_temp(blocks, prefix: str, suffix: str, cap: int, too_much, display: str, verb: str,
+                  pause: str) -> str:
+    """Write ``blocks`` (an iterator of bytes) to a new temporary file (pyprof.cleanup) and return its path; past
+    ``cap`` bytes raise ``too_much()``. What ``blocks`` raises passes through; a TMPDIR that cannot take the file
+    (missing, read-only, full) is an InputError naming ``display``: "cannot VERB it into TMPDIR". However this
+    ends but returning, the file is removed."""
+    def cannot(e: OSError) -> InputError:  # the temporary folder, not the input, is at fault
+        return InputError(display, f"cannot {verb} it into {tempfile.gettempdir()}: {e.strerror or e}")
+
+    try:
+        fd, path = cleanup.temp_file(prefix, suffix)
+    except OSError as e:
+        raise cannot(e) from None
+    try:
+        with os.fdopen(fd, "wb") as out:
+            written = 0
+            for block in blocks:
+                written += len(block)
+                if written > cap:
+                    raise too_much()
+                try:
+                    out.write(block)
+                except OSError as e:
+                    raise cannot(e) from None
+                cleanup.pause_point(pause)
+            try:
+                out.flush()
+            except OSError as e:
+                raise cannot(e) from None
+    except OSError as e:  # closing: what flush could not write
+        cleanup.remove(path)
+        raise cannot(e) from None
+    except BaseException:  # InputError, and an interruption (SIGINT, SIGTERM, SIGHUP)
+        cleanup.remove(path)
+        raise
     return path
 
 
@@ -99,28 +170,19 @@ def _compressed_sqlite(path: str, head: bytes):
 
 
 def decompress(path: str, opener, display: str) -> str:
-    """Decompress ``path`` to a temporary file (SQLite reads files only); return its path. Raises InputError."""
-    fd, out_path = tempfile.mkstemp(prefix="pyprof-export-", suffix=".sqlite")
-    cap, written = expansion_cap(path), 0
-    try:
-        with os.fdopen(fd, "wb") as out, opener(path, "rb") as src:
-            while block := src.read(1 << 20):
-                written += len(block)
-                if written > cap:
-                    raise too_expanded(display)
-                try:
-                    out.write(block)
-                except OSError as e:  # the temporary folder, not the input, is at fault (a full disk)
-                    raise InputError(display, f"cannot decompress it into {tempfile.gettempdir()}: {e.strerror}") \
-                        from None
-    except (OSError, EOFError, lzma.LZMAError, zlib.error) as e:
-        os.unlink(out_path)
-        raise InputError(display, f"corrupted or truncated compressed export ({str(e).splitlines()[0][:200]})") \
-            from None
-    except InputError:
-        os.unlink(out_path)
-        raise
-    return out_path
+    """Decompress ``path`` to a temporary file (SQLite reads files only); return its path. Raises InputError, and
+    leaves no file however it ends."""
+    def blocks():
+        try:
+            with opener(path, "rb") as src:
+                while block := src.read(1 << 20):
+                    yield block
+        except (OSError, EOFError, lzma.LZMAError, zlib.error) as e:
+            raise InputError(display, f"corrupted or truncated compressed export ({str(e).splitlines()[0][:200]})") \
+                from None
+
+    return _copy_to_temp(blocks(), "pyprof-export-", ".sqlite", expansion_cap(path), lambda: too_expanded(display),
+                         display, "decompress", "decompress")
 
 
 def within_sqlite_limit(path: str, display: str) -> tuple[str, bool]:
@@ -130,13 +192,12 @@ def within_sqlite_limit(path: str, display: str) -> tuple[str, bool]:
     full_bytes = len(os.fsencode(os.path.realpath(path)))
     if full_bytes <= SQLITE_LONGEST_PATH_BYTES:
         return path, False
-    link = os.path.join(tempfile.gettempdir(), f"pyprof-link-{secrets.token_hex(8)}.sqlite")
-    if len(os.fsencode(os.path.realpath(link))) > SQLITE_LONGEST_PATH_BYTES:
+    name = f"pyprof-link-{secrets.token_hex(8)}.sqlite"
+    if len(os.fsencode(os.path.realpath(os.path.join(tempfile.gettempdir(), name)))) > SQLITE_LONGEST_PATH_BYTES:
         raise InputError(display, f"path too long for SQLite ({full_bytes} bytes, it opens at most "
                                   f"{SQLITE_LONGEST_PATH_BYTES}), and so is the temporary folder's")
     try:
-        os.link(path, link)
-        return link, True
+        return cleanup.link_temp(path, name), True
     except OSError:  # another file system, or links not allowed (fs.protected_hardlinks): copy it
         return decompress(path, open, display), True
 
@@ -163,7 +224,7 @@ def open_source(path: str):
             # Exports travel compressed (an nsys SQLite file shrinks about tenfold with xz).
             unpacked = decompress(path, opener, display)
             if temp:
-                os.unlink(temp)
+                cleanup.remove(temp)
             temp = path = unpacked
             with open(path, "rb") as f:
                 head = f.read(64)
@@ -176,7 +237,7 @@ def open_source(path: str):
             path, linked = within_sqlite_limit(path, display)
             if linked:
                 if temp:
-                    os.unlink(temp)
+                    cleanup.remove(temp)
                 temp = path
             flavour = sqlite_flavour(path, display)
             if flavour == "nsys":
@@ -196,5 +257,5 @@ def open_source(path: str):
         return src
     except BaseException:
         if temp:
-            os.unlink(temp)
+            cleanup.remove(temp)
         raise

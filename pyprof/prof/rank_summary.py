@@ -10,11 +10,11 @@ path gives the same tables by construction.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from pyprof import cleanup
 from pyprof.common import PARSED_EXPORT_HELD, TellingWrites
 from pyprof.prof.aggregate import KERNEL, WorkerData, aggregate, numbered_file, worker_name
 from pyprof.prof.coverage import Coverage
@@ -100,7 +100,7 @@ def summarize_file(path: str, display: str | None = None, peaks: Peaks | None = 
         return _summarize_records(path, display, peaks)
     from pyprof.parse import parse_file
 
-    with tempfile.TemporaryDirectory(prefix="pyprof-rank-") as tmp:
+    with cleanup.temporary_folder("pyprof-rank-") as tmp:  # (registered: removed by a worker stopped by a signal)
         records = os.path.join(tmp, "records.dict")
         with open(records, "w", encoding="utf-8") as f:
             out = TellingWrites(f, tmp, PARSED_EXPORT_HELD)  # a full TMPDIR: one line naming it

@@ -8,11 +8,11 @@ import argparse
 import datetime
 import itertools
 import os
-import tempfile
 from contextlib import ExitStack
 from typing import IO, Callable, Iterator, NamedTuple
 
 import pyprof
+from pyprof import cleanup
 from pyprof.common import (PARSED_EXPORT_HELD, InputError, OutputError, TellingWrites, UsageError, output_stream,
                            refuse_overwriting_inputs, run_command, write_error)
 from pyprof.prof.reader import is_records  # (also where it was for its callers: report.cli.is_records)
@@ -100,12 +100,12 @@ def records_sources(inputs: list[str], stack: ExitStack) -> list[Source]:
             from pyprof.parse.detect import spool_stdin
 
             path = spool_stdin()
-            stack.callback(os.unlink, path)
+            stack.callback(cleanup.remove, path)
         if not is_records(path):
             from pyprof.parse import parse_file
 
             if tmpdir is None:
-                tmpdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="pyprof-report-"))
+                tmpdir = stack.enter_context(cleanup.temporary_folder("pyprof-report-"))
             parsed = os.path.join(tmpdir, f"{i}.dict")
             with open(parsed, "w", encoding="utf-8") as f:
                 out = TellingWrites(f, tmpdir, PARSED_EXPORT_HELD)  # a full TMPDIR: one line naming it
@@ -176,6 +176,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
         if trace_path is not None:
             trace_out = stack.enter_context(output_stream(trace_path))
         sources = records_sources(inputs, stack)
+        cleanup.pause_point("report-sources")  # (tests: the outputs' temporaries and the parsed inputs exist)
 
         # Each input (rank) gets its share of the timeline, so that the ranks can be compared side by side.
         share = timeline_events // len(sources)
