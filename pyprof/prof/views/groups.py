@@ -41,7 +41,7 @@ _OP_NOTES = [
     "their forward op as 'op (bprop)'; nested ops are not separated (self = total for the outermost op).",
     _HOST_NOTE,
     "Calls count op calls (a kernel numbered 0 in its call starts one; each copy or memset is one).",
-    "Comm % = share of the op's time in communication kernels (NCCL's and RCCL's, named nccl*).",
+    "Comm % = share of the op's time in communication kernels (NCCL's and RCCL's, named nccl*; DeepEP's all-to-all).",
     _ROOF_NOTE, _TC_NOTE]
 
 #: An op at least this much of whose time is communication kernels is named as communication in the notes.

@@ -62,7 +62,7 @@ def rank_tables(summaries: list[RankSummary], inputs: int, worker: str | None = 
                        pct(c.hidden_ns, c.comm_ns), pct(c.comm_ns - c.hidden_ns, c.comm_ns),
                        ms(c.comm_ns - c.hidden_ns), ms(c.idle_ns), pct(c.idle_ns, c.span_ns), *straggler])
     t.notes.append("Over each rank's profiled span (its steps' windows, overview rules). Comm: the time at least one "
-                   "communication kernel (NCCL, RCCL: named nccl*) ran; compute: the time at least one other "
+                   "communication kernel (NCCL, RCCL: named nccl*; DeepEP's all-to-all) ran; compute: the time at least one other "
                    "kernel ran. Hidden: the share of the comm time during which a compute kernel ran too on the "
                    "rank's GPU; exposed: the rest, time the rank only communicated (or waited for a peer inside "
                    "a NCCL kernel). A rank's kernels on several GPUs are taken together.")

@@ -3,7 +3,6 @@ bandwidth, layout conversions, occupancy. Each checks the evidence it rests on (
 and features) before it speaks; lacking it, it says once what it cannot judge and why (Ctx.cannot)."""
 from __future__ import annotations
 
-from pyprof.prof.aggregate import is_comm
 from pyprof.prof.gpu_features import feature_for
 from pyprof.prof.groups import Group
 from pyprof.prof.views.common import merged
@@ -234,15 +233,15 @@ def low_occupancy(c: Ctx) -> list[Finding]:
     """Kernels (not on Tensor Cores) with low estimated occupancy. The saving counts the kernels whose roofline
     is known; with none, it is not estimated (na)."""
     # Tensor Core GEMM/conv kernels are built to run one large block per SM (their latency is hidden by
-    # asynchronous copies, not by warps): low occupancy is their design, not a problem. Left out, as are NCCL's
-    # kernels, which run a few blocks per channel by design.
+    # asynchronous copies, not by warps): low occupancy is their design, not a problem. Left out, as are the
+    # communication kernels (NCCL's, DeepEP's: groups.is_comm), which run a few blocks per channel by design.
     kernels = merged(c.ws, "kernels")
     if c.kernel_ns and not any(g.occ_ns for g in kernels.values()):
         c.cannot("low_occupancy", "occupancy", "no launch configuration with the GPU's limits, nor the "
                  "profiler's own estimate, is recorded")
         return []
     low = [(k, g, 100.0 * g.occ_x_ns / g.occ_ns) for k, g in kernels.items()
-           if g.occ_ns and not g.tc_ns and not is_comm(k, k) and 100.0 * g.occ_x_ns / g.occ_ns < LOW_OCCUPANCY]
+           if g.occ_ns and not g.tc_ns and not g.comm_ns and 100.0 * g.occ_x_ns / g.occ_ns < LOW_OCCUPANCY]
     low_ns = sum(g.ns for _, g, _ in low)
     if not c.kernel_ns or 100.0 * low_ns / c.kernel_ns < LOW_OCC_SHARE:
         return []

@@ -37,8 +37,8 @@ def workers(agg: Aggregate, worker: str | None = None) -> Table:
                        w.totals["kernels"]])
     t.notes.append("A step is its window on the worker's GPU timeline (overview rules): the mean step is the "
                    "profiled span (first GPU activity to last GPU end) over the steps, GPU busy % is over that "
-                   "span. Per-step figures average the worker's steps. Comm total: the durations of the kernels named "
-                   "nccl* summed (the ranks view gives the time they ran, overlaps counted once).")
+                   "span. Per-step figures average the worker's steps. Comm total: the durations of the communication "
+                   "kernels (named nccl*, and DeepEP's all-to-all) summed (the ranks view gives the time they ran, overlaps counted once).")
     if worker is None and sum(1 for w in agg.workers.values() if not no_process(w)) > 1:
         job = job_order([summarize_worker(w) for w in agg.workers.values()])
         names = [_label(w) for w in job]
