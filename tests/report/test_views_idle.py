@@ -27,6 +27,19 @@ def test_built_gaps_by_cause_and_what_ended_them():
     assert [r["idle_pct"] for r in rows] == [80.0, 8.0]
 
 
+def test_a_gap_ended_by_work_queued_before_it_is_not_the_hosts():
+    # the same timeline, the third kernel launched at 10 us, before the GPU went idle at 20 us: the 100 us gap is
+    # not the host's doing (queued); without any launch time, no cause is claimed (unknown)
+    recs = [kernel(0, 5_000, op=["a"], callsite="/p/t.py:1"),
+            kernel(15_000, 5_000, op=["b"], callsite="/p/t.py:2"),
+            kernel(120_000, 5_000, op=["c"], callsite="/p/t.py:3", api_start_ns=10_000)]
+    assert [(r["cause"], r["op"]) for r in _rows(recs)] == [("queued", "c"), ("launch", "b")]
+    (t,) = build(aggregate([("x", recs)]), ["idle"])
+    assert any(n.startswith("queued: ") for n in t.notes) and not any(n.startswith("host: ") for n in t.notes)
+    blind = [dict(r, api_start_ns=None, api_end_ns=None) for r in recs]
+    assert {r["cause"] for r in _rows(blind)} == {"unknown"}
+
+
 def test_overlapping_streams_leave_no_gap():
     # the second kernel starts on another stream before the first ends: busy throughout
     recs = [kernel(0, 10_000, stream=7), kernel(5_000, 10_000, stream=8)]

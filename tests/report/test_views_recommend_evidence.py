@@ -210,3 +210,19 @@ def test_v100_trace_is_not_offered_tf32(external_views):
     rules, notes, _ = external_views["param_dlrm_v100_worker0.pt.trace.json"]
     assert "fp32_matmul" not in rules
     assert "V100 SXM2 (sm_70) has no TF32 Tensor Cores" in _cannot(notes, "fp32_matmul")
+
+
+def test_idle_gaps_counts_only_gaps_the_host_caused():
+    # 99 gaps of 200 us between 20 us kernels: 90.9% of the span idle (99 x 200 / (100 x 20 + 99 x 200) = 19800 /
+    # 21800). Launched 1 us before its start, each kernel came 199 us after the GPU went idle: the host was late,
+    # idle_gaps fires. Launched 300 us before (queued before the GPU went idle: the GPU waited for something
+    # else), silent, with no cause claimed.
+    assert "idle_gaps" in _view(_launches(200_000, 1_000))[0]
+    rules, notes, _ = _view(_launches(200_000, 300_000))
+    assert "idle_gaps" not in rules and not any(n.startswith("idle_gaps:") for n in notes)
+
+
+def test_idle_gaps_without_launch_times():
+    recs = [dict(r, api_start_ns=None) for r in _launches(200_000, 1_000)]
+    rules, notes, _ = _view(recs)
+    assert "idle_gaps" not in rules and "no launch (CUDA API) times" in _cannot(notes, "idle_gaps")

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from pyprof.prof.aggregate import Aggregate, WorkerData
 from pyprof.prof.gpu_features import Capability, capability
 from pyprof.prof.peaks import GpuPeaks
 from pyprof.prof.steps import steps
 from pyprof.prof.views.common import merged, short_lines, total
+from pyprof.prof.views.gaps import launch_times
 
 # Percentages of GPU time (the sum of all activities' durations) unless named otherwise.
 HOTSPOT_SHARE = 5.0  # a line (or kernel) with this much GPU time is a hotspot
@@ -111,10 +110,8 @@ class Ctx:
         self.notes.setdefault((rule, what), f"{rule}: cannot judge {what}: {reason}.")
 
     def has_launches(self, w: WorkerData) -> bool:
-        """Whether the worker's activities carry launch (CUDA API) times: without them every launch time is
-        the activity's start, and "launched after the GPU went idle" cannot be told."""
-        return bool(len(w.start_ns)) and bool(np.any(np.frombuffer(w.launch_ns, np.int64)
-                                                     != np.frombuffer(w.start_ns, np.int64)))
+        """Whether the worker's activities carry launch (CUDA API) times (gaps.launch_times)."""
+        return launch_times(w)
 
 
 def _the_gpu(agg: Aggregate, ws: list[WorkerData]) -> tuple[GpuPeaks | None, Capability | None, str]:

@@ -24,6 +24,12 @@ class Gaps(NamedTuple):
     launch_late_ns: np.ndarray  # how long after the gap began that activity was launched (0: launched before)
 
 
+def launch_times(w: WorkerData) -> bool:
+    """Whether the worker's activities carry launch (CUDA API) times: without them every launch time is the
+    activity's start, and "launched after the GPU went idle" cannot be told."""
+    return bool(len(w.start_ns)) and bool(np.any(_view(w.launch_ns) != _view(w.start_ns)))
+
+
 def _view(a) -> np.ndarray:
     return np.frombuffer(a, dtype=np.dtype(a.typecode))
 

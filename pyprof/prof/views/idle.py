@@ -8,7 +8,7 @@ from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.steps import steps
 from pyprof.prof.tables import Table
 from pyprof.prof.views.common import ms, pct, short_lines, merged
-from pyprof.prof.views.gaps import gaps
+from pyprof.prof.views.gaps import gaps, launch_times
 from pyprof.prof.views.registry import view
 
 #: A gap shorter than this is launch overhead (the host issuing kernels one by one); a longer one, host work.
@@ -17,9 +17,13 @@ SHORT_GAP_NS = 50_000
 CAUSES = {
     "sync": "after a synchronising copy (.item(), .cpu(), a synchronous cudaMemcpy): the host waited for the GPU, "
             "then the GPU for the host",
-    "launch": f"gaps under {SHORT_GAP_NS // 1000} us: the host issuing work one launch at a time",
-    "host": f"gaps of {SHORT_GAP_NS // 1000} us or more: host work between launches (Python, data loading, "
+    "launch": f"gaps under {SHORT_GAP_NS // 1000} us ended by work launched after the GPU went idle: the host "
+              "issuing work one launch at a time",
+    "host": f"gaps of {SHORT_GAP_NS // 1000} us or more ended by work launched after the GPU went idle: host work between launches (Python, data loading, "
             "the optimizer's bookkeeping)",
+    "queued": "gaps ended by work launched before the GPU went idle: the GPU did not wait for the host but for "
+              "something else (an event or another stream it depends on, a peer's collective, its own scheduling)",
+    "unknown": "gaps in records without launch (CUDA API) times: whether the GPU waited for the host cannot be told",
     "edges": "the profiled window before the first GPU activity and after the last, where the capture's window "
              "is the span (no step marker): start-up and tear-down, or a program that used the GPU for a moment; "
              "no activity of the GPU's ended the time after the last one",
@@ -38,13 +42,18 @@ def idle(agg: Aggregate, worker: str | None = None) -> Table:
     _prefix, short = short_lines(merged(ws, "lines"))
     acc: dict = {}  # (cause, op, line) -> [gaps, idle ns, largest ns, its step]
     total_idle = 0
-    names = ("sync", "launch", "host")
+    names = ("sync", "launch", "host", "queued", "unknown")
     for w in ws:
         g = gaps(w)
         if not len(g.idle_ns):
             continue
         total_idle += int(g.idle_ns.sum())
-        cause = np.where(g.after_sync, 0, np.where(g.idle_ns < SHORT_GAP_NS, 1, 2))
+        # The cause is computed from the launch times: a gap the host caused ends with work launched after it began
+        if launch_times(w):
+            waited = np.where(g.launch_late_ns > 0, np.where(g.idle_ns < SHORT_GAP_NS, 1, 2), 3)
+        else:
+            waited = np.full(len(g.idle_ns), 4)
+        cause = np.where(g.after_sync, 0, waited)
         # one group per (cause, site): sorted by group, the longest gap first within each
         group = cause * len(w.site_keys) + g.site
         order = np.lexsort((-g.idle_ns, group))
@@ -73,7 +82,8 @@ def idle(agg: Aggregate, worker: str | None = None) -> Table:
         acc[("edges", "", "")] = [edge_n, edge_ns, edge_big, edge_step]
     for (cause, op, line), (n, ns, big, step) in sorted(acc.items(), key=lambda kv: (-kv[1][1], kv[0])):
         t.rows.append([cause, op, line, n, ms(ns), pct(ns, span), ms(big), step])
-    t.notes += [f"{c}: {text}." for c, text in CAUSES.items() if c != "edges" or edge_n]
+    shown = {row[0] for row in t.rows}
+    t.notes += [f"{c}: {text}." for c, text in CAUSES.items() if c in shown]
     t.notes += [
         "A gap is a stretch of the profiled span (the steps' windows) with no kernel, copy or memset running on "
         "the GPU (several streams: any of them); it is charged to the op and line of the activity that ended it, "

@@ -75,8 +75,9 @@ def idle(c: Ctx) -> list[Finding]:
     short = [(w, g, (g.idle_ns < SHORT_GAP_NS) & ~g.after_sync & (g.launch_late_ns > 0)) for w, g in parts
              if launches[id(w)]]
     if len(short) < len(parts):
-        c.cannot("launch_bound", "launch overhead", "the records carry no launch (CUDA API) times, so whether "
-                 "the GPU waited for a launch cannot be told")
+        for rule in ("launch_bound", "idle_gaps"):
+            c.cannot(rule, "what the GPU waited for", "the records carry no launch (CUDA API) times, so whether "
+                     "the GPU waited for a launch cannot be told")
     short_ns = sum(int(g.idle_ns[m].sum()) for _, g, m in short)
     n_short = sum(int(m.sum()) for _, _, m in short)
     if 100.0 * short_ns / span >= LAUNCH_IDLE_SHARE:
@@ -91,7 +92,11 @@ def idle(c: Ctx) -> list[Finding]:
             "larger batches, foreach/fused optimizers", short_ns))
     rows = []
     for w, g in parts:
-        long = (g.idle_ns >= SHORT_GAP_NS) & ~g.after_sync
+        if not launches[id(w)]:
+            continue  # whether the GPU waited for the host cannot be told: said once below
+        # only gaps that ended with work launched after the GPU went idle: the GPU waited for the host. A gap
+        # ended by work already queued waited for something else (a stream's event, another stream, a peer).
+        long = (g.idle_ns >= SHORT_GAP_NS) & ~g.after_sync & (g.launch_late_ns > 0)
         if not long.any():
             continue
         per_site = np.bincount(g.site[long], weights=g.idle_ns[long])
@@ -103,8 +108,7 @@ def idle(c: Ctx) -> list[Finding]:
             line, op = w.site_keys[site]
             big = int(np.argmax(np.where(mine, g.idle_ns, -1)))
             wname = w.name if len(c.ws) > 1 else ""
-            late = (f"; its launch came {fmt_ms(int(g.launch_late_ns[mine].sum()))} after the GPU went idle"
-                    if launches[id(w)] else "; launch times not recorded")
+            late = f"; its launches came {fmt_ms(int(g.launch_late_ns[mine].sum()))} in all after the GPU went idle"
             rows.append(Finding(
                 "idle_gaps", f"{wname + ' ' if wname else ''}{op} at {c.line(line, text=True)}; steps "
                 f"{top(_by_step(c, [(w, g, mine)]))}",
