@@ -100,6 +100,11 @@ HOST_CATEGORIES = ("step", "dataloader", "runtime", "op")
 WINDOW_SOURCES = ("capture", "session to last API call", "trace", "API calls")
 
 
+#: What a window line's launches mean in an input without a GPU activity (parse's summary and prof's overview say it
+#: after the count): the launches' GPU side was not recorded, not a program that used no GPU.
+LAUNCHED_NO_GPU = "kernel launches recorded but no GPU activity: the profiler's GPU (CUPTI) activity was off or lost"
+
+
 def window_line(pid: int | None, start_ns: int, end_ns: int, source: str, launches: int) -> str:
     """One window line (no newline): the profiled window of the input that holds one process, where it came from
     (WINDOW_SOURCES), and the process's kernel launch calls (API calls named like ``*Launch*``: cudaLaunchKernel,

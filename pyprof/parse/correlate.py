@@ -63,6 +63,7 @@ class Stats:
     graph_kernels: int = 0  # kernels replayed from a CUDA graph (nsys --cuda-graph-trace=node)
     graph_kernels_tied: int = 0  # of those, kernels given the ranges around their graph node's capture
     memory_events: int = 0  # allocations and frees, in memory lines after the records (record.SIDE_KEY)
+    kernel_launches: int = 0  # kernel launch calls (the window lines' launches), whether or not their GPU side is in
     oddities: dict = field(default_factory=dict)  # what of the input was left out or read differently -> count
 
 

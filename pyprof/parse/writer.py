@@ -127,6 +127,7 @@ def _window_lines(source: Source, stats: Stats) -> Iterator[str]:
     """A window line per process with a CUDA API call (record.window_line), once the records are out: whether some
     activity lacked its launch call (a cut capture, whose stated bounds are not trusted) is known only then."""
     launches = source.kernel_launches()
+    stats.kernel_launches = sum(launches.values())
     window = source.profiled_window(cut=stats.no_launch > 0) if launches else None
     if window is not None:
         for pid in sorted(launches, key=lambda p: (p is None, p if type(p) is int else 0, str(p))):

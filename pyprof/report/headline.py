@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.steps import busy_pct, no_process, steps
 from pyprof.prof.tables import Table
-from pyprof.prof.views.overview import LAUNCHED_NO_GPU
+from pyprof.record import LAUNCHED_NO_GPU
 
 #: Entries per list of the headline (ops, lines, findings).
 TOP = 3

@@ -10,9 +10,9 @@ from pyprof.prof.steps import Step, busy_pct, no_process, span_window, steps
 from pyprof.prof.window import window_of
 from pyprof.prof.views.registry import view
 from pyprof.prof.views.common import ms
+from pyprof.record import LAUNCHED_NO_GPU
 
 #: What the overview's note says of an input whose CPU side launched kernels and whose GPU side recorded nothing.
-LAUNCHED_NO_GPU = "kernel launches recorded but no GPU activity: the profiler's GPU (CUPTI) activity was off or lost"
 
 COLUMNS = [("step", "Step"), ("span_ms", "Span (ms)"), ("kernel_ms", "Kernel (ms)"), ("memcpy_ms", "Memcpy (ms)"),
            ("memset_ms", "Memset (ms)"), ("idle_ms", "Idle (ms)"), ("gpu_util_pct", "GPU util %"),

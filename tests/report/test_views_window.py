@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 
 import pytest
 from report_helpers import kernel
@@ -221,6 +223,24 @@ def test_the_page_of_launches_without_gpu_activity_says_so(corpus, parsed, tmp_p
     assert (f'<p class="notice" id="notice">{n} kernel launches recorded but no GPU activity: the profiler&#x27;s '
             "GPU (CUPTI) activity was off or lost") in text
     assert "No GPU activity in the input" not in text  # the notice of a program that used no GPU (test_empty_input)
+
+
+@pytest.mark.parametrize("rel", NO_GPU)
+def test_parse_says_the_gpu_side_is_missing_too(rel, corpus):
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(corpus / rel)], capture_output=True, text=True)
+    n = _kernel_launch_events(corpus / rel)
+    assert p.returncode == 0 and n == NO_GPU[rel]
+    assert p.stderr.strip().endswith(f": {n} kernel launches recorded but no GPU activity: the profiler's GPU "
+                                      "(CUPTI) activity was off or lost"), p.stderr
+
+
+def test_parse_of_an_export_without_launches_says_no_gpu_kernels(corpus):
+    # an nsys export without CUDA tables (nsys -t without cuda): no launch to speak of
+    rel = "nsys/nsys2024.6_no_cuda.sqlite"
+    con = sqlite3.connect(f"file:{corpus / rel}?mode=ro", uri=True)
+    assert not con.execute("SELECT 1 FROM sqlite_master WHERE name LIKE 'CUPTI_ACTIVITY_KIND_%'").fetchall()
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(corpus / rel)], capture_output=True, text=True)
+    assert p.returncode == 0 and p.stderr.strip().endswith(": no GPU kernels in this profile"), p.stderr
 
 
 def test_an_nvprof_export_is_bounded_by_its_first_and_last_api_call(corpus, parsed):
