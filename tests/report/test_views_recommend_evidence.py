@@ -16,7 +16,7 @@ from pyprof.prof.roofline import Peaks
 from pyprof.prof.views import build
 from shared_files import CORPUS
 
-from test_views_recommend import _add, _foreach, _gemm, _k, _t
+from test_views_recommend import _add, _copy, _foreach, _gemm, _k, _t
 
 EXTERNAL2 = CORPUS / "external-2026-12"
 
@@ -226,3 +226,37 @@ def test_idle_gaps_without_launch_times():
     recs = [dict(r, api_start_ns=None) for r in _launches(200_000, 1_000)]
     rules, notes, _ = _view(recs)
     assert "idle_gaps" not in rules and "no launch (CUDA API) times" in _cannot(notes, "idle_gaps")
+
+
+# ---- sync_copies, near_roofline: their silent twins
+
+
+def _untimed(recs):
+    return [dict(r, start_ns=None, end_ns=None, api_start_ns=None, api_end_ns=None) for r in recs]
+
+
+def test_sync_copies_without_start_times():
+    # test_sync_copies_rule's .item() and the 100 us gap after it, with every time taken away: the idle time
+    # after the copy cannot be measured, so the rule says so instead of a finding
+    recs = [_k(10_000, 10_000), _copy(20_000, "item", "cudaMemcpyAsync"), _k(122_000, 10_000)]
+    assert "sync_copies" in _view(recs)[0]
+    rules, notes, _ = _view(_untimed(recs))
+    assert "sync_copies" not in rules and "no start times" in _cannot(notes, "sync_copies")
+    for rule in ("launch_bound", "idle_gaps"):  # one note per rule, each said once
+        assert "no start times" in _cannot(notes, rule)
+
+
+def test_sync_copies_leaves_out_a_gap_ended_by_queued_work():
+    # the kernel after the .item() launched at 5 us, before the copy: already queued, the GPU did not wait for
+    # the host's next launch; the copy's own 2 us stay its time at stake
+    recs = [_k(10_000, 10_000), _copy(20_000, "item", "cudaMemcpyAsync"), _k(122_000, 10_000, api_start_ns=5_000)]
+    rows = {r[0]: r for r in _view(recs)[2].rows}
+    assert "the GPU did not wait after them" in rows["sync_copies"][2] and rows["sync_copies"][3] == 0.002
+
+
+def test_near_roofline_needs_the_gpus_peaks():
+    # test_near_roofline_is_one_row_saving_nothing's two adds on a GPU of no known peaks: neither near nor far
+    recs = _on("Mystery GPU", [_add(10_000, 2_000), _add(100_000, 1_900, line="/x/train.py:21")])
+    rules, notes, _ = _view(recs)
+    assert not {"near_roofline", "far_from_roofline"} & rules
+    assert "not in the peaks table" in _cannot(notes, "far_from_roofline")

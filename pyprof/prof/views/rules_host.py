@@ -67,7 +67,8 @@ def idle(c: Ctx) -> list[Finding]:
     span = c.span_ns
     if not span:
         if c.gpu_ns:
-            c.cannot("launch_bound, idle_gaps", "idle time", "the records carry no start times")
+            for rule in ("launch_bound", "idle_gaps"):
+                c.cannot(rule, "idle time", "the records carry no start times")
         return []
     parts = [(w, gaps(w)) for w in c.ws]
     launches = {id(w): c.has_launches(w) for w, _ in parts}
@@ -155,16 +156,23 @@ def syncs(c: Ctx) -> list[Finding]:
     sync = merged(c.ws, "syncs")
     if not sync:
         return []
+    if not c.span_ns:
+        c.cannot("sync_copies", "the idle time after synchronising copies", "the records carry no start times")
+        return []
     n = sum(g.count for g in sync.values())
     ns = sum(g.ns for g in sync.values())
-    after = [gaps(w) for w in c.ws]
-    idle_ns = sum(int(g.idle_ns[g.after_sync].sum()) for g in after)
-    n_after = sum(int(g.after_sync.sum()) for g in after)
+    # A gap right after a copy that blocked the host: the host could launch nothing before the copy returned. Where
+    # launch times are recorded, only gaps whose work came after the GPU went idle count (not work already queued).
+    after = [(g, g.after_sync & (g.launch_late_ns > 0) if c.has_launches(w) else g.after_sync)
+             for w, g in ((w, gaps(w)) for w in c.ws)]
+    idle_ns = sum(int(g.idle_ns[m].sum()) for g, m in after)
+    n_after = sum(int(m.sum()) for _, m in after)
     where = sorted({f"{op} at {c.line(line, text=True)}" for op, line in sync})
     return [Finding(
         "sync_copies", top(where),
-        f"{n} device-to-host copies that block the host ({fmt_ms(ns)}); the GPU then sat idle {fmt_ms(idle_ns)} "
-        f"in {n_after} gaps right after them, waiting for the host to launch again",
+        f"{n} device-to-host copies that block the host ({fmt_ms(ns)}); " + (
+            f"the GPU then sat idle {fmt_ms(idle_ns)} in {n_after} gaps right after them, waiting for the host to "
+            "launch again" if n_after else "the GPU did not wait after them (its next work was already queued)"),
         float(idle_ns + ns),
         "Avoid .item(), .cpu(), print() and Python conditions on GPU tensors inside the loop: accumulate on "
         "the GPU and read once per N steps", idle_ns + ns)]
