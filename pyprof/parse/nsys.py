@@ -474,8 +474,9 @@ class NsysSource(Source):
         """pid -> (kernel launch calls, first call start, last call end) over the valid CUDA API calls: one scan."""
         if RUNTIME not in self.cols or "nameId" not in self.cols[RUNTIME]:
             return {}
-        sql = (f"SELECT (globalTid >> 24) & {_TID_MASK}, sum(nameId IN (SELECT id FROM StringIds WHERE value LIKE "
-               f"'%Launch%')), min(start), max(end) FROM {RUNTIME} WHERE {_VALID_LAUNCH} GROUP BY 1")
+        # total(): a NULL nameId's test is NULL, and sum() of NULLs alone is NULL, not 0 (fuzz seed 20261205 case 5978)
+        sql = (f"SELECT (globalTid >> 24) & {_TID_MASK}, CAST(total(nameId IN (SELECT id FROM StringIds WHERE value "
+               f"LIKE '%Launch%')) AS INTEGER), min(start), max(end) FROM {RUNTIME} WHERE {_VALID_LAUNCH} GROUP BY 1")
         if self._calls is None:
             self._calls = {pid: (n, lo, hi) for pid, n, lo, hi in self.rows.all(sql)}
         return self._calls

@@ -169,3 +169,25 @@ def test_seeded_mutations(small_seeds, tmp_path, cls):
                           lambda cmd: cmd if cmd.stage == "prof" else None)
     assert not broken, "\n".join(broken)
 
+
+
+def test_recommendations_of_records_without_gpu_time(tmp_path):
+    """Fuzz seed 20261205 case 4295: the custom-module trace's records with an empty object among them. Report's
+    views of each worker ran on the empty record's own worker, whose GPU time is 0, and the hotspots rule divided
+    by it (a ZeroDivisionError)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from pyprof.parse import parse_file
+
+    trace = Path(__file__).resolve().parents[1] / "data" / "kineto" / "custom_module.pt.trace.json.gz"
+    recs = tmp_path / "r.dict"
+    with open(recs, "w") as f:
+        parse_file(str(trace), f)
+    lines = recs.read_text().splitlines()
+    lines.insert(12, "{}")
+    recs.write_text("\n".join(lines) + "\n")
+    p = subprocess.run([sys.executable, "-m", "pyprof.report", str(recs), "-o", str(tmp_path / "r.html")],
+                       capture_output=True, text=True)
+    assert "Traceback" not in p.stderr and (p.returncode == 0 or p.stderr.count("\n") == 1), p.stderr

@@ -299,3 +299,32 @@ def test_damaged_pages_in_the_payload_check_are_one_line(repro, case, shared):
     v = run(Command("parse", ["-o", "out.dict", str(path)], (str(path),), stdout_kind=None), case)
     assert v.outcome == "refused", str(v)  # one line, naming the file; no out.dict left
     assert "corrupted or unreadable SQLite database (database disk image is malformed)" in v.stderr
+
+
+def test_launch_names_all_null_count_no_launch(tmp_path):
+    """Fuzz seed 20261205 case 5978: every CUDA API call's nameId NULL. The window line's launch count was SQL's
+    sum() of NULLs alone, NULL, and the writer's total a TypeError; a call without a name is no launch."""
+    import json
+    import lzma
+    import sqlite3
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "data" / "nsys" / "pyprof" / "custom_module.sqlite.xz"
+    export = tmp_path / "x.sqlite"
+    export.write_bytes(lzma.decompress(src.read_bytes()))
+    con = sqlite3.connect(export)
+    t = "CUPTI_ACTIVITY_KIND_RUNTIME"  # rebuilt without its NOT NULL constraints, as the fuzzer's mutation does
+    cols = [r[1] for r in con.execute(f"PRAGMA table_info({t})")]
+    con.execute(f"ALTER TABLE {t} RENAME TO old")
+    con.execute(f"CREATE TABLE {t} ({', '.join(cols)})")
+    con.execute(f"INSERT INTO {t} SELECT * FROM old")
+    con.execute("DROP TABLE old")
+    con.execute(f"UPDATE {t} SET nameId = NULL")
+    con.commit()
+    con.close()
+    p = subprocess.run([sys.executable, "-m", "pyprof.parse", str(export)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    windows = [json.loads(x) for x in p.stdout.splitlines() if '"window"' in x]
+    assert windows and all(w["launches"] == 0 for w in windows)

@@ -141,6 +141,8 @@ def hotspots(c: Ctx) -> list[Finding]:
     """Lines (kernels when lines with a call site cover under half the time) far from their roofline, and one
     summary row for those near it. A hotspot whose FLOPs/bytes are modelled for under MODELLED_SHARE % of its
     time is not judged; the saving counts only its modelled time."""
+    if c.gpu_ns <= 0:  # activities of no duration (fuzz case 4295 of seed 20261205): no share of GPU time
+        return []
     lines = {k: g for k, g in merged(c.ws, "lines").items() if k != "-"}
     by_line = bool(lines) and sum(g.ns for g in lines.values()) >= 0.5 * c.gpu_ns
     spots = lines if by_line else merged(c.ws, "kernels")
