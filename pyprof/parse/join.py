@@ -41,20 +41,40 @@ MIN_MATCHED_SHARE = 0.5
 #: How many of the most frequent unmatched names the join line and the summary name.
 NAMED_UNMATCHED = 5
 SIDE_KIND = "join"
+#: Where a record line's attribution begins: its first attribution key, written on every line (Field.always). The
+#: timing pass's part before it and the attribution pass's part from it make the joined line without decoding
+#: either's attribution (op arguments are most of a line: the join would spend its time in json otherwise).
+_FIRST = next(f for f in FIELDS if f.stage is Stage.ATTRIBUTION)
+_SPLIT = f',"{_FIRST.name}":'
+_AFTER = {f.name for f in FIELDS[FIELDS.index(_FIRST):]}
+if not _FIRST.always or _AFTER & TIMING_KEYS != {"host_ns"}:  # the layout the fast path relies on
+    raise RuntimeError("pyprof.parse.join: the record's attribution keys no longer follow its activity keys")
+_HOST = ',"host_ns":'
 
 
 @dataclass
 class Pass:
-    """One parsed input: its header, its records (decoded lines, as written: lean), its side lines (as written)
-    and its steps (``pid`` -> ProfilerStep intervals ``[(start_ns, end_ns)]`` in time order)."""
+    """One parsed input: its header, its record lines (as written: lean), its side lines (as written) and its
+    steps (``pid`` -> ProfilerStep intervals ``[(start_ns, end_ns)]`` in time order). ``records`` holds each
+    line's activity keys decoded (what pairing reads); ``split`` where its attribution begins (-1: decode it
+    whole)."""
 
     path: str
     format: str  # the reader's (Source.format)
     header: dict
-    records: list[dict]
+    lines: list[str]
     side: list[str]
     steps: dict
     stats: Stats
+    records: list[dict] = field(init=False)
+    split: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.records, self.split = [], []
+        for line in self.lines:
+            i = line.find(_SPLIT)
+            self.records.append(json.loads(line if i < 0 else line[:i] + "}"))
+            self.split.append(i)
 
 
 @dataclass
@@ -133,7 +153,7 @@ def read_pass(src, worker: bool | None = None, raw_markers: bool = False) -> Pas
 
     out, stats = lines(src, worker, raw_markers)
     header: dict = {}
-    records: list[dict] = []
+    records: list[str] = []
     side: list[str] = []
     steps: dict = {}
     for text in out:
@@ -143,22 +163,22 @@ def read_pass(src, worker: bool | None = None, raw_markers: bool = False) -> Pas
             if d.get(SIDE_KEY) == "host" and d.get("category") == "step":
                 steps.setdefault(d.get("pid"), []).extend(zip(d["start_ns"], d["end_ns"]))
             continue
-        d = json.loads(text)
-        if HEADER_KEY in d:
-            header = d
-        elif END_KEY not in d:
-            records.append(d)
+        if text.startswith('{"' + HEADER_KEY):
+            header = json.loads(text)
+        elif not text.startswith('{"' + END_KEY):
+            records.append(text)
     for intervals in steps.values():
         intervals.sort()
     return Pass(src.path, src.format, header, records, side, steps, stats)
 
 
-def join(full: Pass, light: Pass) -> tuple[list[str], JoinStats]:
+def join(full: Pass, light: Pass) -> tuple[Iterator[str], JoinStats]:
     """Pair ``light``'s activities (the timing pass) with ``full``'s records (the attribution pass). Returns (the
-    output lines without newlines: ``light``'s header, one record per ``light`` activity in its order, carrying
-    the attribution of the ``full`` record paired with it, where one is, ``light``'s side lines, the ``join`` side
-    line, the end line; the JoinStats). Raises InputError where either has no GPU activity, or where less than
-    MIN_MATCHED_SHARE of either's kernels pair (not the same program)."""
+    output lines without newlines, made as they are consumed: ``light``'s header, one record per ``light``
+    activity in its order, carrying the attribution of the ``full`` record paired with it, where one is,
+    ``light``'s side lines, the ``join`` side line, the end line; the JoinStats, complete already). Raises
+    InputError, before returning, where either has no GPU activity or where less than MIN_MATCHED_SHARE of
+    either's kernels pair (not the same program)."""
     for p in (full, light):
         if not p.records:
             raise InputError(p.path, "no GPU activity: nothing to join")
@@ -169,18 +189,38 @@ def join(full: Pass, light: Pass) -> tuple[list[str], JoinStats]:
     pairs = dict(_pairs(full, light, n_steps > 0, long_names))
     _count(st, full, light, pairs)
     _refuse_other_programs(st)
-    out = [json.dumps(light.header or full.header, separators=(",", ":"))]
-    for j, rec in enumerate(light.records):
-        i = pairs.get(j)
-        out.append(json.dumps(rec if i is None else _merged(full.records[i], rec), separators=(",", ":")))
-    out.extend(light.side)
     kinds = Counter(json.loads(s).get(SIDE_KEY) for s in full.side)
     for kind in ("memory", "host", "window"):
         if kinds[kind]:  # on the attribution pass's clock, and inflated by its markers where they are times
             st.left_out.append(f"{full.path}'s {kind} lines: {kinds[kind]} (its clock; the timing pass's are kept)")
-    out.append(st.side_line())
-    out.append(end_line(len(light.records)))
-    return out, st
+    return _lines(full, light, pairs, st), st
+
+
+def _lines(full: Pass, light: Pass, pairs: dict, st: JoinStats) -> Iterator[str]:
+    yield json.dumps(light.header or full.header, separators=(",", ":"))
+    for j, line in enumerate(light.lines):
+        i = pairs.get(j)
+        yield line if i is None else _joined_line(full, i, light, j)
+    yield from light.side
+    yield st.side_line()
+    yield end_line(len(light.lines))
+
+
+def _joined_line(full: Pass, i: int, light: Pass, j: int) -> str:
+    """The timing pass's line ``j`` with the attribution of the attribution pass's line ``i``: the one's activity
+    part and the other's attribution part, ``host_ns`` the timing pass's."""
+    a, t = full.lines[i], light.lines[j]
+    fi, tj = full.split[i], light.split[j]
+    if fi < 0 or tj < 0 or _HOST in t[tj:]:  # a line of another layout, or a timing pass with op ranges
+        return json.dumps(_merged(json.loads(a), json.loads(t)), separators=(",", ":"))
+    tail = a[fi:]
+    k = tail.rfind(_HOST)  # no string holds it (a quote in a string is escaped), nor does a later key's value
+    if k >= 0:
+        end = k + len(_HOST)
+        while tail[end] in "-0123456789":
+            end += 1
+        tail = tail[:k] + tail[end:]
+    return t[:tj] + tail
 
 
 def _step_pairing(full: Pass, light: Pass) -> tuple[int, str]:

@@ -119,10 +119,11 @@ def test_every_kernel_of_each_step_pairs_and_carries_the_timing_pass_times(dbs):
     assert all(r["op"] for r in kernels)
     fprop = [r for r in kernels if r["dir"] == "fprop"]
     assert fprop and all(r["callsite"].rsplit("/", 1)[-1].startswith("transformer.py:") for r in fprop)
-    assert not any(d.get("callsite") for d in _pass(dbs["emit_transformer"]).records)  # emit_nvtx has no lines
+    light_records = list(read_lines(_pass(dbs["emit_transformer"]).lines))
+    assert not any(d["callsite"] for d in light_records)  # emit_nvtx has no lines
     assert {r["mod"][0] for r in kernels if r["dir"] == "fprop"} & {"torch.nn.functional", "torch"}
     # host_ns is a time too: the timing pass's own (emit_nvtx has aten ranges), never the marked pass's
-    assert [r["host_ns"] for r in records] == [d.get("host_ns") for d in _pass(dbs["emit_transformer"]).records]
+    assert [r["host_ns"] for r in records] == [d["host_ns"] for d in light_records]
     join_line, = _side(lines, "join")
     assert join_line["matched"] == 538 and join_line["steps_by"] == "ProfilerStep"
     # the side lines are the timing pass's: its window and steps, on its clock
@@ -242,12 +243,35 @@ def test_streams_of_other_ids_pair_by_order_of_first_use():
                 "device": 0, "stream": stream, "grid": [1, 1, 1], "block": [32, 1, 1], "op": [f"op_{name}"]}
 
     header = {"pyprof_header": True, "schema": 4, "gpus": {}}
-    full = Pass("full", "nsys", header, [rec(7, "a", 0), rec(13, "b", 5), rec(7, "c", 20), rec(13, "d", 25)], [], {},
-                Stats())
-    light = Pass("light", "nsys", header, [rec(7, "a", 100), rec(21, "b", 105), rec(7, "c", 120), rec(21, "d", 125)],
-                 [], {}, Stats())
+    def lines(*recs):
+        return [json.dumps(r) for r in recs]
+
+    full = Pass("full", "nsys", header, lines(rec(7, "a", 0), rec(13, "b", 5), rec(7, "c", 20), rec(13, "d", 25)),
+                [], {}, Stats())
+    light = Pass("light", "nsys", header, lines(rec(7, "a", 100), rec(21, "b", 105), rec(7, "c", 120),
+                                                rec(21, "d", 125)), [], {}, Stats())
     lines, st = join(full, light)
     records = _records([json.loads(x) for x in lines])
     assert st.matched == 4 and st.steps_note.startswith("no ProfilerStep ranges in full and light")
     assert [(r["stream"], r["start_ns"], r["op"]) for r in records] == [
         (7, 100, ["op_a"]), (21, 105, ["op_b"]), (7, 120, ["op_c"]), (21, 125, ["op_d"])]
+
+
+def test_the_joined_line_is_the_timing_activity_with_the_attribution_as_decoded(dbs):
+    # The join cuts lines at their first attribution key instead of decoding them; on real lines of both passes
+    # (the timing pass's host_ns taken out, as an nsys -t cuda pass has none), each cut line must decode to the
+    # same record as the merge of the two decoded lines, and carry no host_ns of the marked pass.
+    from pyprof.parse.join import Pass, _merged, _pairs
+
+    full, fused = _pass(dbs["foreach"]), _pass(dbs["fused"])
+    bare = [json.dumps({k: v for k, v in json.loads(x).items() if k != "host_ns"}, separators=(",", ":"))
+            for x in fused.lines]
+    light = Pass(fused.path, fused.format, fused.header, bare, fused.side, fused.steps, fused.stats)
+    assert any('"host_ns":' in x for x in full.lines) and all(s >= 0 for s in full.split + light.split)
+    lines, st = join(full, light)
+    out = [json.loads(x) for x in lines][1:1 + len(bare)]
+    pairs = dict(_pairs(full, light, True, True))
+    assert len(pairs) == st.matched == 442
+    for j, i in pairs.items():
+        assert out[j] == _merged(json.loads(full.lines[i]), json.loads(bare[j]))
+        assert "host_ns" not in out[j] and out[j]["op"] == json.loads(full.lines[i])["op"]
