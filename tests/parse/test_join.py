@@ -275,3 +275,21 @@ def test_the_joined_line_is_the_timing_activity_with_the_attribution_as_decoded(
     for j, i in pairs.items():
         assert out[j] == _merged(json.loads(full.lines[i]), json.loads(bare[j]))
         assert "host_ns" not in out[j] and out[j]["op"] == json.loads(full.lines[i])["op"]
+
+
+def test_a_pytorch_profiler_trace_of_cuda_activity_only_as_timing_pass(dbs, tmp_path):
+    # What torch.profiler.profile(activities=[CUDA]) keeps, built from the real trace of the same steps: the GPU
+    # activity, the runtime and driver calls and their flows, no op, no Python, no user range (so no step).
+    with gzip.open(DATA / "kineto/transformer.pt.trace.json.gz", "rt") as f:
+        trace = json.load(f)
+    keep = {"kernel", "gpu_memset", "gpu_memcpy", "cuda_runtime", "cuda_driver", "ac2g", "Trace", None}
+    trace["traceEvents"] = [e for e in trace["traceEvents"] if e.get("cat") in keep]
+    gpu = [e for e in trace["traceEvents"] if e.get("cat") in ("kernel", "gpu_memset", "gpu_memcpy")]
+    light = tmp_path / "cuda_only.pt.trace.json"
+    light.write_text(json.dumps(trace))
+    lines, st = _joined(dbs["pyprof_transformer"], light)
+    assert st.matched == len(gpu) == 538 and (st.steps_by, st.timing_unmatched) == ("window", 0)
+    records = _records(lines)
+    assert all(r["op"] for r in records if r["kind"] == "kernel")  # the marked pass's attribution
+    assert all(r["host_ns"] is None for r in records)  # the timing pass has no op range to time
+    assert sorted(r["start_ns"] for r in records) == sorted(round(e["ts"] * 1000) for e in gpu)
