@@ -89,6 +89,7 @@ class JoinStats:
     steps: int  # steps paired (0: the whole window)
     steps_note: str  # why the whole window, where it is
     names_by: str = "short name"  # which kernel name paired: "full name" where both passes spell them alike
+    formats: tuple = ("", "")  # the readers of the attribution and the timing pass (Source.format)
     matched: int = 0
     matched_kernels: int = 0
     attribution_records: int = 0
@@ -108,6 +109,7 @@ class JoinStats:
     def side_line(self) -> str:
         """The ``join`` side line (no newline): what was paired and what was not."""
         body = {SIDE_KEY: SIDE_KIND, "attribution": self.attribution, "timing": self.timing,
+                "attribution_format": self.formats[0], "timing_format": self.formats[1],
                 "times_from": "timing", "names_by": self.names_by, "steps_by": self.steps_by, "steps": self.steps}
         if self.steps_note:
             body["steps_note"] = self.steps_note
@@ -185,7 +187,7 @@ def join(full: Pass, light: Pass) -> tuple[Iterator[str], JoinStats]:
     n_steps, note = _step_pairing(full, light)
     long_names = _long_names_alike(full, light)
     st = JoinStats(full.path, light.path, "ProfilerStep" if n_steps else "window", n_steps, note,
-                   "full name" if long_names else "short name")
+                   "full name" if long_names else "short name", (full.format, light.format))
     pairs = dict(_pairs(full, light, n_steps > 0, long_names))
     _count(st, full, light, pairs)
     _refuse_other_programs(st)

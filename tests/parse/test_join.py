@@ -214,6 +214,8 @@ def test_the_whole_window_pairs_where_one_pass_has_no_step_markers(dbs):
     assert (st.steps_by, st.steps, st.names_by) == ("window", 0, "short name")
     assert st.steps_note.startswith(f"no ProfilerStep ranges in {KINETO_LENET}")
     assert st.matched == sum(gpu.values()) == 124 and st.timing_unmatched == st.attribution_unmatched == 0
+    join_line, = _side(lines, "join")
+    assert (join_line["attribution_format"], join_line["timing_format"]) == ("nsys", "kineto")
 
 
 def test_steps_pair_only_where_both_passes_mark_as_many(dbs):
