@@ -34,6 +34,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--raw-markers", action="store_true",
                    help="keep the raw texts of PyTorch's autograd ranges in seqMarker (emit_nvtx: about a quarter "
                         "of the output; nothing in prof or report reads them)")
+    p.add_argument("--timing", metavar="LIGHT",
+                   help="a second capture of the same steps with the lightest profiler (nsys -t cuda; the PyTorch "
+                        "profiler with CUDA activity only): write its activities, with their times, carrying the "
+                        "attribution of PROFILE's (docs/parse.md, 'A timing pass')")
     p.add_argument("--strict", action="store_true",
                    help="refuse an input with rows left out as unreadable (by default they are counted on stderr)")
     return p
@@ -55,7 +59,11 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--jobs must be at least 1")
         if args.inputs.count("-") > 1:
             raise UsageError("stdin ('-') can be read only once")
-        refuse_overwriting_inputs([args.output], args.inputs)
+        if args.timing is not None and len(args.inputs) > 1:
+            raise UsageError("--timing pairs one capture with one: give one PROFILE")
+        if args.timing is not None and "-" in (args.timing, *args.inputs):
+            raise UsageError("--timing: both captures must be files (each is read whole)")
+        refuse_overwriting_inputs([args.output], args.inputs + ([args.timing] if args.timing else []))
         return _run(args)
 
     return run_command(PROG, body)
@@ -66,7 +74,7 @@ def _run(args: argparse.Namespace) -> int:
     # comes back on, its next pass walks every object read so far (0.1-0.3 s on a 35 MB PyTorch profiler trace),
     # and the parse makes no cycles (common.no_cyclic_gc).
     with no_cyclic_gc():
-        return _parse_inputs(args)
+        return _join_inputs(args) if args.timing is not None else _parse_inputs(args)
 
 
 def _parse_inputs(args: argparse.Namespace) -> int:
@@ -96,6 +104,35 @@ def _parse_inputs(args: argparse.Namespace) -> int:
     if not args.quiet:
         for src, st in zip(sources, all_stats):
             print(_summary(src.path, st), file=sys.stderr)
+    return 0
+
+
+def _join_inputs(args: argparse.Namespace) -> int:
+    """--timing: both captures parsed whole and joined (pyprof.parse.join) before a byte is written."""
+    from pyprof.parse import close_source, open_source
+    from pyprof.parse.join import join, read_pass
+
+    worker = {"auto": None, "on": True, "off": False}[args.sweep_process]
+    passes = []
+    for path, raw in ((args.inputs[0], args.raw_markers), (args.timing, False)):
+        src = open_source(path)
+        try:
+            if args.strict:
+                _refuse_oddities(src.path, src.oddities)
+            passes.append(read_pass(src, worker, raw))
+        finally:
+            close_source(src)
+        if args.strict:
+            _refuse_oddities(src.path, passes[-1].stats.oddities)
+    lines, joined = join(*passes)
+    with output_stream(args.output) as out:
+        for line in lines:
+            out.write(line)
+            out.write("\n")
+    if not args.quiet:
+        for p in passes:
+            print(_summary(p.path, p.stats), file=sys.stderr)
+        print(f"{PROG}: {joined.summary()}", file=sys.stderr)
     return 0
 
 
