@@ -37,7 +37,8 @@ class Headline:
     modelled_pct: float | None  # share of GPU time whose activity (or its op call) has modelled FLOPs or bytes
     flops_pct: float | None  # share of GPU time on activities that carry modelled FLOPs
     # The program's own step (pyprof.prof.inflation): the mean over the workers that measured one of their median
-    # unprofiled step, of their captured step timed the same way, and how many times longer that is; None without a program line
+    # unprofiled step, of their captured step timed the same way, and how many times longer that is; None without
+    # a program line
     program_step_ms: float | None = None
     captured_step_ms: float | None = None
     inflation: float | None = None

@@ -30,7 +30,7 @@ PHASES = ("unprofiled", "captured", "skipped")
 
 
 class StepTimer:
-    """Timestamps at step ends, each step labelled with its phase. ``torch`` is the torch module (None: perf_counter)."""
+    """Timestamps at step ends, each step labelled with its phase. ``torch``: the torch module (None: perf_counter)."""
 
     def __init__(self, torch=None) -> None:
         self.cuda = torch is not None and torch.cuda.is_available()
