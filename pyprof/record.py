@@ -42,7 +42,8 @@ HEADER_PREFIX = b'{"pyprof_header":'
 #: end line, ``{"pyprof_side": KIND, ...}``. Record readers skip them; the views that need them read them
 #: (docs/record.md). KIND "memory": a run of memory events (allocations and frees) of one process and device, as
 #: columns (MEMORY_COLUMNS, memory_line). KIND "host": a run of one process's CPU time in one of
-#: HOST_CATEGORIES, as disjoint intervals in time order (host_line).
+#: HOST_CATEGORIES, as disjoint intervals in time order (host_line). KIND "window": a process's profiled window
+#: (window_line). KIND "program": the program's own step times around the capture (program_line).
 SIDE_KEY = "pyprof_side"
 SIDE_PREFIX = b'{"pyprof_side":'
 #: Events per memory line: lines stay small enough to decode in one piece, and few.
@@ -129,6 +130,18 @@ def host_line(pid: int | None, category: str, start_ns, end_ns, names: list[str]
     return f'{json.dumps(body, separators=(",", ":"))[:-1]},"start_ns":{int_list(start_ns)},' \
            f'"end_ns":{int_list(end_ns)}{named}}}'
 
+
+#: How a program line's steps were timed (program_line's ``how``; another text, a newer pyprof's, is kept as it is).
+PROGRAM_HOW = ("cuda events", "perf_counter")
+
+
+def program_line(pid: int | None, unprofiled_step_ns: list[int], captured_step_ns: list[int], how: str) -> str:
+    """One program line (no newline): the program's own step times in one process, measured around the capture by
+    ``pyprof run`` (or ``pyprof.step()``): ``unprofiled_step_ns``, steps that ran with nothing of the capture on,
+    and ``captured_step_ns``, the captured steps timed the same way (empty where only the unprofiled ones were
+    known), and ``how`` they were timed (starting with one of PROGRAM_HOW)."""
+    return json.dumps({SIDE_KEY: "program", "pid": pid, "unprofiled_step_ns": unprofiled_step_ns,
+                       "captured_step_ns": captured_step_ns, "how": how}, separators=(",", ":"))
 
 #: Version of the NVTX marker payload written by ``pyprof.init()`` (docs/markers.md).
 MARKER_VERSION = 1

@@ -106,6 +106,7 @@ class WorkerData:
         self.memory: list = []  # pyprof.prof.memory.MemoryRun of this process's memory lines, in file order
         self.host: list = []  # pyprof.prof.host.HostRun of this process's host lines, in file order
         self.window: list = []  # pyprof.prof.window.WindowRun of its window line (its input's profiled window)
+        self.program: list = []  # pyprof.prof.program.ProgramRun: its own step times around the capture
         self.devices: set = set()  # CUDA device ids its activities ran on
         # Communication kernels (is_comm): their indices in the timeline arrays and their short names, in input
         # order (the ranks view matches the n-th collective of a name across ranks)
@@ -149,6 +150,7 @@ class WorkerData:
         self.memory += other.memory
         self.host += other.host
         self.window += other.window
+        self.program += other.program
         self.layout_names |= other.layout_names
         self.gpus |= other.gpus
         self.devices |= other.devices

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from pyprof.prof.aggregate import Aggregate
+from pyprof.prof.inflation import program_step
 from pyprof.prof.steps import busy_pct, no_process, steps
 from pyprof.prof.tables import Table
 from pyprof.record import LAUNCHED_NO_GPU
@@ -35,6 +36,12 @@ class Headline:
     activities: int
     modelled_pct: float | None  # share of GPU time whose activity (or its op call) has modelled FLOPs or bytes
     flops_pct: float | None  # share of GPU time on activities that carry modelled FLOPs
+    # The program's own step (pyprof.prof.inflation): the mean over the workers that measured one of their median
+    # unprofiled step, of their captured step timed the same way, and how many times longer that is; None without
+    # a program line
+    program_step_ms: float | None = None
+    captured_step_ms: float | None = None
+    inflation: float | None = None
     top_ops: list[Entry] = field(default_factory=list)
     top_lines: list[Entry] = field(default_factory=list)
     findings: list[Entry] = field(default_factory=list)
@@ -84,12 +91,19 @@ def headline(agg: Aggregate, tables: list[Table], flops_ns: int) -> Headline:
         busy += sum(s.busy_ns for s in sts)
     cov = agg.coverage
     t = cov.time_ns
+    progs = [p for w in agg.workers.values() if (p := program_step(w)) is not None]
+    program_ms = captured_ms = inflation = None
+    if progs:
+        program_ms = round(sum(p.unprofiled_ns for p in progs) / len(progs) / 1e6, 4)
+        captured_ms = round(sum(p.captured_ns for p in progs) / len(progs) / 1e6, 4)
+        inflation = round(captured_ms / program_ms, 2)
     return Headline(
         step_ms=round(span / n_steps / 1e6, 4) if n_steps else None, steps=n_steps,
         gpu_busy_pct=busy_pct(busy, span), gpu_ms=round(t / 1e6, 4),
         activities=cov.kernels,
         modelled_pct=round(100.0 * (cov.own_ns + cov.elsewhere_ns) / t, 2) if t else None,
         flops_pct=round(100.0 * flops_ns / t, 2) if t else None,
+        program_step_ms=program_ms, captured_step_ms=captured_ms, inflation=inflation,
         top_ops=_top(by_name.get("operators"), "op", "device_ms"),
         top_lines=_top(by_name.get("lines"), "line", "gpu_ms", "source"),
         findings=_findings(by_name.get("recommendations")))

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from pyprof.common import InputError, PyprofError, UsageError, output_stream, run_command, users_environment
+from pyprof.record import END_KEY, program_line
 
 PROG = "pyprof run"
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -100,8 +101,10 @@ def _run(args) -> int:
     # finds pyprof and the capture's NVTX binding alone there (PYPROF_RUN_PACKAGES).
     env["PYTHONPATH"] = os.pathsep.join([str(BOOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["PYPROF_RUN_PACKAGES"] = json.dumps(capture_packages())
+    timing = out / "timing.json"  # the program's own step times (pyprof.run.timing), written at the script's exit
+    timing.unlink(missing_ok=True)
     env.update(PYPROF_RUN_BACKEND=backend, PYPROF_RUN_STEPS=str(args.steps), PYPROF_RUN_WARMUP=str(args.warmup),
-               PYPROF_RUN_TRACE=str(out / "trace.json"))
+               PYPROF_RUN_TRACE=str(out / "trace.json"), PYPROF_RUN_TIMING=str(timing))
     if args.step_marker is not None:
         if not args.step_marker.strip():
             raise UsageError("--step-marker: give the name of the script's step ranges")
@@ -124,8 +127,44 @@ def _run(args) -> int:
     if export is None:
         _note(f"nothing was captured (the script ended before its step {args.warmup + 1}?)")
         return status or 1
-    _analyse(export, out, _source_roots(command))
+    _analyse(export, out, _source_roots(command), _program_lines(timing))
     return status
+
+
+def _program_lines(timing: Path) -> list[str]:
+    """The program line (record.program_line) of the step times the script's interpreter wrote, or none: a script
+    that died without running its exit handlers, or a file that is not what pyprof.run.timing writes (said once)."""
+
+    if not timing.exists():
+        return []
+    try:
+        d = json.loads(timing.read_text())
+        pid, how = d["pid"], d["how"]
+        lists = [d["unprofiled_step_ns"], d["captured_step_ns"]]
+        ok = type(pid) is int and type(how) is str and all(
+            type(x) is list and all(type(v) is int and v > 0 for v in x) for x in lists)
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        _note(f"{timing}: not the step times pyprof run writes; the report has no unprofiled step")
+        return []
+    return [program_line(pid, *lists, how)]
+
+
+class _SideLinesBeforeEnd:
+    """A stream that writes ``lines`` (side lines) just before parse's end line, where side lines belong
+    (record.SIDE_KEY): pyprof.parse.parse_file writes the end line last, whole, in one write."""
+
+    def __init__(self, f, lines: list[str]) -> None:
+        self.f, self.lines = f, lines
+        self.end = '{"' + END_KEY + '":'
+
+    def write(self, text: str) -> int:
+        at = text.find(self.end)
+        if self.lines and at >= 0 and (at == 0 or text[at - 1] == "\n"):
+            text = text[:at] + "".join(f"{line}\n" for line in self.lines) + text[at:]
+            self.lines = []
+        return self.f.write(text)
 
 
 def _source_roots(command: list[str]) -> list[str]:
@@ -178,7 +217,7 @@ def _export(out: Path, backend: str) -> Path | None:
     return sqlite
 
 
-def _analyse(export: Path, out: Path, source_roots: list[str]) -> None:
+def _analyse(export: Path, out: Path, source_roots: list[str], side: list[str]) -> None:
     from pyprof.parse import parse_file
     from pyprof.report.cli import run as report
 
@@ -186,7 +225,7 @@ def _analyse(export: Path, out: Path, source_roots: list[str]) -> None:
     # Written to a temporary name and renamed into place (output_stream): a capture that parse refuses leaves
     # no records.dict; one that report refuses takes its records.dict away again.
     with output_stream(str(records)) as f:
-        parse_file(str(export), f)
+        parse_file(str(export), _SideLinesBeforeEnd(f, side))
     try:
         h = report([str(records)], str(page), source_roots=source_roots)
     except PyprofError:
@@ -221,6 +260,12 @@ def _headline(h) -> None:
     top = ", ".join(f"{e.label} {_known(e.pct, '%')}" for e in h.top_ops)
     _note(f"step {_known(h.step_ms, ' ms')} ({h.steps} steps), GPU busy {_known(h.gpu_busy_pct, '%')}, "
           f"{h.activities} GPU activities; top ops: {top}")
+    if h.program_step_ms is None and h.steps:
+        _note("the program's own step was not measured: the step and the findings' idle figures include the "
+              "capture's own cost")
+    elif h.program_step_ms is not None:
+        _note(f"the program's own step {h.program_step_ms} ms unprofiled, captured {h.captured_step_ms} ms: the "
+              f"capture inflated the step {h.inflation}x; the findings' idle figures are the program's")
     for e in h.findings:
         saving = "saving not estimated" if e.saving_ms is None else f"saves up to {e.saving_ms} ms"
         _note(f"finding: {e.label[:120]} ({saving})")

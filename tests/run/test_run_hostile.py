@@ -132,7 +132,16 @@ def _headline_lines(capsys, **over) -> list[str]:
 def test_the_headline_says_its_numbers_and_a_saving_when_measured(capsys):
     assert _headline_lines(capsys) == [
         "pyprof run: step 12.5 ms (3 steps), GPU busy 80.0%, 10 GPU activities; top ops: aten::mm 66.7%",
+        "pyprof run: the program's own step was not measured: the step and the findings' idle figures include the "
+        "capture's own cost",
         "pyprof run: finding: low_occupancy: kernels k (0%) (saves up to 0.5 ms)"]
+
+
+def test_the_headline_sets_the_programs_own_step_beside_the_captured_one(capsys):
+    # 12.5 ms captured (timed the same way) against 10 ms unprofiled: 12.5 / 10 = 1.25
+    lines = _headline_lines(capsys, program_step_ms=10.0, captured_step_ms=12.5, inflation=1.25, findings=[])
+    assert lines[1] == ("pyprof run: the program's own step 10.0 ms unprofiled, captured 12.5 ms: the capture "
+                        "inflated the step 1.25x; the findings' idle figures are the program's")
 
 
 def test_the_headline_says_na_where_the_report_measured_nothing(capsys):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from pyprof.prof.aggregate import Aggregate, WorkerData
 from pyprof.prof.gpu_features import Capability, capability
+from pyprof.prof.inflation import ProgramStep, program_step
 from pyprof.prof.peaks import GpuPeaks
 from pyprof.prof.steps import steps
 from pyprof.prof.views.common import merged, short_lines, total
@@ -86,8 +87,12 @@ class Ctx:
         self.gpu_ns = total(ws, "gpu_ns")
         self.kernel_ns = total(ws, "kernel_ns")
         self.prefix, self.short = short_lines(merged(ws, "lines"))
-        # The profiled span (the steps' windows, wall time on the GPU's clock): what a saving is a share of.
-        self.span_ns = sum(s.span_ns for w in ws for s in steps(w)[0])
+        # What a saving is a share of: the program's own steps (a worker's steps x its unprofiled step, where a
+        # program line measured it; pyprof.prof.inflation), else the profiled span (the steps' windows, wall time on
+        # the GPU's clock), which includes the capture's own cost.
+        self.programs: dict[int, ProgramStep | None] = {id(w): program_step(w) for w in ws}
+        self.trace_span_ns = sum(s.span_ns for w in ws for s in steps(w)[0])
+        self.span_ns = sum(self.worker_span_ns(w) for w in ws)
         self.notes: dict[tuple[str, str], str] = {}
         self.peaks, self.cap, self.gpu_reason = _the_gpu(agg, ws)
         self.source = agg.source
@@ -108,6 +113,42 @@ class Ctx:
     def cannot(self, rule: str, what: str, reason: str) -> None:
         """Note, once per rule and subject, that ``rule`` cannot judge ``what`` for ``reason``."""
         self.notes.setdefault((rule, what), f"{rule}: cannot judge {what}: {reason}.")
+
+    def worker_span_ns(self, w: WorkerData) -> float:
+        """The worker's steps as the program runs them (steps x unprofiled step) where measured, else its span."""
+        p = self.programs[id(w)]
+        return p.unprofiled_ns * p.steps if p is not None else sum(s.span_ns for s in steps(w)[0])
+
+    def program_idle(self, w: WorkerData, idle_ns: float) -> float:
+        """``idle_ns``, GPU idle time of the worker's captured steps, as the program's: times its idle factor
+        (ProgramStep.idle_factor: its idle per step without the capture over the capture's) where a program line
+        measured it, never more than its steps' own idle; else as it is (the capture's, said once by idle_said)."""
+        p = self.programs[id(w)]
+        if p is None:
+            return float(idle_ns)
+        return min(idle_ns * p.idle_factor, p.program_idle_ns * p.steps)
+
+    def idle_said(self, rule: str) -> None:
+        """A rule about GPU idle time fired: say once how its figures stand to the program's own. Where every worker
+        measured its program step, the scaling with each worker's numbers; where one did not, that its figures are
+        the capture's, whose own cost they include, unmeasured."""
+        many = len(self.ws) > 1
+        for w in self.ws:
+            p = self.programs[id(w)]
+            if p is None:
+                if steps(w)[0]:
+                    self.notes.setdefault(("idle", "unmeasured"), (
+                        f"{', '.join(sorted(IDLE_RULES))}: their idle figures are the capture's and include its own "
+                        "cost, unmeasured: no unprofiled step was recorded (pyprof run times the program's own steps "
+                        "around the capture; pyprof.step() in a script; docs/capture.md)."))
+                continue
+            whose = f"{w.name}: " if many else ""
+            self.notes.setdefault(("idle", w.name), (
+                f"{whose}the idle rules' figures are the program's: the capture's idle time x "
+                f"{p.idle_factor:.3f} = the program's idle per step {fmt_ms(p.program_idle_ns)} (its unprofiled step "
+                f"{fmt_ms(p.unprofiled_ns)}, {p.unprofiled_steps} steps, - the GPU's busy time per captured step "
+                f"{fmt_ms(p.busy_ns)}) / the capture's idle per step {fmt_ms(p.trace_idle_ns)}; a saving is a "
+                f"share of the program's {p.steps} steps ({fmt_ms(p.unprofiled_ns * p.steps)})."))
 
     def has_launches(self, w: WorkerData) -> bool:
         """Whether the worker's activities carry launch (CUDA API) times (gaps.launch_times)."""

@@ -5,6 +5,7 @@ efficiency and estimated achieved occupancy. Steps are windows that partition ea
 from __future__ import annotations
 
 from pyprof.prof.aggregate import Aggregate
+from pyprof.prof.inflation import program_step
 from pyprof.prof.tables import Table
 from pyprof.prof.steps import Step, busy_pct, no_process, span_window, steps
 from pyprof.prof.window import window_of
@@ -102,6 +103,7 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
                            "are never averaged together: each has its own GPU timeline (compare them in the "
                            "workers view).")
     table.notes += [_window_note(w, many) for w in workers if steps(w)[0] and window_of(w.window) is not None]
+    table.notes += [note for w in workers if (note := _program_note(w, many))]
     lost = [w.name for w in workers if no_process(w) and steps(w)[0]]
     if lost:
         table.notes.append(f"Worker {', '.join(lost)}: activities with no process, because the export has no "
@@ -113,6 +115,21 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
         table.notes.append(f"{untimed} activities have no start/end times (original PyProf dict lines): they are "
                            "in the other views but not in the steps.")
     return table
+
+
+def _program_note(w, many: bool) -> str | None:
+    """The program's own step beside the captured one, and the program's GPU idle per step that follows (None
+    without a program line: pyprof.prof.inflation)."""
+    p = program_step(w)
+    if p is None:
+        return None
+    whose = f"{w.name}: " if many else ""
+    captured = "their median, timed the same way" if p.captured_from == "the same timing" else "the mean span above"
+    return (f"{whose}Program step {ms(p.unprofiled_ns)} ms unprofiled (median of {p.unprofiled_steps} steps run with "
+            f"nothing of the capture on; {p.how}), captured {ms(p.captured_ns)} ms ({captured}): the capture inflated "
+            f"the step {p.inflation:.2f}x. The GPU's busy time per captured step is {ms(p.busy_ns)} ms (kernel time "
+            f"barely moves under a capture), so the program's GPU idle per step is {ms(p.unprofiled_ns)} - "
+            f"{ms(p.busy_ns)} = {ms(p.program_idle_ns)} ms, where the capture shows {ms(p.trace_idle_ns)} ms.")
 
 
 #: What each window source is, in words (record.WINDOW_SOURCES).

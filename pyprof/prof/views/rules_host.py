@@ -79,16 +79,18 @@ def idle(c: Ctx) -> list[Finding]:
         for rule in ("launch_bound", "idle_gaps"):
             c.cannot(rule, "what the GPU waited for", "the records carry no launch (CUDA API) times, so whether "
                      "the GPU waited for a launch cannot be told")
-    short_ns = sum(int(g.idle_ns[m].sum()) for _, g, m in short)
+    trace_ns = sum(int(g.idle_ns[m].sum()) for _, g, m in short)
+    # the program's idle: the capture's scaled by each worker's measured step (Ctx.program_idle)
+    short_ns = sum(c.program_idle(w, int(g.idle_ns[m].sum())) for w, g, m in short)
     n_short = sum(int(m.sum()) for _, _, m in short)
     if 100.0 * short_ns / span >= LAUNCH_IDLE_SHARE:
         n_k, tiny = total(c.ws, "kernels"), total(c.ws, "tiny_kernels")
+        c.idle_said("launch_bound")
         out.append(Finding(
             "launch_bound", f"before {top(_by_site(c, short))}; steps {top(_by_step(c, short))}",
             f"{n_short} gaps under {SHORT_GAP_NS / 1000:.0f} us, each ended by work launched after the GPU went "
-            f"idle, leave it idle {fmt_ms(short_ns)} ({share(short_ns, span)} of the profiled span); {tiny} of "
-            f"{n_k} kernels ran under 10 us",
-            float(short_ns),
+            f"idle, leave it idle {_idle_words(c, trace_ns, short_ns)}; {tiny} of {n_k} kernels ran under 10 us",
+            short_ns,
             "Launch-bound: CUDA graphs (torch.compile(mode='reduce-overhead')), torch.compile to fuse kernels, "
             "larger batches, foreach/fused optimizers", short_ns))
     rows = []
@@ -102,7 +104,8 @@ def idle(c: Ctx) -> list[Finding]:
             continue
         per_site = np.bincount(g.site[long], weights=g.idle_ns[long])
         for site in np.flatnonzero(per_site):
-            ns = int(round(per_site[site]))
+            trace_ns = int(round(per_site[site]))
+            ns = c.program_idle(w, trace_ns)
             if 100.0 * ns / span < GAP_IDLE_SHARE:
                 continue
             mine = long & (g.site == site)
@@ -113,15 +116,27 @@ def idle(c: Ctx) -> list[Finding]:
             rows.append(Finding(
                 "idle_gaps", f"{wname + ' ' if wname else ''}{op} at {c.line(line, text=True)}; steps "
                 f"{top(_by_step(c, [(w, g, mine)]))}",
-                f"{int(mine.sum())} gaps of {SHORT_GAP_NS / 1000:.0f} us or more before it, {fmt_ms(ns)} idle "
-                f"({share(ns, span)} of the profiled span), the largest {fmt_ms(int(g.idle_ns[big]))} in "
+                f"{int(mine.sum())} gaps of {SHORT_GAP_NS / 1000:.0f} us or more before it, idle "
+                f"{_idle_words(c, trace_ns, ns)}, the largest {fmt_ms(int(g.idle_ns[big]))} in "
                 f"{g.labels[g.step[big]]}{late}",
-                float(ns),
+                ns,
                 "The GPU waits for the host before this line: profile the CPU between the previous GPU work and it "
                 "(Python work, data loading, zero_grad/optimizer overhead, synchronisations); CUDA graphs or "
                 "torch.compile cut host time, a DataLoader with workers and pin_memory overlaps loading", ns))
+    if rows:
+        c.idle_said("idle_gaps")
     out += cap_rows(rows)
     return out
+
+
+def _idle_words(c: Ctx, trace_ns: float, program_ns: float) -> str:
+    """Idle time in the evidence: the capture's, a share of the profiled span, and where a program step was
+    measured (Ctx.programs) the program's, a share of its own steps."""
+    said = f"{fmt_ms(trace_ns)} ({share(trace_ns, c.trace_span_ns)} of the profiled span)"
+    if not any(c.programs.values()):
+        return said
+    return f"{said} in the capture, {fmt_ms(program_ns)} without it ({share(program_ns, c.span_ns)} of the " \
+           "program's own steps)"
 
 
 def data_loading(c: Ctx) -> list[Finding]:
@@ -137,14 +152,19 @@ def data_loading(c: Ctx) -> list[Finding]:
         start = np.frombuffer(w.start_ns, np.int64)
         busy = Intervals.of(start, np.maximum(np.frombuffer(w.end_ns, np.int64), start))
         inside = loads.within(t0, t1)
-        idle_ns = inside.minus(busy.within(t0, t1)).total()
-        span = t1 - t0
+        trace_ns = inside.minus(busy.within(t0, t1)).total()
+        idle_ns = c.program_idle(w, trace_ns)
+        span = c.worker_span_ns(w)
         if not span or 100.0 * idle_ns / span < DATA_LOADING_SHARE:
             continue
+        c.idle_said("data_loading")
+        said = f"{fmt_ms(trace_ns)} of it ({share(trace_ns, t1 - t0)} of the profiled span)"
+        if c.programs[id(w)] is not None:
+            said += f", {fmt_ms(idle_ns)} without the capture ({share(idle_ns, span)} of the program's own steps)"
         out.append(Finding(
             "data_loading", w.name if len(c.ws) > 1 else "the DataLoader",
-            f"the host spent {fmt_ms(inside.total())} in the DataLoader within the steps; the GPU ran nothing for "
-            f"{fmt_ms(idle_ns)} of it ({share(idle_ns, span)} of the profiled span)", float(idle_ns),
+            f"the host spent {fmt_ms(inside.total())} in the DataLoader within the steps (in the capture); the GPU "
+            f"ran nothing for {said}", idle_ns,
             "Load the next batch while the GPU computes: DataLoader(num_workers>0, pin_memory=True, "
             "persistent_workers=True) and .to(device, non_blocking=True); move decoding and augmentation off the "
             "main process", idle_ns))
@@ -163,16 +183,20 @@ def syncs(c: Ctx) -> list[Finding]:
     ns = sum(g.ns for g in sync.values())
     # A gap right after a copy that blocked the host: the host could launch nothing before the copy returned. Where
     # launch times are recorded, only gaps whose work came after the GPU went idle count (not work already queued).
-    after = [(g, g.after_sync & (g.launch_late_ns > 0) if c.has_launches(w) else g.after_sync)
+    after = [(w, g, g.after_sync & (g.launch_late_ns > 0) if c.has_launches(w) else g.after_sync)
              for w, g in ((w, gaps(w)) for w in c.ws)]
-    idle_ns = sum(int(g.idle_ns[m].sum()) for g, m in after)
-    n_after = sum(int(m.sum()) for _, m in after)
+    trace_ns = sum(int(g.idle_ns[m].sum()) for _, g, m in after)
+    idle_ns = sum(c.program_idle(w, int(g.idle_ns[m].sum())) for w, g, m in after)
+    n_after = sum(int(m.sum()) for _, _, m in after)
     where = sorted({f"{op} at {c.line(line, text=True)}" for op, line in sync})
+    if n_after:
+        c.idle_said("sync_copies")
     return [Finding(
         "sync_copies", top(where),
         f"{n} device-to-host copies that block the host ({fmt_ms(ns)}); " + (
-            f"the GPU then sat idle {fmt_ms(idle_ns)} in {n_after} gaps right after them, waiting for the host to "
-            "launch again" if n_after else "the GPU did not wait after them (its next work was already queued)"),
+            f"the GPU then sat idle {_idle_words(c, trace_ns, idle_ns)} in {n_after} gaps right after them, "
+            "waiting for the host to launch again" if n_after else
+            "the GPU did not wait after them (its next work was already queued)"),
         float(idle_ns + ns),
         "Avoid .item(), .cpu(), print() and Python conditions on GPU tensors inside the loop: accumulate on "
         "the GPU and read once per N steps", idle_ns + ns)]

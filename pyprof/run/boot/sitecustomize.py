@@ -59,38 +59,73 @@ def _chain() -> None:
 class _Steps:
     """The measured steps: after ``warmup`` optimizer steps, ``steps`` more (0: all of them), each inside an
     NVTX range ``ProfilerStep#k`` (the steps prof's overview finds), the capture started and stopped around
-    them."""
+    them. Every step is timed (pyprof.run.timing): those before and after the capture ran with nothing of it on
+    (pyprof.init()'s wrappers installed but off, no profiler), so that they are the program's own step."""
 
-    def __init__(self, backend: str, warmup: int, steps: int, trace: str, marker: str | None = None) -> None:
+    def __init__(self, backend: str, warmup: int, steps: int, trace: str, marker: str | None = None,
+                 timing: str | None = None) -> None:
         self.backend, self.warmup, self.steps, self.trace = backend, warmup, steps, trace
         self.marker = marker  # the script's own step ranges' name, counted instead of optimizer steps
+        self.timing = timing  # where the step times go at exit (pyprof run reads them)
         self.done = 0  # optimizer steps so far
         self.open = False
         self.finished = False
+        self.capturing = False  # pyprof.init()'s markers are on
         self.prof = None
+        self.timer = None  # pyprof.run.timing.StepTimer
         self._nvtx = None  # (range_push, range_pop) as torch had them, when the script's own are counted
+
+    def _install(self) -> None:
+        """pyprof.init() before the script runs, so that what the script then imports of torch is the wrapped
+        callables, and off at once: its wrappers call straight through while the capture state has no emitter
+        (pyprof.nvtx's ``state.emitter``, the one thing they test; pyprof.nvtx has no public switch, so it is
+        set here), and nothing else of it is on (no module hooks, no autograd ranges)."""
+        import pyprof
+        from pyprof import nvtx
+
+        pyprof.init(ops=self.backend == "nsys", modules=False, backward=False)
+        nvtx.state.emitter = None
+
+    def _markers(self, on: bool) -> None:
+        """pyprof.init()'s markers on (the capture's start) or off (its end). On: init() again, whole, after
+        uninit() (which puts torch's attributes back): the wrappers the script already holds read the same state,
+        so they mark again, once. Off: uninit()."""
+        import pyprof
+
+        if on == self.capturing:
+            return
+        self.capturing = on
+        pyprof.uninit()
+        if not on:
+            return
+        if self.backend == "nsys":
+            pyprof.init()
+        else:
+            # The profiler records eager ops itself; what torch.compile generates is named by pyprof alone.
+            pyprof.init(ops=False, modules=False, backward=False)
 
     def start(self) -> None:
         import torch
 
-        if self.backend == "nsys":
-            import pyprof
+        from pyprof.run.timing import StepTimer
 
-            pyprof.init()
+        self.timer = StepTimer(torch)
+        # Installed, but off until the capture begins: the steps before it are the program's own.
+        self._install()
+        if self.backend == "nsys":
             if self.warmup == 0:
                 self._begin(torch)
         else:
-            import pyprof
-
-            # The profiler records eager ops itself; what torch.compile generates is named by pyprof alone.
-            pyprof.init(ops=False, modules=False, backward=False)
             activities = [torch.profiler.ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             # a schedule in both cases, so that each step is a ProfilerStep range; --steps 0: every step after the
-            # warm-up, exported when the script ends
-            schedule = torch.profiler.schedule(wait=0, warmup=self.warmup, active=self.steps or 2 ** 31 - 1,
-                                               repeat=1)
+            # warm-up, exported when the script ends. The warm-up steps wait (no profiler on: the program's own)
+            # but the last, the profiler's own warm-up (its first recorded step would pay for starting it).
+            wait, warm = max(0, self.warmup - 1), min(1, self.warmup)
+            schedule = torch.profiler.schedule(wait=wait, warmup=warm, active=self.steps or 2 ** 31 - 1, repeat=1)
+            if self.warmup <= 1:
+                self._markers(True)
             self.prof = torch.profiler.profile(activities=activities, schedule=schedule, record_shapes=True,
                                                with_stack=True, with_modules=True, profile_memory=True,
                                                on_trace_ready=self._export)
@@ -121,7 +156,7 @@ class _Steps:
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
             register_optimizer_step_post_hook(self._after_step)
-        atexit.register(self.finish)
+        atexit.register(self.at_exit)
 
     def _count_marked_ranges(self, torch) -> None:
         """A step ends where one of the script's ranges named ``marker`` closes: record_function's exit, or the pop
@@ -158,25 +193,34 @@ class _Steps:
         self._nvtx = (push, pop)  # this module's own step ranges bypass the counting
 
     def _begin(self, torch) -> None:
+        self._markers(True)
         if torch.cuda.is_available():
             torch.cuda.synchronize()
             torch.cuda.profiler.start()
         self._range(torch)
 
-    def _range(self, torch) -> None:
-        push, pop = self._nvtx or (torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop)
-        if self.open:
-            pop()
-        push(f"ProfilerStep#{self.done - self.warmup}")
-        self.open = True
+    def _phase(self) -> str:
+        """The phase (pyprof.run.timing.PHASES) of the step that just ended, the ``done``-th."""
+        n, w, last = self.done, self.warmup, self.warmup + self.steps
+        if n > w and (not self.steps or n <= last):
+            return "captured"
+        if self.backend != "nsys" and n == w:
+            return "skipped"  # the profiler's own warm-up step (torch): it runs the profiler, its events dropped
+        if self.steps and n == last + 1:
+            return "skipped"  # the first step after the capture pays for ending it (a synchronize, the export)
+        return "unprofiled"
 
     def _after_step(self, _optimizer, _args, _kwargs) -> None:
         import torch
 
         self.done += 1
+        if self.timer is not None:
+            self.timer.boundary(self._phase())
         if self.finished:
             return
         if self.backend != "nsys":
+            if self.done == self.warmup - 1:
+                self._markers(True)  # the next step is the profiler's warm-up
             self.prof.step()
             return
         if self.done == self.warmup:
@@ -190,6 +234,19 @@ class _Steps:
     def _export(self, prof) -> None:
         prof.export_chrome_trace(self.trace)
         self.finished = True
+        self._markers(False)
+
+    def write_timing(self) -> None:
+        """Write the step times for pyprof run (at exit: the steps after the capture are in). A device that cannot
+        read its events any more leaves no file, and the report says no unprofiled step was measured."""
+        if self.timer is None or not self.timing:
+            return
+        from pyprof.run.timing import write
+
+        try:
+            write(self.timing, os.getpid(), self.timer.program())
+        except (RuntimeError, OSError) as e:
+            sys.stderr.write(f"pyprof run: the program's step times were not written: {e}\n")
 
     def finish(self) -> None:
         """End the capture (the measured steps are done, or the script ends: by itself, an error or Ctrl-C)."""
@@ -210,6 +267,7 @@ class _Steps:
                     self.prof.export_chrome_trace(self.trace)
                 except RuntimeError:
                     pass  # nothing was recorded (the script ended during warm-up)
+            self._markers(False)
             return
         if self.open:
             (self._nvtx[1] if self._nvtx else torch.cuda.nvtx.range_pop)()
@@ -217,6 +275,11 @@ class _Steps:
         if torch.cuda.is_available():
             torch.cuda.synchronize()
             torch.cuda.profiler.stop()
+        self._markers(False)
+
+    def at_exit(self) -> None:
+        self.finish()
+        self.write_timing()
 
 
 def _boot() -> None:
@@ -226,7 +289,7 @@ def _boot() -> None:
     os.environ["PYPROF_RUN_ACTIVE"] = str(os.getpid())  # the script's children leave the capture to it
     steps = _Steps(backend, int(os.environ.get("PYPROF_RUN_WARMUP", "0")),
                    int(os.environ.get("PYPROF_RUN_STEPS", "0")), os.environ.get("PYPROF_RUN_TRACE", "trace.json"),
-                   os.environ.get("PYPROF_RUN_STEP_MARKER"))
+                   os.environ.get("PYPROF_RUN_STEP_MARKER"), os.environ.get("PYPROF_RUN_TIMING"))
     try:
         steps.start()
     except ImportError as e:  # an interpreter without torch (or pyprof): the script runs, nothing is captured
