@@ -137,3 +137,30 @@ def test_cuda_events_time_each_step_from_the_previous_ones_end():
     assert t.program() == {"unprofiled_step_ns": [30_000_000, 35_000_000], "captured_step_ns": [25_000_000],
                            "how": HOW_CUDA}
     assert _FakeCuda.synced == 1 and HOW_CUDA.startswith("cuda events")
+
+
+def test_nsys_steps_open_a_range_per_captured_step_and_start_and_stop_the_capture(monkeypatch):
+    """The nsys path of the step hook end to end, with a fake torch.cuda (no GPU here): a run on the GPU machine
+    found _begin calling a step-range method that was gone. warmup 2, steps 3: the profiler starts after the 2nd
+    optimizer step, ProfilerStep#0..2 open one after another, the capture stops after the 5th."""
+    monkeypatch.delenv("PYPROF_RUN_BACKEND", raising=False)
+    import types
+
+    import pyprof
+
+    calls = []
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True, synchronize=lambda: None,
+        profiler=types.SimpleNamespace(start=lambda: calls.append("start"), stop=lambda: calls.append("stop")),
+        nvtx=types.SimpleNamespace(range_push=lambda name: calls.append(f"push {name}"),
+                                   range_pop=lambda: calls.append("pop")))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    steps = _boot_module()._Steps("nsys", 2, 3, "unused")
+    monkeypatch.setattr(steps, "_markers", lambda on: calls.append(f"markers {on}"))
+    try:
+        for _ in range(7):
+            steps._after_step(None, None, None)
+    finally:
+        pyprof.uninit()
+    assert calls == ["markers True", "start", "push ProfilerStep#0", "pop", "push ProfilerStep#1", "pop",
+                     "push ProfilerStep#2", "pop", "stop", "markers False"]

@@ -199,6 +199,13 @@ class _Steps:
             torch.cuda.profiler.start()
         self._range(torch)
 
+    def _range(self, torch) -> None:
+        push, pop = self._nvtx or (torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop)
+        if self.open:
+            pop()
+        push(f"ProfilerStep#{self.done - self.warmup}")
+        self.open = True
+
     def _phase(self) -> str:
         """The phase (pyprof.run.timing.PHASES) of the step that just ended, the ``done``-th."""
         n, w, last = self.done, self.warmup, self.warmup + self.steps
