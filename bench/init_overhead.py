@@ -8,7 +8,8 @@ Variants, run in alternating rounds so that a busy neighbour slows them all alik
   bare       - no profiler;
   init       - ``pyprof.init()`` with its defaults (NVTX ranges; without a collector attached, nvtx's
                push and pop are near no-ops, so on a machine without nsys this is the wrappers' own cost);
-  init-null  - ``pyprof.init()`` with a sink that drops every range: the wrappers' work without any NVTX call;
+  init-null  - ``pyprof.init(backward=False)`` with a sink that drops every range: the wrappers' own work,
+               without any NVTX call (pyprof's or PyTorch's autograd ranges);
   init-ops   - ``pyprof.init(modules=False, backward=False)``: op ranges only;
   init-nobwd - ``pyprof.init(backward=False)`` (CUDA only): without PyTorch's autograd NVTX ranges, which
                init() turns on on CUDA builds; init minus init-nobwd is what those cost.
@@ -41,7 +42,7 @@ class NullSink:
 
 
 def build(opts, device: str):
-    """Return (step function, description) for the model the options describe."""
+    """Return the training step (a function of no arguments) of the model the options describe."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(vocab_size=opts.vocab, hidden_size=opts.hidden, intermediate_size=opts.hidden * 11 // 4,
@@ -118,7 +119,7 @@ def main() -> None:
         if getattr(opts, name) is None:
             setattr(opts, name, on_cuda if cuda else on_cpu)
     step = build(opts, "cuda" if cuda else "cpu")
-    variants = {"bare": None, "init": {}, "init-null": {"sink": NullSink()},
+    variants = {"bare": None, "init": {}, "init-null": {"sink": NullSink(), "backward": False},
                 "init-ops": {"modules": False, "backward": False}, "init-nobwd": {"backward": False}}
     # Without CUDA, init() never turns on the autograd NVTX mode: init-nobwd would be init again.
     chosen = [v for v in opts.variants.split(",") if v and (cuda or v != "init-nobwd")]
