@@ -15,7 +15,8 @@ Variants, run in alternating rounds so that a busy neighbour slows them all alik
                init() turns on on CUDA builds; init minus init-nobwd is what those cost.
 Each step is timed alone (``perf_counter`` on the CPU; on CUDA, events around the step and a synchronize after
 it). Prints one line per figure: the median step time, its ratio to bare measured in the same run, and the
-added time per range pushed (op and module ranges); then the calls a step makes (op and module ranges, counted with a recording sink).
+added time per range pushed; first, the ranges a step pushes (op and module ranges, counted with a recording
+sink).
 """
 from __future__ import annotations
 
