@@ -21,6 +21,7 @@ _MISS = object()  # cached attributes are None when no profiler is attached
 
 _signature = payload.signature
 _FAST_TENSORS = (payload.torch.Tensor, payload.torch.nn.Parameter)
+_SCALARS = payload.SCALAR_TYPES
 _TORCH_DIR = os.path.dirname(os.path.dirname(payload.torch.__file__)) + os.sep + "torch" + os.sep
 _PYPROF_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 # Folders whose frames are never the user's call site: torch, pyprof, and where torch.compile writes the code
@@ -41,6 +42,8 @@ class NvtxSink:
 
     def __init__(self):
         self.domain = nvtx.get_domain(DOMAIN)
+        # The domain's own method, called straight from the wrappers: one Python frame less on every call.
+        self.pop = self.domain.pop_range
 
     def attributes(self, message: str):
         """Return the reusable event attributes for ``message`` (registered once with NVTX)."""
@@ -51,9 +54,6 @@ class NvtxSink:
             # The call id travels as the NVTX int64 payload so the registered text stays shared.
             attrs.payload = call_id
             self.domain.push_range(attrs)
-
-    def pop(self) -> None:
-        self.domain.pop_range()
 
 
 class RecordingSink:
@@ -119,26 +119,31 @@ class Emitter:
             if not hit:
                 break
             f = f.f_back
-        site = (f.f_code, f.f_lineno) if f is not None else None
+        # The site's key is its code object's id and the call's bytecode offset, which fix the line: reading
+        # f_lineno walks the line table (0.5 us a call in a long function) and hashing a code object hashes its
+        # contents (0.3 us). The id cannot be reused while the cached entry holds the code object itself.
+        site = (id(f.f_code), f.f_lasti) if f is not None else None
         try:
-            sig = [(a.shape, a.dtype, a.is_contiguous(), a.get_device(), a.requires_grad) if type(a) in _FAST_TENSORS
-                   else _signature(a) for a in args]
+            # payload.signature's own answers for tensors and scalars, without its call.
+            sig = [(a.shape, a.dtype, a.is_contiguous(), a.get_device(), a.requires_grad)
+                   if (t := type(a)) in _FAST_TENSORS else (t, a) if t in _SCALARS else _signature(a) for a in args]
         except (RuntimeError, NotImplementedError):  # sparse or nested tensors: the careful path
             sig = [_signature(a) for a in args]
         if kwargs:
             sig.append(tuple((k, _signature(v)) for k, v in kwargs.items()))
         key = (key_fn, site, tuple(sig), tuple(self.user_stack(frame)) if self.stack else None)
-        attrs = self.cache.get(key, _MISS)
-        if attrs is _MISS:
-            attrs = self._build(key, mod, op, args, kwargs, f, frame)
-        self.push(attrs, next(self.ids))
+        entry = self.cache.get(key)
+        if entry is None:
+            entry = self._build(key, mod, op, args, kwargs, f, frame)
+        self.push(entry[0], next(self.ids))
 
     def _build(self, key, mod, op, args, kwargs, f, frame):
         site = f"{f.f_code.co_filename}:{f.f_lineno}" if f is not None else ""
         stack = self.user_stack(frame) if self.stack else None
         attrs = self.sink.attributes(payload.op_marker(mod, op, args, kwargs, site, stack))
-        self.cache.add(key, attrs)
-        return attrs
+        entry = (attrs, f.f_code if f is not None else None)  # the code object keeps its id (in the key) unique
+        self.cache.add(key, entry)
+        return entry
 
     def push_text(self, text: str) -> None:
         """Push a range with a fixed text (layers, modules); cached by the text."""

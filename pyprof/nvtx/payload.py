@@ -11,12 +11,15 @@ import math
 
 import torch
 
+from pyprof.common import BoundedDict
 from pyprof.record import MARKER_VERSION
 
 MAX_STR_CHARS = 64
 
 _Tensor = torch.Tensor
-_SCALARS = (int, float, bool, str, type(None), complex)
+_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)  # exact types: a subclass may answer differently
+SCALAR_TYPES = (int, float, bool, str, type(None), complex)
+_SCALARS = SCALAR_TYPES
 _CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
 _CONSTANT_NAMES = {torch.dtype: "dtype", torch.device: "device", torch.layout: "layout",
                    torch.memory_format: "memory_format"}
@@ -34,7 +37,11 @@ def signature(x):
         # The type is part of the key: 1, 1.0 and True are equal as dict keys but not as markers.
         return (t, x)
     if t is tuple or t is list or t is torch.Size:
-        return (t, tuple(map(signature, x)))
+        try:  # a list of plain tensors (foreach ops, cat) without a call per element
+            return (t, tuple([(e.shape, e.dtype, e.is_contiguous(), e.get_device(), e.requires_grad)
+                              if type(e) in _PLAIN_TENSORS else signature(e) for e in x]))
+        except (RuntimeError, NotImplementedError):
+            return (t, tuple(map(signature, x)))
     if t in _CONSTANTS:
         return x
     return t
@@ -125,13 +132,48 @@ def _cut(s: str) -> str:
 
 
 def op_marker(mod: str, op: str, args, kwargs, site: str, stack: list[str] | None = None) -> str:
-    """Return the JSON text of an op range (docs/markers.md, "Op ranges")."""
-    entries = [describe(a) for a in args]
-    entries += [describe(v, k) for k, v in kwargs.items()]
-    payload = {"pyprof": MARKER_VERSION, "mod": mod, "op": op, "args": entries, "site": site}
+    """Return the JSON text of an op range (docs/markers.md, "Op ranges").
+
+    The text is what ``json.dumps`` writes for the payload dict (compact separators, keys in the documented order),
+    assembled from each argument's entry text: a tensor's entry is cached by its signature, so a call whose scalars
+    change every step (an optimizer's per-step list of bias corrections beside lists of a hundred parameters) costs
+    a join of cached texts, not a dump of every tensor again.
+    """
+    parts = [_entry_text(a) for a in args]
+    # A keyword entry is its value's entry with "name" first: '{"name":"k",' + the entry after its "{".
+    parts += ['{"name":' + _dumps(k) + "," + _entry_text(v)[1:] for k, v in kwargs.items()]
+    text = (f'{{"pyprof":{_dumps(MARKER_VERSION)},"mod":{_dumps(mod)},"op":{_dumps(op)},'
+            f'"args":[{",".join(parts)}],"site":{_dumps(site)}')
     if stack is not None:
-        payload["stack"] = stack
-    return json.dumps(payload, separators=(",", ":"))
+        text += ',"stack":' + _dumps(stack)
+    return text + "}"
+
+
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+#: Entry texts of plain tensors by (shape, dtype, contig, device, grad): every key of the entry. Bounded: shapes
+#: that change every step (variable sequence lengths) would otherwise grow it.
+_TENSOR_TEXTS = BoundedDict(20_000)
+
+
+def _entry_text(x) -> str:
+    t = type(x)
+    if t in _PLAIN_TENSORS:
+        return _tensor_text(x)
+    if (t is list or t is tuple) and x and all(type(e) in _PLAIN_TENSORS for e in x):
+        return '{"type":"tensorlist","items":[' + ",".join(map(_tensor_text, x)) + "]}"
+    return _dumps(_describe(x))
+
+
+def _tensor_text(x) -> str:
+    try:
+        key = (x.shape, x.dtype, x.is_contiguous(), x.get_device(), x.requires_grad)
+    except (RuntimeError, NotImplementedError):  # sparse, nested: an entry without contig and device
+        return _dumps(_tensor_entry(x))
+    text = _TENSOR_TEXTS.get(key)
+    if text is None:
+        text = _dumps(_tensor_entry(x))
+        _TENSOR_TEXTS.add(key, text)
+    return text
 
 
 def module_marker(qualname: str, type_name: str) -> str:
