@@ -101,9 +101,15 @@ HOST_CATEGORIES = ("step", "dataloader", "runtime", "op")
 WINDOW_SOURCES = ("capture", "session to last API call", "trace", "API calls")
 
 
-#: What a window line's launches mean in an input without a GPU activity (parse's summary and prof's overview say it
-#: after the count): the launches' GPU side was not recorded, not a program that used no GPU.
-LAUNCHED_NO_GPU = "kernel launches recorded but no GPU activity: the profiler's GPU (CUPTI) activity was off or lost"
+#: What a window line's launches mean in an input without a GPU activity (parse's summary and prof's overview say it,
+#: launched_no_gpu): the launches' GPU side was not recorded, not a program that used no GPU.
+LAUNCHED_NO_GPU = "recorded but no GPU activity: the profiler's GPU (CUPTI) activity was off or lost"
+
+
+def launched_no_gpu(launches: int) -> str:
+    """``N kernel launch(es) recorded but no GPU activity: ...``: the sentence for an input whose launches' GPU
+    side is missing."""
+    return f"{launches} kernel launch{'' if launches == 1 else 'es'} {LAUNCHED_NO_GPU}"
 
 
 def window_line(pid: int | None, start_ns: int, end_ns: int, source: str, launches: int) -> str:

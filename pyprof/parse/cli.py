@@ -11,7 +11,7 @@ from pyprof import cleanup
 from pyprof.common import (InputError, UsageError, no_cyclic_gc, output_stream, refuse_overwriting_inputs,
                            run_command)
 
-from pyprof.record import LAUNCHED_NO_GPU, end_line
+from pyprof.record import end_line, launched_no_gpu
 from pyprof.parse.correlate import Stats
 
 #: How messages and usage name the command: as users type it, also when it was started as python -m pyprof.parse,
@@ -202,7 +202,7 @@ def _run_parallel(sources: list, out: IO[str], jobs: int, raw_markers: bool = Fa
 def _summary(path: str, st: Stats) -> str:
     if st.kernels == 0:
         if not st.records and st.kernel_launches:  # the GPU side is missing, not a program that used no GPU
-            return f"{PROG}: {path}: {st.kernel_launches} {LAUNCHED_NO_GPU}" + _oddities(st)
+            return f"{PROG}: {path}: {launched_no_gpu(st.kernel_launches)}" + _oddities(st)
         extra = f" ({st.records} memcpy/memset records)" if st.records else ""
         # the rows left out are said here too: they may be why there are none
         return f"{PROG}: {path}: no GPU kernels in this profile{extra}" + _oddities(st)

@@ -11,7 +11,7 @@ from pyprof.prof.steps import Step, busy_pct, no_process, span_window, steps
 from pyprof.prof.window import window_of
 from pyprof.prof.views.registry import view
 from pyprof.prof.views.common import ms
-from pyprof.record import LAUNCHED_NO_GPU
+from pyprof.record import launched_no_gpu
 
 #: What the overview's note says of an input whose CPU side launched kernels and whose GPU side recorded nothing.
 
@@ -72,13 +72,13 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
     launched = sum(win.launches for w in workers if not w.totals["records"] and (win := window_of(w.window)))
     if not sum(w.totals["records"] for w in workers):
         table.notes.append(
-            f"{launched} {LAUNCHED_NO_GPU} (no kernel, copy or memset in the input), so no steps." if launched else
+            f"{launched_no_gpu(launched)} (no kernel, copy or memset in the input), so no steps." if launched else
             "No GPU activity in the records: no kernels, copies or memsets (pyprof parse writes its header and end "
             "lines alone for such a profile), so no steps.")
     elif launched:
         idle = [w.name for w in workers if not w.totals["records"] and window_of(w.window)
                 and window_of(w.window).launches]
-        table.notes.append(f"{', '.join(idle)}: {launched} {LAUNCHED_NO_GPU} for that process.")
+        table.notes.append(f"{', '.join(idle)}: {launched_no_gpu(launched)} for that process.")
     elif n_steps:
         table.notes += [
             f"Steps found from: {', '.join(sorted(sources))}. A step's span is its window on the GPU's timeline: "
