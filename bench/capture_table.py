@@ -3,7 +3,8 @@
     python bench/capture_table.py [--steps 12] [--warmup 5] [--modes bare,init,...] [--nsys PATH]
 
 The step: a Hugging Face Llama built from a config (no weights: transformers' LlamaForCausalLM(config)), bf16
-autocast, SDPA (transformers' default attention) with grouped-query attention (16 heads, 4 key/value heads), fused AdamW, batch 8 x 512 tokens.
+autocast, SDPA (transformers' default attention) with grouped-query attention (16 heads, 4 key/value heads),
+fused AdamW, batch 8 x 512 tokens.
 Each mode runs in its own process (``--child MODE``), which times every step with CUDA events, one per step
 boundary on the current stream (nothing per op), and prints the median of the warm steps. Modes:
 

@@ -60,7 +60,8 @@ def expected_counts(path: str) -> dict | str:
                     return "SQLite of another tool"
                 return {k: sum(con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ts if t in tables)
                         for k, ts in spec.items()}
-            except (sqlite3.DatabaseError, UnicodeDecodeError) as e:  # a fuzz case's damaged pages (its error text need not be UTF-8 either)
+            # a fuzz case's damaged pages (whose error text need not be UTF-8 either)
+            except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
                 return f"damaged SQLite ({e})"
             finally:
                 con.close()

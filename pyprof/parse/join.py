@@ -346,8 +346,8 @@ def _refuse_other_programs(st: JoinStats) -> None:
     for path, kernels in ((st.attribution, st.attribution_kernels), (st.timing, st.timing_kernels)):
         if kernels and st.matched_kernels < MIN_MATCHED_SHARE * kernels:
             raise InputError(st.timing, f"not the same program as {st.attribution}: {st.matched_kernels} of "
-                             f"{kernels} kernels of {path} pair by kernel {st.names_by} and launch configuration (the join needs "
-                             f"{MIN_MATCHED_SHARE:.0%} of each input's)")
+                             f"{kernels} kernels of {path} pair by kernel {st.names_by} and launch configuration "
+                             f"(the join needs {MIN_MATCHED_SHARE:.0%} of each input's)")
 
 
 def _merged(attributed: dict, timed: dict) -> dict:
