@@ -49,8 +49,9 @@ def test_the_trace_alone_fires_launch_bound_and_says_its_figures_include_the_cap
     assert "without it" not in row["evidence"]
     said = [n for n in notes if "include its own cost, unmeasured" in n]
     assert len(said) == 1 and said[0].startswith("data_loading, idle_gaps, launch_bound, sync_copies:")
-    (ov,) = build(_agg(tmp_path), ["overview"])
+    (ov, idle) = build(_agg(tmp_path), ["overview", "idle"])
     assert not any("Program step" in n for n in ov.notes)
+    assert not any("program's own idle" in n for n in idle.notes)  # nothing measured: nothing said of it
     h = headline(_agg(tmp_path), [], 0)
     assert (h.program_step_ms, h.captured_step_ms, h.inflation) == (None, None, None)
 
@@ -76,6 +77,12 @@ def test_a_program_line_turns_the_idle_into_the_programs_and_caps_the_saving(tmp
     assert "inflated the step 1.25x" in note and "2.4 - 2.0 = 0.4 ms, where the capture shows 0.99 ms" in note
     h = headline(agg, [], 0)
     assert (h.program_step_ms, h.captured_step_ms, h.inflation) == (2.4, 3.0, 1.25)
+    # the idle view beside its rows: the program's 0.4 ms of idle in its one step (0.4 / 2.4 = 16.67%) against the
+    # capture's 0.99 ms, 0.40 of it the program's (0.4 / 0.99)
+    (idle,) = build(agg, ["idle"])
+    (note,) = [n for n in idle.notes if "program's own idle" in n]
+    assert note.startswith("The program's own idle: 0.4 ms over its step (16.67% of its 2.4 ms step, unprofiled), "
+                           "where the capture shows 0.99 ms") and "0.40 of their time the program's" in note
 
 
 def test_a_program_whose_idle_is_small_is_not_launch_bound(tmp_path):

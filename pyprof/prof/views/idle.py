@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyprof.prof.aggregate import Aggregate
+from pyprof.prof.inflation import program_step
 from pyprof.prof.steps import steps
 from pyprof.prof.tables import Table
 from pyprof.prof.views.common import ms, pct, short_lines, merged
@@ -91,7 +92,25 @@ def idle(agg: Aggregate, worker: str | None = None) -> Table:
         f"Idle in all: {ms(total_idle)} ms of a {ms(span)} ms span ({pct(total_idle, span)}%)." if span else
         "No profiled span (no timed activity).",
     ]
+    t.notes += _programs_own(ws)
     return t
+
+
+def _programs_own(ws) -> list[str]:
+    """Per worker whose program line measured its own step (pyprof run): the program's idle beside the capture's.
+    The gaps above are the capture's: their lengths include the capture's own host time, which no gap says."""
+    out = []
+    for w in ws:
+        p = program_step(w)
+        if p is None:
+            continue
+        who = f"{w.name}: " if len(ws) > 1 else ""
+        steps_text = "step" if p.steps == 1 else f"{p.steps} steps"
+        out.append(f"{who}The program's own idle: {ms(p.program_idle_ns * p.steps)} ms over its {steps_text} "
+                   f"({pct(p.program_idle_ns, p.unprofiled_ns)}% of its {ms(p.unprofiled_ns)} ms step, unprofiled), "
+                   f"where the capture shows {ms(p.trace_idle_ns * p.steps)} ms: the rows above are the capture's "
+                   f"gaps, {p.idle_factor:.2f} of their time the program's (overview).")
+    return out
 
 
 def _edges(w) -> list[int]:
