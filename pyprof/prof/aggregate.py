@@ -208,6 +208,8 @@ class Aggregate:
         # input name -> the schema of its records (parse's header line; None: no header, records before schema
         # 3), for the inputs read from a file: what a view says of the side lines an input lacks
         self.schemas: dict[str, int | None] = {}
+        # input name -> its join line (pyprof.prof.joined: times from a timing pass), for the inputs that have one
+        self.joins: dict = {}
 
     def select(self, worker: str | None) -> list[WorkerData]:
         """The workers a view covers: all (None) or the one named. Raises UsageError for an unknown name."""
@@ -357,6 +359,9 @@ def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed:
         if observe is not None:
             observe(w, d, m, r)
     for run in (records.side or []) if isinstance(records, _Numbered) else []:
+        if getattr(run, "PER_INPUT", False):  # no process's: a worker made for it would be a fake one
+            agg.joins[name] = run
+            continue
         attach_side(keyed, (si, run.pid), run, lambda: WorkerData(f"{name}:{run.pid}"))
     header = records.header if isinstance(records, _Numbered) else None
     if header is not None:

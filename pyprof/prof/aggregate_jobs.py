@@ -19,6 +19,7 @@ MIN_BYTES, callers run the one pass.
 """
 from __future__ import annotations
 
+import json
 import os
 import stat
 from typing import Callable, Iterator
@@ -32,6 +33,7 @@ from pyprof.prof.coverage import Coverage
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.reader import read_lines_of
 from pyprof.prof.roofline import Peaks
+from pyprof.prof.side import read_side
 from pyprof.prof.rows import rows
 from pyprof.prof.share import WINDOW
 
@@ -184,7 +186,7 @@ def _chunk(fd: int, task: tuple, path: str, header: Header, peaks: Peaks, make_o
         if observer is not None:
             observer(w, d, m, r)
     for lineno, run in side:
-        if lo <= lineno < hi:
+        if lo <= lineno < hi and not getattr(run, "PER_INPUT", False):  # the input's: read from the tail
             attach_side(workers, run.pid, run, lambda: WorkerData(str(run.pid)))
     return workers, cov, observer
 
@@ -234,6 +236,7 @@ def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = N
     agg.peaks = peaks
     agg.inputs.append(name)
     agg.schemas[name] = header.schema
+    _per_input(tail, path, agg, name)
     merged: dict = {}  # pid -> WorkerData
     observer = make_observer() if make_observer is not None else None
     workers: list = []
@@ -251,6 +254,23 @@ def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = N
         w.name = "unknown" if pid is None else str(pid)
         agg.workers[w.name] = w
     return agg, observer
+
+
+def _per_input(tail: bytes, path: str, agg: Aggregate, name: str) -> None:
+    """Keep the input's own side lines (the join line, parse writes it just before the end line) from the
+    file's tail: no chunk's worker takes them. Raises Fallback where one may begin before the tail, or is
+    damaged (the one pass names its line)."""
+    lines = tail.split(b"\n")
+    if b'"pyprof_side":"join"' in lines[0]:
+        raise Fallback
+    for line in lines[1:]:
+        if line.startswith(b'{"pyprof_side":"join"'):
+            try:
+                run = read_side(json.loads(line), path, 0)
+            except (InputError, ValueError):
+                raise Fallback from None
+            if getattr(run, "PER_INPUT", False):
+                agg.joins[name] = run
 
 
 def _take(result, agg: Aggregate, merged: dict, observer, merge_observer) -> None:

@@ -7,14 +7,17 @@ from typing import Callable
 from pyprof.common import InputError
 from pyprof.record import SIDE_KEY
 from pyprof.prof.host import HostRun
+from pyprof.prof.joined import JoinRun
 from pyprof.prof.memory import MemoryRun
 from pyprof.prof.program import ProgramRun
 from pyprof.prof.window import WindowRun
 
 #: kind -> reader of a decoded line: ``(dict, path, line number) -> run``; a run has ``pid`` and ``KIND``, the
-#: name of the WorkerData list it joins (aggregate.attach_side).
+#: name of the WorkerData list it joins (aggregate.attach_side), but for a run with ``PER_INPUT`` (the join line:
+#: the input's, not a process's), which aggregate keeps by input name (Aggregate.joins).
 READERS: dict[str, Callable] = {MemoryRun.KIND: MemoryRun.read, HostRun.KIND: HostRun.read,
-                                WindowRun.KIND: WindowRun.read, ProgramRun.KIND: ProgramRun.read}
+                                WindowRun.KIND: WindowRun.read, ProgramRun.KIND: ProgramRun.read,
+                                JoinRun.KIND: JoinRun.read}
 
 
 def read_side(d: object, path: str, lineno: int):

@@ -104,6 +104,9 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
                            "workers view).")
     table.notes += [_window_note(w, many) for w in workers if steps(w)[0] and window_of(w.window) is not None]
     table.notes += [note for w in workers if (note := _program_note(w, many))]
+    table.notes += [_join_note(name, run, len(agg.inputs) > 1) for name, run in agg.joins.items()
+                    if worker is None or len(agg.inputs) == 1 or any(w.name == name or w.name.startswith(name + ":")
+                                                                     for w in workers)]
     lost = [w.name for w in workers if no_process(w) and steps(w)[0]]
     if lost:
         table.notes.append(f"Worker {', '.join(lost)}: activities with no process, because the export has no "
@@ -130,6 +133,29 @@ def _program_note(w, many: bool) -> str | None:
             f"the step {p.inflation:.2f}x. The GPU's busy time per captured step is {ms(p.busy_ns)} ms (kernel time "
             f"barely moves under a capture), so the program's GPU idle per step is {ms(p.unprofiled_ns)} - "
             f"{ms(p.busy_ns)} = {ms(p.program_idle_ns)} ms, where the capture shows {ms(p.trace_idle_ns)} ms.")
+
+
+def _join_note(name: str, run, many: bool) -> str:
+    """Where an input's times come from when parse joined a timing pass to it (its join line,
+    pyprof.prof.joined): only what the line counts."""
+    whose = f"{name}: " if many else ""
+    steps = f"{run.steps} ProfilerStep ranges" if run.steps_by == "ProfilerStep" else "the whole window"
+    return (f"{whose}Times from a timing pass ({run.timing}, {run.timing_format}): {run.matched} of its "
+            f"{run.timing_records} activities paired with {run.attribution}'s records ({run.attribution_format}) by "
+            f"kernel {run.names_by}, steps by {steps}; {_unpaired(run.timing_unmatched_ns, run.timing_ns)} of its GPU "
+            f"time has no attribution{_names(run.timing_unmatched_names)}, {run.attribution_unmatched} attribution "
+            f"records left out ({_unpaired(run.attribution_unmatched_ns, run.attribution_ns)} of their GPU time"
+            f"{_names(run.attribution_unmatched_names, ': ')}).")
+
+
+def _unpaired(ns: int, total_ns: int) -> str:
+    share = 100.0 * ns / total_ns if total_ns else 0.0
+    return "<0.1%" if ns and share < 0.1 else f"{share:.1f}%"
+
+
+def _names(named: tuple, lead: str = " (") -> str:
+    text = ", ".join(f"{n} x{c}" for n, c in named)
+    return "" if not text else f"{lead}{text}" + (")" if lead == " (" else "")
 
 
 #: What each window source is, in words (record.WINDOW_SOURCES).
