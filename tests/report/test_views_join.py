@@ -81,3 +81,13 @@ def test_a_damaged_join_line_is_refused_naming_it(joined, tmp_path):
     bad.write_text("".join(x + "\n" for x in text))
     with pytest.raises(InputError, match=f"line {i + 1}: a damaged join line"):
         aggregate_files([str(bad)])
+
+
+def test_the_worker_processes_path_says_the_same(joined):
+    """A large records file is aggregated in worker processes (aggregate_jobs), whose chunks skip the join line:
+    the input keeps it from the file's tail, and the overview's note is the one pass's."""
+    from pyprof.prof.aggregate_jobs import aggregate_file_jobs
+
+    agg, _ = aggregate_file_jobs(str(joined), str(joined), 2)
+    (ov,) = build(agg, ["overview"])
+    assert [n for n in ov.notes if "Times from a timing pass" in n] == _join_notes(joined)
