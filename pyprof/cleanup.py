@@ -150,6 +150,8 @@ def handling_signals() -> Iterator[bool]:
         return
     previous = {}
     command = False
+    # the state first: a signal that lands as the handlers go in is a command's, not a forked worker's
+    _state.owner_pid, _state.active, _state.armed, _state.received = os.getpid(), True, True, None
     for signum in SIGNALS:
         handler = signal.getsignal(signum)
         command |= handler is _while_loading
@@ -157,7 +159,6 @@ def handling_signals() -> Iterator[bool]:
         if handler is _default(signum) or handler is _while_loading or handler is _on_signal:
             signal.signal(signum, _on_signal)
             previous[signum] = _default(signum)  # (what the loading used, it needs no more)
-    _state.owner_pid, _state.active, _state.armed, _state.received = os.getpid(), True, True, None
     _state.unraisablehook, sys.unraisablehook = sys.unraisablehook, _swallowed
     before = set(_state.owned)  # (a caller's own, made before the command: not the command's to remove)
     try:

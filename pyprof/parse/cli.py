@@ -181,15 +181,21 @@ def _parse_to_file(job: tuple[str, str, bool]) -> Stats:
 
 
 def _run_parallel(sources: list, out: IO[str], jobs: int, raw_markers: bool = False) -> list[Stats]:
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    from pyprof import forked
+
+    # forked where the system can (rank_files does the same): the workers inherit the signal handlers and the
+    # registry of temporaries (pyprof.cleanup), where spawned ones would print a KeyboardInterrupt each
+    ctx = multiprocessing.get_context("fork") if forked.available() else None
     tmpdir = cleanup.temp_folder("pyprof-parse-")
     try:
         dests = [os.path.join(tmpdir, f"{i}.jsonl") for i in range(len(sources))]
         paths = [s.temp_path or s.path for s in sources]
         for s in sources:
             s.close()
-        with ProcessPoolExecutor(max_workers=min(jobs, len(sources))) as pool:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(sources)), mp_context=ctx) as pool:
             stats = list(pool.map(_parse_to_file, [(p, d, raw_markers) for p, d in zip(paths, dests)]))
         for d in dests:  # concatenated in input order: the output does not depend on -j
             with open(d, encoding="utf-8") as f:

@@ -22,7 +22,7 @@ from pyprof.common import no_cyclic_gc
 from pyprof.prof.rows import rows
 from pyprof.prof.roofline import Peaks, roofline
 from pyprof.prof.source_lines import SourceText
-from pyprof.prof.groups import OPTIMIZER_RANGE, Group, add, callsite_key, is_comm, kernel_key, layer_path, \
+from pyprof.prof.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, \
     merge_into, on_grid, op_key, sample, shapes_key
 from pyprof.prof.registry import TC_FAMILIES, Family
 from pyprof.prof.results import as_list
@@ -476,7 +476,7 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
         if tiny:
             t["tiny_kernels"] += 1
             t["tiny_ns"] += dur
-        if is_comm(name, full):
+        if s.comm:  # groups.is_comm, as sample() read it
             t["comm_ns"] += dur
             if d.get("start_ns") is not None:
                 w.comm_at.append(len(w.start_ns))

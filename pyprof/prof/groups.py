@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, NamedTuple
 
 from pyprof.common import BoundedDict
 from pyprof.prof.modeller import json_key
 from pyprof.prof.results import first_name
+from pyprof.prof.tensorcores import NAME_SCAN_CHARS
 from pyprof.prof.user_ranges import range_layers, range_op
 from pyprof.record import COMPILED_MOD
 
@@ -99,10 +101,16 @@ _EP_COMM = re.compile(r"\bep::(?:inter|intra)node(?:_ll)?::")
 def is_comm(short_name: str | None, full_name: str | None = None) -> bool:
     """True for a communication kernel: NCCL's (``ncclDevKernel_AllReduce_...``, ``ncclKernel_SendRecv_...``) and
     RCCL's, which keeps NCCL's names (HTA's rule is ``^nccl.*Kernel``: the same kernels), and DeepEP's all-to-all,
-    told by its full name. The one rule of every view."""
+    told by its full name. The one rule of every view. Once per kernel record: the substring test keeps the
+    regex (7 us on a long name) to DeepEP's names, whose answers are cached."""
     if type(short_name) is str and short_name[:4].lower() == "nccl":
         return True
-    return type(full_name) is str and _EP_COMM.search(full_name[:4096]) is not None
+    return type(full_name) is str and "ep::" in full_name and _ep_comm(full_name[:NAME_SCAN_CHARS])
+
+
+@lru_cache(maxsize=4096)
+def _ep_comm(name: str) -> bool:
+    return _EP_COMM.search(name) is not None
 
 
 _COPIES = ("memcpy", "memset")  # any other kind (a kernel, or a kind a newer writer adds) is a kernel here
@@ -201,7 +209,8 @@ class Group:
 
     @property
     def comm_pct(self) -> float | None:
-        """Share of the group's time in communication kernels (NCCL's, RCCL's), in percent; None without time."""
+        """Share of the group's time in communication kernels (is_comm: NCCL's, RCCL's, DeepEP's), in percent; None
+        without time."""
         return 100.0 * self.comm_ns / self.ns if self.ns else None
 
     @property

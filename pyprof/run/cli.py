@@ -264,8 +264,9 @@ def _headline(h) -> None:
         _note("the program's own step was not measured: the step and the findings' idle figures include the "
               "capture's own cost")
     elif h.program_step_ms is not None:
+        verb = f"inflated the step {h.inflation}x" if h.inflation > 1 else "did not lengthen the step"
         _note(f"the program's own step {h.program_step_ms} ms unprofiled, captured {h.captured_step_ms} ms: the "
-              f"capture inflated the step {h.inflation}x; the findings' idle figures are the program's")
+              f"capture {verb}; the findings' idle figures are the program's")
     for e in h.findings:
         saving = "saving not estimated" if e.saving_ms is None else f"saves up to {e.saving_ms} ms"
         _note(f"finding: {e.label[:120]} ({saving})")

@@ -155,7 +155,8 @@ def test_workers_and_worker_filter(records):
     assert _col(t, "worker") == ["rank0", "rank1"]
     # no NCCL kernel in either capture: who waited for whom is not judged (views/collectives.py), and the
     # longer step names no one
-    assert "Cannot judge who waited for whom: 0 of the 2 ranks given ran communication kernels (named nccl*): " \
+    assert "Cannot judge who waited for whom: 0 of the 2 ranks given ran communication kernels (NCCL's, " \
+           "named nccl*, or DeepEP's all-to-all): " \
         "it takes two to see who waited." in t.notes
     (k,) = build(agg, ["kernels"], worker="rank1")
     assert sum(_col(k, "calls")) == sum(1 for d in b if d["kind"] == "kernel")

@@ -68,7 +68,7 @@ def test_a_program_line_turns_the_idle_into_the_programs_and_caps_the_saving(tmp
            "own steps)" in row["evidence"]
     assert row["saving_pct"] == pytest.approx(16.67, abs=0.01)  # of the program's 2.4 ms, not the captured 2.99
     assert not any("unmeasured" in n for n in notes)
-    assert any("x 0.404 = the program's idle per step 0.400 ms" in n and "unprofiled step 2.400 ms, 3 steps" in n
+    assert any("x 0.404 = min(1, the program's idle per step 0.400 ms" in n and "unprofiled step 2.400 ms, 3 steps" in n
                for n in notes)
     (ov,) = build(agg, ["overview"])
     (note,) = [n for n in ov.notes if "Program step" in n]

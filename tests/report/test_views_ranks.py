@@ -173,7 +173,8 @@ def test_one_input_without_collectives_has_no_stragglers(tmp):
     (row,) = tables[0].rows
     assert row[tables[0].columns.index("comm_ms")] == 0
     assert row[tables[0].columns.index("last_at")] is None
-    assert "Cannot judge who waited for whom: 0 of the 1 ranks given ran communication kernels (named nccl*): " \
+    assert "Cannot judge who waited for whom: 0 of the 1 ranks given ran communication kernels (NCCL's, " \
+           "named nccl*, or DeepEP's all-to-all): " \
         "it takes two to see who waited." in tables[0].notes
     (workers,) = build(agg, ["workers"])  # one worker: nothing to compare, nothing said
     assert not any("wait" in n for n in workers.notes)

@@ -260,3 +260,10 @@ def test_near_roofline_needs_the_gpus_peaks():
     rules, notes, _ = _view(recs)
     assert not {"near_roofline", "far_from_roofline"} & rules
     assert "not in the peaks table" in _cannot(notes, "far_from_roofline")
+
+
+def test_a_dtype_no_tensor_core_takes_is_not_called_unrecorded():
+    # an int64 matrix product on Hopper: its dtype is recorded, and no Tensor Core format takes it: no finding,
+    # and no "no input shapes or dtypes recorded" (that would send the user to record what is already there)
+    rules, notes, _ = _view([_gemm(10_000, "gemm_kernel", 64, dtype="int64")])
+    assert "tensor_cores" not in rules and not any(n.startswith("tensor_cores:") for n in notes)

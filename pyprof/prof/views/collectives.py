@@ -137,8 +137,8 @@ def judge(job: list[RankSummary], labels: list[str]) -> Waits:
         return cannot(f"the inputs give different world sizes ({', '.join(map(str, sorted(worlds)))}): they "
                       "are not the ranks of one job")
     if len(talking) < 2:
-        return cannot(f"{len(talking)} of the {len(job)} ranks given ran communication kernels (named "
-                      "nccl*): it takes two to see who waited")
+        return cannot(f"{len(talking)} of the {len(job)} ranks given ran communication kernels (NCCL's, "
+                      "named nccl*, or DeepEP's all-to-all): it takes two to see who waited")
     matched, apart = _match([job[i] for i in talking])
     if not matched.collectives:
         return cannot("no communication kernel name is common to the ranks, so no collective could be matched")

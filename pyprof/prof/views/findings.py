@@ -140,14 +140,15 @@ class Ctx:
                     self.notes.setdefault(("idle", "unmeasured"), (
                         f"{', '.join(sorted(IDLE_RULES))}: their idle figures are the capture's and include its own "
                         "cost, unmeasured: no unprofiled step was recorded (pyprof run times the program's own steps "
-                        "around the capture; pyprof.step() in a script; docs/capture.md)."))
+                        "around the capture; docs/capture.md)."))
                 continue
             whose = f"{w.name}: " if many else ""
             self.notes.setdefault(("idle", w.name), (
                 f"{whose}the idle rules' figures are the program's: the capture's idle time x "
-                f"{p.idle_factor:.3f} = the program's idle per step {fmt_ms(p.program_idle_ns)} (its unprofiled step "
+                f"{p.idle_factor:.3f} = min(1, the program's idle per step {fmt_ms(p.program_idle_ns)} (its "
+                f"unprofiled step "
                 f"{fmt_ms(p.unprofiled_ns)}, {p.unprofiled_steps} steps, - the GPU's busy time per captured step "
-                f"{fmt_ms(p.busy_ns)}) / the capture's idle per step {fmt_ms(p.trace_idle_ns)}; a saving is a "
+                f"{fmt_ms(p.busy_ns)}) / the capture's idle per step {fmt_ms(p.trace_idle_ns)}); a saving is a "
                 f"share of the program's {p.steps} steps ({fmt_ms(p.unprofiled_ns * p.steps)})."))
 
     def has_launches(self, w: WorkerData) -> bool:

@@ -26,8 +26,11 @@ class Gaps(NamedTuple):
 
 def launch_times(w: WorkerData) -> bool:
     """Whether the worker's activities carry launch (CUDA API) times: without them every launch time is the
-    activity's start, and "launched after the GPU went idle" cannot be told."""
-    return bool(len(w.start_ns)) and bool(np.any(_view(w.launch_ns) != _view(w.start_ns)))
+    activity's start, and "launched after the GPU went idle" cannot be told. Computed once per worker."""
+    cached = getattr(w, "_launch_times", None)
+    if cached is None:
+        cached = w._launch_times = bool(len(w.start_ns)) and bool(np.any(_view(w.launch_ns) != _view(w.start_ns)))
+    return cached
 
 
 def _view(a) -> np.ndarray:

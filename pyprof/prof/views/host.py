@@ -6,13 +6,12 @@ A part whose kind of interval the input never recorded is na, not 0 (its time is
 host lines has its reason said once (pyprof.prof.views.absent)."""
 from __future__ import annotations
 
-import numpy as np
-
 from pyprof.prof.aggregate import Aggregate, WorkerData
 from pyprof.prof.host import Intervals, split
 from pyprof.prof.tables import Table
 from pyprof.prof.views.absent import inputs_of, names, older_inputs, older_note
 from pyprof.prof.views.common import ms, pct
+from pyprof.prof.views.gaps import launch_times
 from pyprof.prof.views.registry import view
 
 PARTS = ("dataloader", "runtime", "op", "other")
@@ -96,7 +95,7 @@ def _missing(agg: Aggregate, workers: list[WorkerData], everything: bool) -> lis
     older = older_inputs(agg, inputs)
     out = [older_note("host time", older, none and len(older) == len(agg.inputs))] if older else []
     rest = [w for w in lacking if not older or not set(inputs_of(agg, [w])) <= set(older)]
-    read = [w for w in rest if _launch_times(w)]
+    read = [w for w in rest if launch_times(w)]
     unread = [w for w in rest if w not in read]
     where = "this input" if none and everything else None
     for ws, why in ((read, NOT_READ), (unread, NO_CPU_SIDE)):
@@ -105,11 +104,3 @@ def _missing(agg: Aggregate, workers: list[WorkerData], everything: bool) -> lis
     if not workers and not older:
         out.append(f"No host time in this input: {NO_CPU_SIDE}.")
     return out
-
-
-def _launch_times(w: WorkerData) -> bool:
-    """Whether any of the worker's activities has a CUDA API call's launch time (aggregate keeps its start
-    instead where the record has none)."""
-    launch = np.frombuffer(w.launch_ns, dtype=np.int64)
-    start = np.frombuffer(w.start_ns, dtype=np.int64)
-    return bool(len(launch)) and bool(np.any(launch != start))

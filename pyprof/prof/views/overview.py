@@ -13,8 +13,6 @@ from pyprof.prof.views.registry import view
 from pyprof.prof.views.common import ms
 from pyprof.record import launched_no_gpu
 
-#: What the overview's note says of an input whose CPU side launched kernels and whose GPU side recorded nothing.
-
 COLUMNS = [("step", "Step"), ("span_ms", "Span (ms)"), ("kernel_ms", "Kernel (ms)"), ("memcpy_ms", "Memcpy (ms)"),
            ("memset_ms", "Memset (ms)"), ("idle_ms", "Idle (ms)"), ("gpu_util_pct", "GPU util %"),
            ("sm_efficiency_pct", "Est. SM eff. %"), ("occupancy_pct", "Est. occupancy %"), ("kernels", "Kernels"),

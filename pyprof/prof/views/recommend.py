@@ -42,8 +42,11 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
                        ms(f.time_ns), None if f.rule in IDLE_RULES else pct(f.time_ns, c.gpu_ns)])
     if c.prefix:
         t.notes.append(f"Lines are relative to {c.prefix}.")
+    base = ("the program's own steps (its unprofiled step x the captured steps, where pyprof run measured it)"
+            if any(c.programs.values()) else
+            "the profiled span (the steps' windows, wall time; GPU time when no step is found)")
     t.notes += ["Saving: what fixing the finding would save at most, by the rule's basis (docs/views.md); "
-                "Saving % is of the profiled span (the steps' windows, wall time; GPU time when no step is found), "
+                f"Saving % is of {base}, "
                 "Time % of GPU time (na for the idle rules, whose time is idle time). Findings can overlap (a line's "
                 "kernels are also kernels): do not add their savings up.",
                 "Pageable vs pinned host memory is not in the records: no rule reads it."]

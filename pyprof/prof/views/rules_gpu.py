@@ -3,6 +3,7 @@ bandwidth, layout conversions, occupancy. Each checks the evidence it rests on (
 and features) before it speaks; lacking it, it says once what it cannot judge and why (Ctx.cannot)."""
 from __future__ import annotations
 
+from pyprof.prof.args import dtype_info
 from pyprof.prof.gpu_features import feature_for
 from pyprof.prof.groups import Group
 from pyprof.prof.views.common import merged
@@ -37,7 +38,8 @@ def tensor_cores(c: Ctx) -> list[Finding]:
         if feature == "tf32_tc":
             continue  # fp32: the fp32_matmul rule's
         if feature is None:
-            no_dtype.merge(group)
+            if dtype_info(dtype) is None:  # not recorded; a recorded one no Tensor Core takes (int64): nothing to say
+                no_dtype.merge(group)
             continue
         g, knames, lnames, _, _ = miss.setdefault((op, params), (Group(), set(), set(), dims, feature))
         g.merge(group)
@@ -125,7 +127,7 @@ def channels_last(c: Ctx) -> list[Finding]:
     convs = merged(c.ws, "convs")
     nchw_half = sum(g.ns for (layout, dtype), g in convs.items()
                     if layout == "nchw" and feature_for(dtype) in ("fp16_tc", "bf16_tc"))
-    no_dtype = sum(g.ns for (_layout, dtype), g in convs.items() if feature_for(dtype) is None)
+    no_dtype = sum(g.ns for (_layout, dtype), g in convs.items() if dtype_info(dtype) is None)
     return [Finding(
         "channels_last", f"ops {top(ops)} at {top(lines)}; kernels {top(kernels)}",
         f"{n} layout conversion kernels (NCHW <-> NHWC), {fmt_ms(ns)} ({share(ns, c.gpu_ns)} of GPU time); "
