@@ -13,14 +13,21 @@ Variants, run in alternating rounds so that a busy neighbour slows them all alik
   init-ops   - ``pyprof.init(modules=False, backward=False)``: op ranges only;
   init-nobwd - ``pyprof.init(backward=False)`` (CUDA only): without PyTorch's autograd NVTX ranges, which
                init() turns on on CUDA builds; init minus init-nobwd is what those cost.
+  hooks      - no pyprof, but a global module forward pre-hook and hook that do nothing: torch's own cost of
+               having global module hooks (every module call takes its slow path);
+  emit-nvtx  - no pyprof, but ``torch.autograd.profiler.emit_nvtx()`` (CUDA only): PyTorch's autograd ranges alone.
 Each step is timed alone (``perf_counter`` on the CPU; on CUDA, events around the step and a synchronize after
-it). Prints one line per figure: the median step time, its ratio to bare measured in the same run, and the
-added time per range pushed; first, the ranges a step pushes (op and module ranges, counted with a recording
-sink).
+it). On CUDA the host's share is timed too: from the step's start to the return of its last call, before the
+synchronize. A step whose host time exceeds its GPU time is host-bound: every microsecond added per call is
+then added to the step, while below that the GPU hides it, so added costs are not additive across variants.
+Prints one line per figure: the median step time, its ratio to bare measured in the same run, the median host
+time, and the added time per range pushed; first, the ranges a step pushes (op and module ranges, counted with
+a recording sink).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import time
 
@@ -67,14 +74,16 @@ def build(opts, device: str):
     return step
 
 
-def time_steps(step, steps: int, cuda: bool) -> list[float]:
-    """Run ``steps`` steps; return each one's time in milliseconds."""
-    times = []
+def time_steps(step, steps: int, cuda: bool) -> tuple[list[float], list[float]]:
+    """Run ``steps`` steps; return each one's time and its host time (until the last call returned), in ms."""
+    times, host = [], []
     for _ in range(steps):
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
+            t0 = time.perf_counter()
             step()
+            host.append((time.perf_counter() - t0) * 1e3)
             end.record()
             torch.cuda.synchronize()
             times.append(start.elapsed_time(end))
@@ -82,7 +91,32 @@ def time_steps(step, steps: int, cuda: bool) -> list[float]:
             t0 = time.perf_counter()
             step()
             times.append((time.perf_counter() - t0) * 1e3)
-    return times
+            host.append(times[-1])
+    return times, host
+
+
+@contextlib.contextmanager
+def noop_module_hooks():
+    """Global module hooks that do nothing: what torch's hook path costs by itself."""
+    from torch.nn.modules import module as nn_module
+
+    handles = [nn_module.register_module_forward_pre_hook(lambda module, args: None),
+               nn_module.register_module_forward_hook(lambda module, args, out: None, always_call=True)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def variant_context(name: str, options):
+    if name == "hooks":
+        return noop_module_hooks()
+    if name == "emit-nvtx":
+        return torch.autograd.profiler.emit_nvtx()
+    if options is None:
+        return contextlib.nullcontext()
+    return pyprof.profiling(**options)
 
 
 def count_calls(step) -> tuple[int, int]:
@@ -111,8 +145,8 @@ def main() -> None:
                         help="AdamW's implementation: one fused call, or foreach ops (one call per update term)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per variant and round")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--variants", default="bare,init,init-null,init-ops,init-nobwd",
-                        help="init-nobwd runs on CUDA only (elsewhere it is init)")
+    parser.add_argument("--variants", default="bare,init,init-null,init-ops,init-nobwd,hooks,emit-nvtx",
+                        help="init-nobwd and emit-nvtx run on CUDA only")
     opts = parser.parse_args()
     cuda = torch.cuda.is_available()
     for name, on_cuda, on_cpu in (("hidden", 1024, 64), ("heads", 16, 4), ("vocab", 32000, 256), ("batch", 8, 1),
@@ -123,28 +157,29 @@ def main() -> None:
     variants = {"bare": None, "init": {}, "init-null": {"sink": NullSink(), "backward": False},
                 "init-ops": {"modules": False, "backward": False}, "init-nobwd": {"backward": False}}
     # Without CUDA, init() never turns on the autograd NVTX mode: init-nobwd would be init again.
-    chosen = [v for v in opts.variants.split(",") if v and (cuda or v != "init-nobwd")]
+    chosen = [v for v in opts.variants.split(",") if v and (cuda or v not in ("init-nobwd", "emit-nvtx"))]
     for _ in range(3):  # warm-up: allocator, autograd graph, optimizer state
         step()
     ops, modules = count_calls(step)
     times: dict[str, list[float]] = {v: [] for v in chosen}
+    host: dict[str, list[float]] = {v: [] for v in chosen}
     for _ in range(opts.rounds):
         for name in chosen:
-            options = variants[name]
-            if options is None:
-                times[name] += time_steps(step, opts.steps, cuda)
-                continue
-            with pyprof.profiling(**options):
+            with variant_context(name, variants.get(name)):
                 step()  # the markers of this step's calls are built here, as in any program's first step
-                times[name] += time_steps(step, opts.steps, cuda)
+                step_ms, host_ms = time_steps(step, opts.steps, cuda)
+            times[name] += step_ms
+            host[name] += host_ms
     print(f"torch {torch.__version__}, {'CUDA ' + torch.cuda.get_device_name() if cuda else 'CPU'}, "
           f"{opts.layers} layers hidden {opts.hidden}, {opts.rounds}x{opts.steps} steps per variant")
     print(f"calls/step  {ops} op ranges, {modules} module ranges")
     base = statistics.median(times["bare"]) if "bare" in times else None
     for name in chosen:
         ms = statistics.median(times[name])
-        line = f"{name:10s} {ms:8.2f} ms/step"
-        if base is not None:
+        line = f"{name:10s} {ms:8.2f} ms/step  host {statistics.median(host[name]):8.2f} ms"
+        if base is not None and name in ("hooks", "emit-nvtx"):
+            line += f"  x{ms / base:5.3f} of bare"
+        elif base is not None:
             ranges = ops if name == "init-ops" else ops + modules
             line += f"  x{ms / base:5.3f} of bare  added {(ms - base) * 1e3 / max(ranges, 1):6.2f} us/range"
         print(line)

@@ -4,6 +4,8 @@ what ``pyprof run`` says of it in the same process (its program line, docs/captu
 
     python bench/llama_step.py --steps 20                                   # bare
     pyprof run --backend nsys -o out --warmup 5 --steps 3 -- python bench/llama_step.py --steps 20
+    nsys profile -t cuda,nvtx --capture-range=cudaProfilerApi ... python bench/llama_step.py --pyprof-step 5,3
+                    # pyprof.init() and pyprof.step(warmup=5, steps=3) in the script: no pyprof run
 
 Prints one line per figure: each step's time, then the median of the steps pyprof run left unprofiled (read from
 its $PYPROF_RUN_WARMUP / $PYPROF_RUN_STEPS: steps 2..warmup and warmup+steps+2..end) and of the captured ones, and
@@ -36,7 +38,17 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--pyprof-step", metavar="WARMUP,STEPS",
+                   help="call pyprof.init() before the loop and pyprof.step(warmup=WARMUP, steps=STEPS) after each step")
     args = p.parse_args()
+    window = None
+    if args.pyprof_step:
+        import pyprof
+
+        warmup, steps = (int(x) for x in args.pyprof_step.split(","))
+        window = {"warmup": warmup, "steps": steps}
+        os.environ["PYPROF_RUN_WARMUP"], os.environ["PYPROF_RUN_STEPS"] = str(warmup), str(steps)
+        pyprof.init()
     cuda = torch.cuda.is_available()
     device = "cuda" if cuda else "cpu"
     model, config = _model(device)
@@ -55,6 +67,8 @@ def main() -> None:
             ends[-1].record()
         else:
             ends.append(time.perf_counter_ns())
+        if window is not None:
+            pyprof.step(**window)
     if cuda:
         torch.cuda.synchronize()
         step_ms = [a.elapsed_time(b) for a, b in zip(ends, ends[1:])]

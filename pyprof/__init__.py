@@ -10,7 +10,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-_CAPTURE_API = ("init", "uninit", "wrap", "layer", "is_initialized", "profiling", "RecordingSink")
+_CAPTURE_API = ("init", "uninit", "wrap", "layer", "is_initialized", "profiling", "step", "RecordingSink")
 
 
 def __getattr__(name: str):

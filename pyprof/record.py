@@ -141,6 +141,11 @@ def host_line(pid: int | None, category: str, start_ns, end_ns, names: list[str]
 PROGRAM_HOW = ("cuda events", "perf_counter")
 
 
+#: The text that opens pyprof.step()'s program mark (pyprof.nvtx.steps): a zero-length range in the domain pyprof,
+#: ``{"pyprof":1,"program":{...}}`` whose object holds program_line's three fields.
+PROGRAM_MARK_PREFIX = '{"pyprof":1,"program":'
+
+
 def program_line(pid: int | None, unprofiled_step_ns: list[int], captured_step_ns: list[int], how: str) -> str:
     """One program line (no newline): the program's own step times in one process, measured around the capture by
     ``pyprof run`` (or ``pyprof.step()``): ``unprofiled_step_ns``, steps that ran with nothing of the capture on,

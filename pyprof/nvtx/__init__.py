@@ -18,8 +18,9 @@ from pyprof.common import UsageError
 from pyprof.nvtx import inductor, patch
 from pyprof.nvtx.emit import Emitter, NvtxSink, RecordingSink
 from pyprof.nvtx.modules import ModuleRanges
+from pyprof.nvtx.steps import step
 
-__all__ = ["init", "uninit", "wrap", "layer", "is_initialized", "profiling", "RecordingSink"]
+__all__ = ["init", "uninit", "wrap", "layer", "is_initialized", "profiling", "step", "RecordingSink"]
 
 
 class _State:
@@ -33,6 +34,7 @@ class _State:
         self.autograd_nvtx = None
         self.compiling = False
         self.exit_hook = False  # _stop_autograd_nvtx is registered with atexit
+        self.options: dict = {}  # the last init()'s options: set_markers(True) turns the same markers on
 
 
 state = _State()
@@ -59,6 +61,7 @@ def init(*, modules: bool = True, stack: bool = False, backward: bool = True, op
     """
     if state.emitter is not None:
         return
+    state.options = {"modules": modules, "stack": stack, "backward": backward, "ops": ops, "sink": sink}
     emitter = Emitter(sink if sink is not None else NvtxSink(), stack=stack)
     for owner, name, mod in patch.targets() if ops else ():
         fn = getattr(owner, name)
@@ -92,6 +95,15 @@ def uninit() -> None:
         state.modules = None
     state.patches.restore()
     state.wraps.restore()
+
+
+def set_markers(on: bool) -> None:
+    """Markers on (``init()`` with the last init()'s options, its defaults if none) or off (``uninit()``). Wrappers
+    a script already holds (``from torch import add``) read the same state, so they mark again once on."""
+    if on:
+        init(**state.options)
+    else:
+        uninit()
 
 
 @contextlib.contextmanager

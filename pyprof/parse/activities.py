@@ -190,6 +190,11 @@ class Source:
         that made calls but launched no kernel."""
         return {}
 
+    def program_marks(self) -> Iterator[tuple]:
+        """(pid, text) of each program mark the capture holds (record.PROGRAM_MARK_PREFIX: pyprof.step()'s step
+        times), in time order."""
+        return iter(())
+
     def launch_times(self) -> Iterator[tuple]:
         """What the sweep needs of each launch call, in the order of :meth:`launches`: tuples that start
         ``(thread, start_ns, end_ns)``. A reader with a cheaper way to read only those overrides this."""

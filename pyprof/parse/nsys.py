@@ -9,6 +9,7 @@ import heapq
 from typing import Iterator
 
 from pyprof.common import InputError
+from pyprof.record import PROGRAM_MARK_PREFIX
 from pyprof.parse import markers as mk
 from pyprof.parse import nsys_python as py
 from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
@@ -469,6 +470,18 @@ class NsysSource(Source):
             out.update(nsys_host.calls(self.rows, RUNTIME, f"{_VALID_ACTIVITY} AND typeof(globalTid) = 'integer'")
                        if calls is None else calls)
         return out
+
+    def program_marks(self) -> Iterator[tuple]:
+        if NVTX not in self.cols or "text" not in self.cols[NVTX]:
+            return iter(())
+        registered = "textId" in self.cols[NVTX]
+        text = "coalesce(e.text, s.value)" if registered else "e.text"
+        join = " LEFT JOIN StringIds s ON s.id = e.textId" if registered else ""
+        # The prefix holds no LIKE wildcard (% or _); its quotes are doubled for SQL.
+        prefix = PROGRAM_MARK_PREFIX.replace("'", "''")
+        sql = (f"SELECT e.globalTid, {text} FROM {NVTX} e{join} WHERE typeof(e.globalTid) = 'integer' AND "
+               f"{text} LIKE '{prefix}%' ORDER BY e.start")
+        return ((os_pid(tid), t) for tid, t in self.rows.all(sql) if isinstance(t, str))
 
     def _calls_by_process(self) -> dict:
         """pid -> (kernel launch calls, first call start, last call end) over the valid CUDA API calls: one scan."""

@@ -17,7 +17,7 @@ import os
 from typing import Iterator
 
 from pyprof.common import BoundedDict, no_cyclic_gc
-from pyprof.record import ATTRIBUTION, SIDE_PREFIX, Record, window_line
+from pyprof.record import ATTRIBUTION, PROGRAM_MARK_PREFIX, SIDE_PREFIX, Record, program_line, window_line
 from pyprof.parse import encode, native_lines
 # CLOCK_SKEW_NS, RECENT and header are the writer's as before (bench/parse_speed.py, prof's per-kernel reader).
 from pyprof.parse.lineparts import (API_END_KEY, API_JSON, CLOCK_SKEW_NS, LINE, NO_CALL, RECENT, _LAUNCH, _NAME,
@@ -119,7 +119,7 @@ def _merge(source: Source, record_lines: Iterator[str], stats: Stats, piece_char
         yield from record_lines
     # After the records: side lines, which the memory and host views read and every other reader skips (record.SIDE_KEY).
     side = itertools.chain(memory_lines(source, stats), host_lines_of(host),
-                           _window_lines(source, stats))
+                           _window_lines(source, stats), _program_lines(source))
     yield from _pieces(side, piece_chars) if piece_chars else side
 
 
@@ -132,6 +132,23 @@ def _window_lines(source: Source, stats: Stats) -> Iterator[str]:
     if window is not None:
         for pid in sorted(launches, key=lambda p: (p is None, p if type(p) is int else 0, str(p))):
             yield window_line(pid if type(pid) is int else None, *window, launches[pid])
+
+
+def _program_lines(source: Source) -> Iterator[str]:
+    """A program line (record.program_line) per process whose capture holds pyprof.step()'s program mark: its last,
+    which holds every step timed until then. A mark that is not what pyprof.step() writes is left out."""
+    last: dict = {}
+    for pid, text in source.program_marks():
+        try:
+            body = json.loads(text[len(PROGRAM_MARK_PREFIX):-1])
+            fields = (body["unprofiled_step_ns"], body["captured_step_ns"], body["how"])
+        except (ValueError, TypeError, KeyError, RecursionError):
+            continue
+        if all(isinstance(v, list) and all(type(x) is int and x >= 0 for x in v) for v in fields[:2]) \
+                and isinstance(fields[2], str) and text.endswith("}"):
+            last[pid] = fields
+    for pid, fields in last.items():
+        yield program_line(pid if type(pid) is int else None, *fields)
 
 
 def _pieces(lines: Iterator[str], piece_chars: int) -> Iterator[str]:

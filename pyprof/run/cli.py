@@ -101,7 +101,7 @@ def _run(args) -> int:
     # finds pyprof and the capture's NVTX binding alone there (PYPROF_RUN_PACKAGES).
     env["PYTHONPATH"] = os.pathsep.join([str(BOOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     env["PYPROF_RUN_PACKAGES"] = json.dumps(capture_packages())
-    timing = out / "timing.json"  # the program's own step times (pyprof.run.timing), written at the script's exit
+    timing = out / "timing.json"  # the program's own step times (pyprof.nvtx.timing), written at the script's exit
     timing.unlink(missing_ok=True)
     env.update(PYPROF_RUN_BACKEND=backend, PYPROF_RUN_STEPS=str(args.steps), PYPROF_RUN_WARMUP=str(args.warmup),
                PYPROF_RUN_TRACE=str(out / "trace.json"), PYPROF_RUN_TIMING=str(timing))
@@ -133,7 +133,7 @@ def _run(args) -> int:
 
 def _program_lines(timing: Path) -> list[str]:
     """The program line (record.program_line) of the step times the script's interpreter wrote, or none: a script
-    that died without running its exit handlers, or a file that is not what pyprof.run.timing writes (said once)."""
+    that died without running its exit handlers, or a file that is not what pyprof.nvtx.timing writes (said once)."""
 
     if not timing.exists():
         return []

@@ -1,6 +1,6 @@
 """Issue 41: pyprof run times the program's own steps around the capture and carries them into the records (the
 program line). On the CPU (torch's CPU build: perf_counter, said in the line's ``how``); the CUDA event path is
-the same code with events for timestamps (pyprof.run.timing), checked here with a fake torch."""
+the same code with events for timestamps (pyprof.nvtx.timing), checked here with a fake torch."""
 from __future__ import annotations
 
 import importlib.util
@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from pyprof.run.cli import BOOT
-from pyprof.run.timing import HOW_CPU, HOW_CUDA, StepTimer
+from pyprof.nvtx.timing import HOW_CPU, HOW_CUDA, StepTimer
 
 torch = pytest.importorskip("torch")
 
@@ -87,10 +87,13 @@ def test_nsys_markers_are_installed_off_then_on_for_the_capture_only(monkeypatch
     finally:
         pyprof.uninit()
     # the phases: 2 warm-up steps (the 1st untimed), 3 captured, the 6th after it skipped, the rest unprofiled
+    from pyprof.nvtx.steps import Window
+
+    window = Window(torch, 2, 3, lambda on: None)
     phases = []
     for n in range(1, 9):
-        steps.done = n
-        phases.append(steps._phase())
+        window.done = n
+        phases.append(window.phase())
     assert phases == ["unprofiled", "unprofiled", "captured", "captured", "captured", "skipped", "unprofiled",
                       "unprofiled"]
 
@@ -139,28 +142,26 @@ def test_cuda_events_time_each_step_from_the_previous_ones_end():
     assert _FakeCuda.synced == 1 and HOW_CUDA.startswith("cuda events")
 
 
-def test_nsys_steps_open_a_range_per_captured_step_and_start_and_stop_the_capture(monkeypatch):
-    """The nsys path of the step hook end to end, with a fake torch.cuda (no GPU here): a run on the GPU machine
-    found _begin calling a step-range method that was gone. warmup 2, steps 3: the profiler starts after the 2nd
-    optimizer step, ProfilerStep#0..2 open one after another, the capture stops after the 5th."""
-    monkeypatch.delenv("PYPROF_RUN_BACKEND", raising=False)
+def test_nsys_steps_open_a_range_per_captured_step_and_start_and_stop_the_capture():
+    """The nsys window (pyprof.nvtx.steps.Window, which pyprof run's boot and pyprof.step() drive) end to end, with
+    a fake torch.cuda (no GPU here): a run on the GPU machine once found the capture's start calling a step-range
+    method that was gone. warmup 2, steps 3: the profiler starts after the 2nd step, ProfilerStep#0..2 open one
+    after another, the capture stops after the 5th."""
     import types
 
-    import pyprof
+    from pyprof.nvtx.steps import Window
 
     calls = []
     cuda = types.SimpleNamespace(
-        is_available=lambda: True, synchronize=lambda: None,
+        is_available=lambda: True, synchronize=lambda: None, Event=_Event,
         profiler=types.SimpleNamespace(start=lambda: calls.append("start"), stop=lambda: calls.append("stop")),
         nvtx=types.SimpleNamespace(range_push=lambda name: calls.append(f"push {name}"),
                                    range_pop=lambda: calls.append("pop")))
-    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
-    steps = _boot_module()._Steps("nsys", 2, 3, "unused")
-    monkeypatch.setattr(steps, "_markers", lambda on: calls.append(f"markers {on}"))
-    try:
-        for _ in range(7):
-            steps._after_step(None, None, None)
-    finally:
-        pyprof.uninit()
-    assert calls == ["markers True", "start", "push ProfilerStep#0", "pop", "push ProfilerStep#1", "pop",
-                     "push ProfilerStep#2", "pop", "stop", "markers False"]
+    window = Window(types.SimpleNamespace(cuda=cuda), 2, 3, lambda on: calls.append(f"markers {on}"))
+    window.start()
+    for _ in range(7):
+        window.boundary()
+    assert calls == ["markers False", "markers True", "start", "push ProfilerStep#0", "pop", "push ProfilerStep#1",
+                     "pop", "push ProfilerStep#2", "pop", "stop", "markers False"]
+    # 7 boundaries: the 1st starts the clock; 2nd unprofiled, 3-5 captured, 6th skipped, 7th unprofiled
+    assert [len(v) for v in window.timer.results_ns().values()] == [2, 3, 1]

@@ -59,7 +59,7 @@ def _chain() -> None:
 class _Steps:
     """The measured steps: after ``warmup`` optimizer steps, ``steps`` more (0: all of them), each inside an
     NVTX range ``ProfilerStep#k`` (the steps prof's overview finds), the capture started and stopped around
-    them. Every step is timed (pyprof.run.timing): those before and after the capture ran with nothing of it on
+    them. Every step is timed (pyprof.nvtx.timing): those before and after the capture ran with nothing of it on
     (pyprof.init()'s wrappers installed but off, no profiler), so that they are the program's own step."""
 
     def __init__(self, backend: str, warmup: int, steps: int, trace: str, marker: str | None = None,
@@ -68,11 +68,11 @@ class _Steps:
         self.marker = marker  # the script's own step ranges' name, counted instead of optimizer steps
         self.timing = timing  # where the step times go at exit (pyprof run reads them)
         self.done = 0  # optimizer steps so far
-        self.open = False
         self.finished = False
         self.capturing = False  # pyprof.init()'s markers are on
         self.prof = None
-        self.timer = None  # pyprof.run.timing.StepTimer
+        self.timer = None  # pyprof.nvtx.timing.StepTimer
+        self.window = None  # pyprof.nvtx.steps.Window: the nsys backend's capture window
         self._nvtx = None  # (range_push, range_pop) as torch had them, when the script's own are counted
 
     def _install(self) -> None:
@@ -107,15 +107,20 @@ class _Steps:
     def start(self) -> None:
         import torch
 
-        from pyprof.run.timing import StepTimer
-
-        self.timer = StepTimer(torch)
         # Installed, but off until the capture begins: the steps before it are the program's own.
         self._install()
         if self.backend == "nsys":
-            if self.warmup == 0:
-                self._begin(torch)
+            from pyprof.nvtx.steps import Window
+
+            # The step ranges bypass the script's counted push/pop (self._nvtx, set below) where there is one.
+            self.window = Window(torch, self.warmup, self.steps, self._markers,
+                                 lambda text: (self._nvtx or (torch.cuda.nvtx.range_push,))[0](text),
+                                 lambda: (self._nvtx or (None, torch.cuda.nvtx.range_pop))[1]())
+            self.timer = self.window.timer
         else:
+            from pyprof.nvtx.timing import StepTimer
+
+            self.timer = StepTimer(torch)
             activities = [torch.profiler.ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -156,6 +161,8 @@ class _Steps:
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
             register_optimizer_step_post_hook(self._after_step)
+        if self.window is not None:
+            self.window.start()
         atexit.register(self.at_exit)
 
     def _count_marked_ranges(self, torch) -> None:
@@ -192,51 +199,29 @@ class _Steps:
         nvtx.range_push, nvtx.range_pop = range_push, range_pop
         self._nvtx = (push, pop)  # this module's own step ranges bypass the counting
 
-    def _begin(self, torch) -> None:
-        self._markers(True)
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-            torch.cuda.profiler.start()
-        self._range(torch)
-
-    def _range(self, torch) -> None:
-        push, pop = self._nvtx or (torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop)
-        if self.open:
-            pop()
-        push(f"ProfilerStep#{self.done - self.warmup}")
-        self.open = True
-
     def _phase(self) -> str:
-        """The phase (pyprof.run.timing.PHASES) of the step that just ended, the ``done``-th."""
+        """The phase (pyprof.nvtx.timing.PHASES) of the torch backend's step that just ended, the ``done``-th."""
         n, w, last = self.done, self.warmup, self.warmup + self.steps
         if n > w and (not self.steps or n <= last):
             return "captured"
-        if self.backend != "nsys" and n == w:
-            return "skipped"  # the profiler's own warm-up step (torch): it runs the profiler, its events dropped
+        if n == w:
+            return "skipped"  # the profiler's own warm-up step: it runs the profiler, its events dropped
         if self.steps and n == last + 1:
-            return "skipped"  # the first step after the capture pays for ending it (a synchronize, the export)
+            return "skipped"  # the first step after the capture pays for ending it (the export)
         return "unprofiled"
 
     def _after_step(self, _optimizer, _args, _kwargs) -> None:
-        import torch
-
         self.done += 1
+        if self.window is not None:
+            self.window.boundary()
+            return
         if self.timer is not None:
             self.timer.boundary(self._phase())
         if self.finished:
             return
-        if self.backend != "nsys":
-            if self.done == self.warmup - 1:
-                self._markers(True)  # the next step is the profiler's warm-up
-            self.prof.step()
-            return
-        if self.done == self.warmup:
-            self._begin(torch)
-        elif self.done > self.warmup:
-            if self.steps and self.done >= self.warmup + self.steps:
-                self.finish()
-            else:
-                self._range(torch)
+        if self.done == self.warmup - 1:
+            self._markers(True)  # the next step is the profiler's warm-up
+        self.prof.step()
 
     def _export(self, prof) -> None:
         prof.export_chrome_trace(self.trace)
@@ -248,7 +233,7 @@ class _Steps:
         read its events any more leaves no file, and the report says no unprofiled step was measured."""
         if self.timer is None or not self.timing:
             return
-        from pyprof.run.timing import write
+        from pyprof.nvtx.timing import write
 
         try:
             write(self.timing, os.getpid(), self.timer.program())
@@ -260,8 +245,6 @@ class _Steps:
         if self.finished:
             return
         self.finished = True
-        import torch
-
         if self.done == 0:
             what = f"no range named {self.marker!r} closed" if self.marker else "no optimizer.step() ran"
             sys.stderr.write(f"pyprof run: no step was counted ({what}); for a loop without an optimizer, name its "
@@ -276,13 +259,8 @@ class _Steps:
                     pass  # nothing was recorded (the script ended during warm-up)
             self._markers(False)
             return
-        if self.open:
-            (self._nvtx[1] if self._nvtx else torch.cuda.nvtx.range_pop)()
-            self.open = False
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-            torch.cuda.profiler.stop()
-        self._markers(False)
+        if self.window is not None:
+            self.window.finish()
 
     def at_exit(self) -> None:
         self.finish()
