@@ -15,7 +15,9 @@ Variants, run in alternating rounds so that a busy neighbour slows them all alik
                init() turns on on CUDA builds; init minus init-nobwd is what those cost.
   hooks      - no pyprof, but a global module forward pre-hook and hook that do nothing: torch's own cost of
                having global module hooks (every module call takes its slow path);
-  emit-nvtx  - no pyprof, but ``torch.autograd.profiler.emit_nvtx()`` (CUDA only): PyTorch's autograd ranges alone.
+  emit-nvtx  - no pyprof, but ``torch.autograd.profiler.emit_nvtx()`` (CUDA only): PyTorch's autograd ranges alone;
+  emit-nvtx-bwd - the same around ``loss.backward()`` only (CUDA only): what those ranges cost if the forward aten
+               ops went without them (the backward nodes' ranges are what links a backward kernel to its forward op).
 Each step is timed alone (``perf_counter`` on the CPU; on CUDA, events around the step and a synchronize after
 it). On CUDA the host's share is timed too: from the step's start to the return of its last call, before the
 synchronize. A step whose host time exceeds its GPU time is host-bound: every microsecond added per call is
@@ -67,11 +69,15 @@ def build(opts, device: str):
     def step():
         with torch.autocast(device, dtype=torch.bfloat16, enabled=cuda):
             loss = model(input_ids=tokens, labels=tokens).loss
-        loss.backward()
+        with torch.autograd.profiler.emit_nvtx() if BACKWARD_NVTX[0] else contextlib.nullcontext():
+            loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
     return step
+
+
+BACKWARD_NVTX = [False]  # the emit-nvtx-bwd variant: PyTorch's autograd ranges around backward only
 
 
 def time_steps(step, steps: int, cuda: bool) -> tuple[list[float], list[float]]:
@@ -109,11 +115,22 @@ def noop_module_hooks():
             h.remove()
 
 
+@contextlib.contextmanager
+def _backward_nvtx():
+    BACKWARD_NVTX[0] = True
+    try:
+        yield
+    finally:
+        BACKWARD_NVTX[0] = False
+
+
 def variant_context(name: str, options):
     if name == "hooks":
         return noop_module_hooks()
     if name == "emit-nvtx":
         return torch.autograd.profiler.emit_nvtx()
+    if name == "emit-nvtx-bwd":
+        return _backward_nvtx()
     if options is None:
         return contextlib.nullcontext()
     return pyprof.profiling(**options)
@@ -145,8 +162,8 @@ def main() -> None:
                         help="AdamW's implementation: one fused call, or foreach ops (one call per update term)")
     parser.add_argument("--steps", type=int, default=10, help="timed steps per variant and round")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--variants", default="bare,init,init-null,init-ops,init-nobwd,hooks,emit-nvtx",
-                        help="init-nobwd and emit-nvtx run on CUDA only")
+    parser.add_argument("--variants", default="bare,init,init-null,init-ops,init-nobwd,hooks,emit-nvtx,emit-nvtx-bwd",
+                        help="init-nobwd and the emit-nvtx variants run on CUDA only")
     opts = parser.parse_args()
     cuda = torch.cuda.is_available()
     for name, on_cuda, on_cpu in (("hidden", 1024, 64), ("heads", 16, 4), ("vocab", 32000, 256), ("batch", 8, 1),
@@ -157,7 +174,7 @@ def main() -> None:
     variants = {"bare": None, "init": {}, "init-null": {"sink": NullSink(), "backward": False},
                 "init-ops": {"modules": False, "backward": False}, "init-nobwd": {"backward": False}}
     # Without CUDA, init() never turns on the autograd NVTX mode: init-nobwd would be init again.
-    chosen = [v for v in opts.variants.split(",") if v and (cuda or v not in ("init-nobwd", "emit-nvtx"))]
+    chosen = [v for v in opts.variants.split(",") if v and (cuda or v not in ("init-nobwd", "emit-nvtx", "emit-nvtx-bwd"))]
     for _ in range(3):  # warm-up: allocator, autograd graph, optimizer state
         step()
     ops, modules = count_calls(step)
@@ -177,7 +194,7 @@ def main() -> None:
     for name in chosen:
         ms = statistics.median(times[name])
         line = f"{name:10s} {ms:8.2f} ms/step  host {statistics.median(host[name]):8.2f} ms"
-        if base is not None and name in ("hooks", "emit-nvtx"):
+        if base is not None and name in ("hooks", "emit-nvtx", "emit-nvtx-bwd"):
             line += f"  x{ms / base:5.3f} of bare"
         elif base is not None:
             ranges = ops if name == "init-ops" else ops + modules
