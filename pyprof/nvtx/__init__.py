@@ -97,6 +97,15 @@ def uninit() -> None:
     state.wraps.restore()
 
 
+def install_off(*, ops: bool = True) -> None:
+    """The wrappers installed (``init(ops=ops)``, no module hooks, no autograd ranges) and off: they call straight
+    through while ``state.emitter`` is None, the one thing they test. pyprof run's boot module installs them so
+    before the script runs, so that what the script imports of torch is the wrappers, which set_markers(True)
+    or init() later turn on."""
+    init(ops=ops, modules=False, backward=False)
+    state.emitter = None
+
+
 def set_markers(on: bool) -> None:
     """Markers on (``init()`` with the last init()'s options, its defaults if none) or off (``uninit()``). Wrappers
     a script already holds (``from torch import add``) read the same state, so they mark again once on."""

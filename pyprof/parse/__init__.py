@@ -13,7 +13,7 @@ from pyprof.common import one_blas_thread_if_run
 one_blas_thread_if_run(__name__)  # before this package imports numpy (python -m pyprof.parse)
 
 import warnings
-from typing import IO, Iterator
+from typing import IO, Iterable, Iterator
 
 from pyprof import cleanup
 from pyprof.common import no_cyclic_gc
@@ -60,10 +60,11 @@ def close_source(src: Source) -> None:
         cleanup.remove(src.temp_path)
 
 
-def parse_file(path: str, out: IO[str], raw_markers: bool = False) -> Stats:
+def parse_file(path: str, out: IO[str], raw_markers: bool = False, side_lines: Iterable[str] = ()) -> Stats:
     """Parse ``path`` and write parse's header line, one JSON line per record and its end line to ``out``
-    (``raw_markers``: keep the autograd range texts, ``seqMarker``). Returns
-    the Stats; raises InputError."""
+    (``raw_markers``: keep the autograd range texts, ``seqMarker``; ``side_lines``: further side lines, each without
+    its newline, written after parse's own and before the end line, where side lines belong). Returns the Stats;
+    raises InputError."""
     with no_cyclic_gc():  # as cli._run, for the same reason
         src = open_source(path)
         try:
@@ -71,6 +72,8 @@ def parse_file(path: str, out: IO[str], raw_markers: bool = False) -> Stats:
             write = out.write
             for piece in pieces:
                 write(piece)
+            for line in side_lines:
+                write(line + "\n")
             write(end_line(stats.records))
             write("\n")
         finally:

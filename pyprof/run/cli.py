@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 from pyprof.common import InputError, PyprofError, UsageError, output_stream, run_command, users_environment
-from pyprof.record import END_KEY, program_line
+from pyprof.record import program_line
 
 PROG = "pyprof run"
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -151,22 +151,6 @@ def _program_lines(timing: Path) -> list[str]:
     return [program_line(pid, *lists, how)]
 
 
-class _SideLinesBeforeEnd:
-    """A stream that writes ``lines`` (side lines) just before parse's end line, where side lines belong
-    (record.SIDE_KEY): pyprof.parse.parse_file writes the end line last, whole, in one write."""
-
-    def __init__(self, f, lines: list[str]) -> None:
-        self.f, self.lines = f, lines
-        self.end = '{"' + END_KEY + '":'
-
-    def write(self, text: str) -> int:
-        at = text.find(self.end)
-        if self.lines and at >= 0 and (at == 0 or text[at - 1] == "\n"):
-            text = text[:at] + "".join(f"{line}\n" for line in self.lines) + text[at:]
-            self.lines = []
-        return self.f.write(text)
-
-
 def _source_roots(command: list[str]) -> list[str]:
     """The folders the report may read source text from: the current one, and the script's (the first argument
     naming a .py file, as in ``python train.py`` or ``torchrun --nproc 2 train.py``), both named by the user."""
@@ -225,7 +209,7 @@ def _analyse(export: Path, out: Path, source_roots: list[str], side: list[str]) 
     # Written to a temporary name and renamed into place (output_stream): a capture that parse refuses leaves
     # no records.dict; one that report refuses takes its records.dict away again.
     with output_stream(str(records)) as f:
-        parse_file(str(export), _SideLinesBeforeEnd(f, side))
+        parse_file(str(export), f, side_lines=side)
     try:
         h = report([str(records)], str(page), source_roots=source_roots)
     except PyprofError:

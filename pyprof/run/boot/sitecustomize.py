@@ -76,15 +76,11 @@ class _Steps:
         self._nvtx = None  # (range_push, range_pop) as torch had them, when the script's own are counted
 
     def _install(self) -> None:
-        """pyprof.init() before the script runs, so that what the script then imports of torch is the wrapped
-        callables, and off at once: its wrappers call straight through while the capture state has no emitter
-        (pyprof.nvtx's ``state.emitter``, the one thing they test; pyprof.nvtx has no public switch, so it is
-        set here), and nothing else of it is on (no module hooks, no autograd ranges)."""
-        import pyprof
+        """pyprof.init()'s wrappers before the script runs, so that what the script then imports of torch is the
+        wrapped callables, and off at once (pyprof.nvtx.install_off): nothing of the capture is on."""
         from pyprof import nvtx
 
-        pyprof.init(ops=self.backend == "nsys", modules=False, backward=False)
-        nvtx.state.emitter = None
+        nvtx.install_off(ops=self.backend == "nsys")
 
     def _markers(self, on: bool) -> None:
         """pyprof.init()'s markers on (the capture's start) or off (its end). On: init() again, whole, after
