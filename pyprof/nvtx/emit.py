@@ -20,7 +20,7 @@ MAX_CACHED_MARKERS = 200_000
 _MISS = object()  # cached attributes are None when no profiler is attached
 
 _signature = payload.signature
-_FAST_TENSORS = (payload.torch.Tensor, payload.torch.nn.Parameter)
+_FAST_TENSORS = payload.PLAIN_TENSORS
 _SCALARS = payload.SCALAR_TYPES
 _TORCH_DIR = os.path.dirname(os.path.dirname(payload.torch.__file__)) + os.sep + "torch" + os.sep
 _PYPROF_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep

@@ -17,7 +17,7 @@ from pyprof.record import MARKER_VERSION
 MAX_STR_CHARS = 64
 
 _Tensor = torch.Tensor
-_PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)  # exact types: a subclass may answer differently
+PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)  # exact types: a subclass may answer differently
 SCALAR_TYPES = (int, float, bool, str, type(None), complex)
 _SCALARS = SCALAR_TYPES
 _CONSTANTS = (torch.dtype, torch.device, torch.layout, torch.memory_format)
@@ -39,7 +39,7 @@ def signature(x):
     if t is tuple or t is list or t is torch.Size:
         try:  # a list of plain tensors (foreach ops, cat) without a call per element
             return (t, tuple([(e.shape, e.dtype, e.is_contiguous(), e.get_device(), e.requires_grad)
-                              if type(e) in _PLAIN_TENSORS else signature(e) for e in x]))
+                              if type(e) in PLAIN_TENSORS else signature(e) for e in x]))
         except (RuntimeError, NotImplementedError):
             return (t, tuple(map(signature, x)))
     if t in _CONSTANTS:
@@ -157,9 +157,9 @@ _TENSOR_TEXTS = BoundedDict(20_000)
 
 def _entry_text(x) -> str:
     t = type(x)
-    if t in _PLAIN_TENSORS:
+    if t in PLAIN_TENSORS:
         return _tensor_text(x)
-    if (t is list or t is tuple) and x and all(type(e) in _PLAIN_TENSORS for e in x):
+    if (t is list or t is tuple) and x and all(type(e) in PLAIN_TENSORS for e in x):
         return '{"type":"tensorlist","items":[' + ",".join(map(_tensor_text, x)) + "]}"
     return _dumps(_describe(x))
 
