@@ -125,7 +125,7 @@ def _tables(sources: list[Source], jobs: int = 0, meanwhile=None, source=None):
     from pyprof.prof import views
     from pyprof.prof.aggregate import aggregate, numbered_file
     from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
-    from pyprof.report.activities import ActivityTable
+    from pyprof.report.activity_table import ActivityTable
     from pyprof.report.headline import headline
 
     agg = None
