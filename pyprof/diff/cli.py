@@ -20,7 +20,7 @@ import pyprof
 from pyprof.common import (InputError, UsageError, output_stream, refuse_overwriting_inputs, run_command,
                            write_stdout)
 from pyprof.prof.cli import output_format
-from pyprof.prof.formats import printable
+from pyprof.common import printable
 
 PROG = "pyprof diff"
 #: The exit code of --fail-if-slower when NEW is slower by more than allowed: neither bad input (1) nor usage (2).

@@ -164,11 +164,6 @@ class NsysSource(Source):
                                                           host, NVTX_PUSH_POP)
         return facts
 
-    def has_gpu_work(self) -> bool:
-        """True when the export holds at least one kernel, memcpy or memset row."""
-        return any(t in self.cols and self.rows.all(f"SELECT 1 FROM {t} LIMIT 1")
-                   for t in (KERNEL, MEMCPY, MEMSET))
-
     def gpus(self) -> dict[int, GpuInfo]:
         """GPU name and properties by device id (empty when the export has no TARGET_INFO_GPU)."""
         if "TARGET_INFO_GPU" not in self.cols or "name" not in self.cols["TARGET_INFO_GPU"]:

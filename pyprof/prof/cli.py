@@ -12,7 +12,8 @@ from typing import Iterator, Sequence
 from pyprof.common import (OutputError, UsageError, open_input, refuse_overwriting_inputs, run_command,
                            write_stdout)
 from pyprof.prof.columns import DEFAULT, help_text, parse_columns
-from pyprof.prof.formats import PROG, printable
+from pyprof.common import printable
+from pyprof.prof.formats import PROG
 
 EPILOG = """columns (-c, comma separated, or 'all'):
 {cols}

@@ -16,7 +16,7 @@ from typing import IO, Iterable
 import numpy as np
 import orjson
 
-from pyprof.prof.formats import bounded, printable
+from pyprof.common import bounded, printable
 from pyprof.prof.tables import Table
 
 #: Most timeline events embedded in a page: about 40 bytes each, so the page stays a few MB at most.

@@ -242,7 +242,7 @@ def _analyse(export: Path, out: Path, source_roots: list[str], side: list[str]) 
 def _note(text: str) -> None:
     """One line of run's on stderr. It can quote the capture (op names, findings) or the command: printable,
     so that a name's line break or escape sequence is shown, not acted on by the terminal."""
-    from pyprof.prof.formats import printable
+    from pyprof.common import printable
 
     print(printable(f"{PROG}: {text}"), file=sys.stderr)
 
