@@ -12,9 +12,9 @@ from pyprof.common import InputError
 from pyprof.record import PROGRAM_MARK_PREFIX
 from pyprof.parse import markers as mk
 from pyprof.parse import nsys_python as py
-from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
+from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent
 from pyprof.parse import nsys_host, nsys_scan
-from pyprof.parse.sqlrows import (SQLITE_ERRORS, Column, Query, Rows, Valid, as_is, connect, integer, integer_of,
+from pyprof.parse.sqlrows import (SQLITE_ERRORS, Column, Query, SqliteSource, Valid, as_is, integer, integer_of,
                                   integers, text_of)
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -78,17 +78,13 @@ def os_pid(global_id: int | None) -> int | None:
     return None if global_id is None else (global_id >> 24) & 0xFFFFFF
 
 
-class NsysSource(Source):
+class NsysSource(SqliteSource):
     """Reader of one nsys SQLite export. Raises InputError on open if the file is not one."""
 
     format = "nsys"
 
     def __init__(self, path: str, display: str | None = None):
-        self.file = path
-        self.path = display or path
-        self.oddities: dict = {}  # rows left out, texts read leniently (the summary reports them)
-        self.db = connect(path, self.path)
-        self.rows = Rows(self.db, path, self.path, self.oddities)
+        super().__init__(path, display)
         self.cols = {t: self._columns(t) for (t,) in self.rows.all("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if "StringIds" not in self.cols:
             raise InputError(self.path, "SQLite database without a StringIds table: not an Nsight Systems export")
@@ -542,15 +538,10 @@ class NsysSource(Source):
             yield MemoryEvent(tid, call, t, os_pid(gpid), device, "driver", -size if oper == _FREE else size,
                               None, None, addr)
 
-    def reopen_args(self) -> tuple:
-        """(class, file, display name): what a worker process needs to open this export again."""
-        return type(self), self.file, self.path
-
     def close(self) -> None:
         """Close the database, and let go of what the compiled pass found (host intervals not handed over yet)."""
         self._scanned.clear()
-        self.rows.close()
-        self.db.close()
+        super().close()
 
 
 def _start(a: Activity) -> int:
