@@ -18,8 +18,8 @@ def __getattr__(name: str):
         from pyprof import nvtx
 
         return getattr(nvtx, name)
-    if name == "load":  # notebooks: records or an export as pandas DataFrames (pyprof.report.frames)
-        from pyprof.report.frames import load
+    if name == "load":  # notebooks: records or an export as pandas DataFrames (pyprof.report.dataframes)
+        from pyprof.report.dataframes import load
 
         return load
     raise AttributeError(f"module 'pyprof' has no attribute {name!r}")

@@ -15,10 +15,13 @@ import os
 import select
 import stat
 import sys
-from typing import IO, Callable, Iterable, Iterator
+from typing import IO, TYPE_CHECKING, Callable, Iterable, Iterator, Sequence
 
 from pyprof import cleanup
 from pyprof.cleanup import Interrupted, handling_signals, stop_raising
+
+if TYPE_CHECKING:  # the capture stage imports this module; argparse is only the CLIs'
+    import argparse
 
 class PyprofError(Exception):
     """Root of every error pyprof raises on purpose (bad input, bad usage).
@@ -28,8 +31,8 @@ class PyprofError(Exception):
     """
 
 
-class InputError(PyprofError):
-    """An input file is unreadable, of an unknown format, truncated or malformed."""
+class _FileError(PyprofError):
+    """A problem with one file: the message is the file's path, then the problem."""
 
     def __init__(self, path: str, problem: str):
         super().__init__(f"{path}: {problem}")
@@ -37,7 +40,11 @@ class InputError(PyprofError):
         self.problem = problem
 
     def __reduce__(self):  # pickled as raised (a worker process's, a Dask task's): the message is built again
-        return InputError, (self.path, self.problem)
+        return type(self), (self.path, self.problem)
+
+
+class InputError(_FileError):
+    """An input file is unreadable, of an unknown format, truncated or malformed."""
 
 
 class UsageError(PyprofError):
@@ -52,16 +59,8 @@ class UsageError(PyprofError):
         return UsageError, (str(self), self.path)
 
 
-class OutputError(PyprofError):
+class OutputError(_FileError):
     """An output cannot be written: a missing or read-only folder, a full disk (exit code 1)."""
-
-    def __init__(self, path: str, problem: str):
-        super().__init__(f"{path}: {problem}")
-        self.path = path
-        self.problem = problem
-
-    def __reduce__(self):  # pickled as raised (a worker process's, a Dask task's): the message is built again
-        return OutputError, (self.path, self.problem)
 
 
 def open_input(path: str, mode: str = "r") -> IO:
@@ -341,6 +340,15 @@ def one_blas_thread_if_run(package: str) -> None:
     if any(a == f"-m{package}" or (a == "-m" and argv[i + 1:i + 2] == [package]) for i, a in enumerate(argv)):
         one_blas_thread()
         cleanup.while_loading(package.replace(".", " "))  # a signal during the imports: one line, no traceback
+
+
+def parsed_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace | int:
+    """The command line parsed, or the exit code where argparse has printed the usage or the help instead (2 for a
+    usage error, 0 for --help)."""
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as e:
+        return 2 if e.code else 0
 
 
 def run_command(prog: str, body: Callable[[], int]) -> int:

@@ -141,7 +141,7 @@ def host_line(pid: int | None, category: str, start_ns, end_ns, names: list[str]
 PROGRAM_HOW = ("cuda events", "perf_counter")
 
 
-#: The text that opens pyprof.step()'s program mark (pyprof.nvtx.steps): a zero-length range in the domain pyprof,
+#: The text that opens pyprof.step()'s program mark (pyprof.nvtx.step_window): a zero-length range in the domain pyprof,
 #: ``{"pyprof":1,"program":{...}}`` whose object holds program_line's three fields.
 PROGRAM_MARK_PREFIX = '{"pyprof":1,"program":'
 

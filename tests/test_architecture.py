@@ -165,3 +165,25 @@ def test_the_checks_find_what_they_look_for(tmp_path):
         "pyprof.prof.rows imports pyprof.parse.writer._template, private to its stage",
         "pyprof.report.page imports pyprof.prof._hidden.x, private to its stage"]
     assert cycles(g) == [["pyprof.prof.rows", "pyprof.prof.tables"]]
+
+
+def modules_not_in(doc: str, top: Path) -> list[str]:
+    """The modules of the package at ``top`` (Python and C files, paths relative to it) that ``doc`` does not name
+    in backquotes; ``__main__.py`` files, two lines of ``python -m`` each, are left out."""
+    found = sorted(p for p in top.rglob("*") if p.suffix in (".py", ".c", ".h") and p.name != "__main__.py"
+                   and "__pycache__" not in p.parts)
+    return [str(p.relative_to(top)) for p in found if f"`{p.relative_to(top).as_posix()}`" not in doc]
+
+
+def test_architecture_doc_names_every_module():
+    missing = modules_not_in((ROOT / "docs" / "architecture.md").read_text(), ROOT / "pyprof")
+    assert not missing, f"docs/architecture.md does not name: {', '.join(missing)}"
+
+
+def test_the_module_check_finds_a_module_left_out(tmp_path):
+    pkg = tmp_path / "pkg"
+    (pkg / "sub").mkdir(parents=True)
+    for name in ("__init__.py", "__main__.py", "sub/named.py", "sub/left_out.py", "sub/_kernel.c"):
+        (pkg / name).write_text("")
+    doc = "- `__init__.py`: the package.\n- `sub/named.py`: named.\n- `sub/_kernel.c`: a kernel.\n"
+    assert modules_not_in(doc, pkg) == ["sub/left_out.py"]

@@ -20,7 +20,7 @@ import pyprof
 from pyprof.common import (InputError, UsageError, output_stream, refuse_overwriting_inputs, run_command,
                            write_stdout)
 from pyprof.prof.cli import output_format
-from pyprof.prof.formats import printable
+from pyprof.common import parsed_args, printable
 
 PROG = "pyprof diff"
 #: The exit code of --fail-if-slower when NEW is slower by more than allowed: neither bad input (1) nor usage (2).
@@ -74,10 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``pyprof diff``; return the exit code (0 ok, 1 bad input, 2 usage, 3 NEW slower than allowed)."""
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:  # argparse printed the usage or the help
-        return 2 if e.code else 0
+    args = parsed_args(build_parser(), argv)
+    if isinstance(args, int):  # argparse printed the usage or the help
+        return args
     return run_command(PROG, lambda: _run(args))
 
 

@@ -18,7 +18,7 @@ from pyprof.common import UsageError
 from pyprof.nvtx import inductor, patch
 from pyprof.nvtx.emit import Emitter, NvtxSink, RecordingSink
 from pyprof.nvtx.modules import ModuleRanges
-from pyprof.nvtx.steps import step
+from pyprof.nvtx.step_window import step
 
 __all__ = ["init", "uninit", "wrap", "layer", "is_initialized", "profiling", "step", "RecordingSink"]
 

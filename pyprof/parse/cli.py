@@ -8,7 +8,7 @@ import sys
 from typing import IO
 
 from pyprof import cleanup
-from pyprof.common import (InputError, UsageError, no_cyclic_gc, output_stream, refuse_overwriting_inputs,
+from pyprof.common import (InputError, UsageError, no_cyclic_gc, output_stream, parsed_args, refuse_overwriting_inputs,
                            run_command)
 
 from pyprof.record import end_line, launched_no_gpu
@@ -45,11 +45,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the parse CLI; return the exit code (0 ok, 1 bad input, 2 usage)."""
-    parser = _parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # argparse has printed its usage line already
-        return 2 if e.code else 0
+    args = parsed_args(_parser(), argv)
+    if isinstance(args, int):  # argparse printed the usage or the help
+        return args
 
     def body() -> int:
         if args.worker is not None:  # the old name, until the next release (prof's --worker picks a process)

@@ -14,13 +14,6 @@ import numpy as np
 
 from pyprof.record import HOST_CATEGORIES, HOST_RUN, host_line
 from pyprof.parse import native
-from pyprof.parse.activities import Source
-
-
-def host_lines(source: Source) -> Iterator[str]:
-    """The host lines of ``source``: per (process, category), its intervals merged (steps kept apart, with their
-    names), in runs of HOST_RUN."""
-    return lines_of(source.host_intervals())
 
 
 #: The longest gap or interval a packed group holds (32 bits of nanoseconds: 4.3 s); a group with a longer one is

@@ -12,9 +12,9 @@ from pyprof.common import InputError
 from pyprof.record import PROGRAM_MARK_PREFIX
 from pyprof.parse import markers as mk
 from pyprof.parse import nsys_python as py
-from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
+from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent
 from pyprof.parse import nsys_host, nsys_scan
-from pyprof.parse.sqlrows import (SQLITE_ERRORS, Column, Query, Rows, Valid, as_is, connect, integer, integer_of,
+from pyprof.parse.sqlrows import (SQLITE_ERRORS, Column, Query, SqliteSource, Valid, as_is, integer, integer_of,
                                   integers, text_of)
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -78,17 +78,13 @@ def os_pid(global_id: int | None) -> int | None:
     return None if global_id is None else (global_id >> 24) & 0xFFFFFF
 
 
-class NsysSource(Source):
+class NsysSource(SqliteSource):
     """Reader of one nsys SQLite export. Raises InputError on open if the file is not one."""
 
     format = "nsys"
 
     def __init__(self, path: str, display: str | None = None):
-        self.file = path
-        self.path = display or path
-        self.oddities: dict = {}  # rows left out, texts read leniently (the summary reports them)
-        self.db = connect(path, self.path)
-        self.rows = Rows(self.db, path, self.path, self.oddities)
+        super().__init__(path, display)
         self.cols = {t: self._columns(t) for (t,) in self.rows.all("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if "StringIds" not in self.cols:
             raise InputError(self.path, "SQLite database without a StringIds table: not an Nsight Systems export")
@@ -163,11 +159,6 @@ class NsysSource(Source):
             facts = self._scanned[table] = nsys_scan.scan(self.rows, table, _SCANNED[table][0], self.cols[table],
                                                           host, NVTX_PUSH_POP)
         return facts
-
-    def has_gpu_work(self) -> bool:
-        """True when the export holds at least one kernel, memcpy or memset row."""
-        return any(t in self.cols and self.rows.all(f"SELECT 1 FROM {t} LIMIT 1")
-                   for t in (KERNEL, MEMCPY, MEMSET))
 
     def gpus(self) -> dict[int, GpuInfo]:
         """GPU name and properties by device id (empty when the export has no TARGET_INFO_GPU)."""
@@ -547,15 +538,10 @@ class NsysSource(Source):
             yield MemoryEvent(tid, call, t, os_pid(gpid), device, "driver", -size if oper == _FREE else size,
                               None, None, addr)
 
-    def reopen_args(self) -> tuple:
-        """(class, file, display name): what a worker process needs to open this export again."""
-        return type(self), self.file, self.path
-
     def close(self) -> None:
         """Close the database, and let go of what the compiled pass found (host intervals not handed over yet)."""
         self._scanned.clear()
-        self.rows.close()
-        self.db.close()
+        super().close()
 
 
 def _start(a: Activity) -> int:

@@ -13,9 +13,9 @@ from typing import Iterator
 
 from pyprof.common import InputError
 from pyprof.parse.demangle import demangle, short_name
-from pyprof.parse.activities import Activity, GpuInfo, Launch, Source
+from pyprof.parse.activities import Activity, GpuInfo, Launch
 from pyprof.parse.nsys import MEMCPY_KINDS
-from pyprof.parse.sqlrows import Rows, connect, integer, integers, timed
+from pyprof.parse.sqlrows import SqliteSource, integer, integers, timed
 
 KERNEL_TABLES = ("CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_KERNEL")
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -39,17 +39,13 @@ DRIVER_API = {115: "cuLaunch", 116: "cuLaunchGrid", 117: "cuLaunchGridAsync", 30
               477: "cuLaunchCooperativeKernel", 514: "cuGraphLaunch", 652: "cuLaunchKernelEx"}
 
 
-class NvprofSource(Source):
+class NvprofSource(SqliteSource):
     """Reader of one nvprof SQLite export. Raises InputError on open if the file is not one."""
 
     format = "nvprof"
 
     def __init__(self, path: str, display: str | None = None):
-        self.file = path
-        self.path = display or path
-        self.oddities: dict = {}  # rows left out, texts read leniently (the summary reports them)
-        self.db = connect(path, self.path)
-        self.rows = Rows(self.db, path, self.path, self.oddities)
+        super().__init__(path, display)
         self.cols = {t: {r[1] for r in self.rows.all(f"PRAGMA table_info('{t}')")}
                      for (t,) in self.rows.all("SELECT name FROM sqlite_master WHERE type = 'table'")}
         self.kernel_table = next((t for t in KERNEL_TABLES if t in self.cols
@@ -212,15 +208,6 @@ class NvprofSource(Source):
             ck = MEMCPY_KINDS.get(ckind, str(ckind)) if kind == "memcpy" and ckind is not None else None
             name = f"[CUDA {kind} {ck}]" if ck else f"[CUDA {kind}]"
             yield Activity(kind, start, end, dev, stream, None, corr, corr, name, name, bytes=nbytes, copy_kind=ck)
-
-    def reopen_args(self) -> tuple:
-        """(class, file, display name): what a worker process needs to open this export again."""
-        return type(self), self.file, self.path
-
-    def close(self) -> None:
-        """Close the database."""
-        self.rows.close()
-        self.db.close()
 
 
 def _valid(cols: tuple) -> str:

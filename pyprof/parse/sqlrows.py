@@ -19,6 +19,7 @@ from typing import Iterator
 
 from pyprof.common import InputError
 from pyprof.record import INT_MAX
+from pyprof.parse.activities import Source
 
 #: Text as SQLite stores it, decoded with replacement characters where it is not UTF-8 (a GPU name in Latin-1).
 lossy_text = functools.partial(str, encoding="utf-8", errors="replace")
@@ -313,3 +314,25 @@ def describe(e: Exception) -> str:
     if isinstance(e, UnicodeDecodeError):
         return "SQLite's error message is not text: a corrupt schema"
     return (str(e).splitlines() or [type(e).__name__])[0][:200]
+
+
+class SqliteSource(Source):
+    """What a reader of one SQLite export (Nsight Systems, nvprof) opens: the connection and its Rows, which count
+    the oddities they meet (rows left out, texts read leniently) for the summary. Raises InputError for a file
+    that is not an SQLite database."""
+
+    def __init__(self, path: str, display: str | None = None):
+        self.file = path
+        self.path = display or path
+        self.oddities: dict = {}
+        self.db = connect(path, self.path)
+        self.rows = Rows(self.db, path, self.path, self.oddities)
+
+    def reopen_args(self) -> tuple:
+        """(class, file, display name): what a worker process needs to open this export again."""
+        return type(self), self.file, self.path
+
+    def close(self) -> None:
+        """Close the database."""
+        self.rows.close()
+        self.db.close()

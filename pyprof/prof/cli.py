@@ -9,10 +9,11 @@ import sys
 import tempfile
 from typing import Iterator, Sequence
 
-from pyprof.common import (OutputError, UsageError, open_input, refuse_overwriting_inputs, run_command,
-                           write_stdout)
+from pyprof.common import (OutputError, UsageError, open_input, parsed_args, refuse_overwriting_inputs,
+                           run_command, write_stdout)
 from pyprof.prof.columns import DEFAULT, help_text, parse_columns
-from pyprof.prof.formats import PROG, printable
+from pyprof.common import printable
+from pyprof.prof.formats import PROG
 
 EPILOG = """columns (-c, comma separated, or 'all'):
 {cols}
@@ -95,11 +96,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the prof CLI; return the exit status (0 ok, 1 bad input, 2 usage)."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:
-        return int(e.code or 0)
+    args = parsed_args(build_parser(), argv)
+    if isinstance(args, int):  # argparse printed the usage or the help
+        return args
     out = _stdout()
     try:
         return run_command(PROG, lambda: _run(args, out))

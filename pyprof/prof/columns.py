@@ -95,8 +95,6 @@ COLUMNS: dict[str, Column] = {
     "note": Column("Note", "why flops/bytes are na, or why a kernel is above its roofline", "_note(m, r) or '-'",
                    "_note(m, r)"),
 }
-ORIGINAL = ["idx", "seq", "altseq", "tid", "layer", "trace", "dir", "sub", "mod", "op", "kernel", "params", "sil",
-            "tc", "device", "stream", "grid", "block", "flops", "bytes"]
 #: The original's default, then what the tool is for (Tensor Cores, FLOPs, TFLOP/s, roofline): added at the end,
 #: so that an awk script reading the original's eight fields by position reads the same ones.
 DEFAULT = ["idx", "dir", "sub", "mod", "op", "kernel", "params", "sil", "tc", "flops", "tflops", "roofline"]

@@ -17,10 +17,7 @@ from pyprof.common import InputError
 from pyprof.record import (DIST_KEYS, END_KEY, END_PREFIX, FIELDS, HEADER_KEY, HEADER_PREFIX, INT_MAX, INT_MIN,
                            RECORD_SCHEMA, SIDE_PREFIX)
 
-try:
-    import msgspec
-except ImportError:  # pragma: no cover - msgspec is a dependency; without it records are not type-checked
-    msgspec = None
+import msgspec
 
 #: Records nest a few levels (a forward link's arguments, a tensor list's items); deeper ones are refused before
 #: any code walks them (a walk that recursed would hit Python's limit on a hostile line).
@@ -29,7 +26,7 @@ MAX_DEPTH = 24
 
 #: Integers are 64-bit (the readers keep times and counts in int64 arrays): JSON allows any size. The bounds are
 #: record.INT_MIN and INT_MAX, which parse keeps to.
-_Int: Any = Annotated[int, msgspec.Meta(ge=INT_MIN, le=INT_MAX)] if msgspec is not None else int
+_Int: Any = Annotated[int, msgspec.Meta(ge=INT_MIN, le=INT_MAX)]
 _Names = Union[str, list[str]]  # legacy PyProf lines and forward links may give one name instead of a list
 _Ints = list[Optional[_Int]]
 
@@ -77,23 +74,17 @@ FAST_TYPES: dict[str, Any] = _types(_json(FAST_LEVELS))
 FullRecord = TypedDict("FullRecord", {**TYPES, END_KEY: bool}, total=False)  # type: ignore[misc]
 _FastRecord = TypedDict("_FastRecord", {**FAST_TYPES, END_KEY: bool}, total=False)  # type: ignore[misc]
 
-if msgspec is not None:
-    _typed_decode = msgspec.json.Decoder(_FastRecord).decode
-    # ValidationError is a DecodeError; text that is not UTF-8 raises UnicodeDecodeError
-    _TYPED_ERRORS: tuple = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)
-else:  # pragma: no cover
-    _typed_decode = None
-    _TYPED_ERRORS = ()
+_typed_decode = msgspec.json.Decoder(_FastRecord).decode
+# ValidationError is a DecodeError; text that is not UTF-8 raises UnicodeDecodeError
+_TYPED_ERRORS: tuple = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)
 
 
 def typed_loads(line: bytes, path: str, lineno: int) -> dict | None:
     """The record on ``line`` decoded and checked in one pass (msgspec, at C speed: the keys of FullRecord only,
     each of its type), or None when the line is something else (not JSON, not an object, a key of another type,
-    nested deeper than FAST_LEVELS, no msgspec): the caller then decodes it whole and ``check`` names the problem
+    nested deeper than FAST_LEVELS): the caller then decodes it whole and ``check`` names the problem
     (or accepts it: a line nested deeper than FAST_LEVELS and at most MAX_DEPTH is a record).
     Raises InputError for a record of a newer schema."""
-    if _typed_decode is None:
-        return None
     try:
         d = _typed_decode(line)  # the types bound the nesting too (FAST_LEVELS)
     except _TYPED_ERRORS:
@@ -107,11 +98,10 @@ def check(d: dict, path: str, lineno: int) -> None:
     than MAX_DEPTH, or comes from a newer writer than this reader."""
     if deeper_than(d, MAX_DEPTH):
         raise InputError(path, f"line {lineno}: a record nested deeper than {MAX_DEPTH} levels")
-    if msgspec is not None:
-        try:
-            msgspec.convert(d, FullRecord)
-        except msgspec.ValidationError as e:
-            raise InputError(path, f"line {lineno}: a record field has an unexpected type ({_first_line(e)})") from None
+    try:
+        msgspec.convert(d, FullRecord)
+    except msgspec.ValidationError as e:
+        raise InputError(path, f"line {lineno}: a record field has an unexpected type ({_first_line(e)})") from None
     _known_schema(d, path, lineno)
 
 

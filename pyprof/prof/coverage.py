@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyprof.prof.formats import PROG, printable
+from pyprof.common import printable
+from pyprof.prof.formats import PROG
 from pyprof.prof.modeller import Result
 from pyprof.prof.registry import COUNTED_FAMILIES
 

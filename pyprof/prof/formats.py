@@ -19,8 +19,7 @@ import io
 import json
 from typing import IO, Callable, Sequence
 
-# The text helpers are shared with the error lines of every stage (pyprof.common); imported from here too.
-from pyprof.common import MAX_FIELD_CHARS, BoundedDict, UsageError, bounded, printable  # noqa: F401
+from pyprof.common import MAX_FIELD_CHARS, BoundedDict, UsageError, printable
 
 #: How messages and usage name the command: as users type it (``pyprof prof``), also when it was started as
 #: ``python -m pyprof.prof``, so that a message reads the same in both and names the command to run again.

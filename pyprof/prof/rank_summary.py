@@ -18,7 +18,7 @@ from pyprof import cleanup
 from pyprof.common import PARSED_EXPORT_HELD, TellingWrites
 from pyprof.prof.aggregate import KERNEL, WorkerData, aggregate, numbered_file, worker_name
 from pyprof.prof.coverage import Coverage
-from pyprof.prof.host import Intervals
+from pyprof.prof.host_time import Intervals
 from pyprof.prof.roofline import Peaks
 from pyprof.prof.steps import steps
 

@@ -20,31 +20,17 @@ from pyprof.prof.contract import (FAST_TYPES, MAX_DEPTH, Ending, Header, check, 
                                   is_side, typed_loads)
 from pyprof.prof.side import read_side
 
-try:
-    from orjson import JSONDecodeError as _OrjsonError
-    from orjson import loads  # several times faster than json.loads on records
+import msgspec
+from msgspec import Raw
+from orjson import JSONDecodeError as _OrjsonError
+from orjson import loads  # several times faster than json.loads on records
 
-    DECODE_ERRORS: tuple = (_OrjsonError, ValueError, RecursionError)
-except ImportError:  # pragma: no cover - orjson is optional
-    loads = json.loads
-    DECODE_ERRORS = (ValueError, RecursionError)  # json.loads recurses: a deep line runs out of stack
-
-try:
-    import msgspec
-
-    Raw: type = msgspec.Raw
-    # ValidationError is a DecodeError; msgspec refuses a line nested past its own stack limit with RecursionError
-    LEAN_ERRORS: tuple = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)  # (text not UTF-8)
-except ImportError:  # pragma: no cover - msgspec is optional: every line then takes the full decode
-    msgspec = None
-
-    class Raw:  # never instantiated: ``type(x) is Raw`` is then always false
-        pass
-
-    LEAN_ERRORS = ()
+DECODE_ERRORS: tuple = (_OrjsonError, ValueError, RecursionError)
+# ValidationError is a DecodeError; msgspec refuses a line nested past its own stack limit with RecursionError
+LEAN_ERRORS: tuple = (msgspec.DecodeError, RecursionError, UnicodeDecodeError)  # (text not UTF-8)
 
 
-def lean_loads(keys: Iterable[str]) -> Callable[[bytes], dict] | None:
+def lean_loads(keys: Iterable[str]) -> Callable[[bytes], dict]:
     """A decoder of one line into a dict of only the record's ``keys`` (those present in the line).
 
     Per-kernel output reads a dozen of a record's fields; decoding the rest (the range stack, the call stack,
@@ -55,10 +41,7 @@ def lean_loads(keys: Iterable[str]) -> Callable[[bytes], dict] | None:
 
     It raises one of ``LEAN_ERRORS`` for a line it cannot take (not JSON, not an object, a forward link that
     is not an object): the caller then decodes that line whole, so messages and results are the full path's.
-    None where msgspec is not installed.
     """
-    if msgspec is None:
-        return None
     # Typed as contract.FAST_TYPES: a line whose keys have other types (or nest deeper) is refused here, at C
     # speed, and decoded whole by the caller, whose check names the key (or accepts the line).
     fields: dict = {k: FAST_TYPES.get(k, Any) for k in (*keys, "schema")}
@@ -114,10 +97,10 @@ class ArgsDecoder:
 
     def __init__(self, max_entries: int = 256) -> None:
         self._cache = BoundedDict(max_entries)  # (level, an argument's JSON) -> its value
-        self._split = msgspec.json.Decoder(list[Raw]).decode if msgspec is not None else None
+        self._split = msgspec.json.Decoder(list[Raw]).decode
 
     def __call__(self, v, level: int = 2):
-        if type(v) is not Raw or self._split is None:
+        if type(v) is not Raw:
             return raw_value(v, level)
         try:
             parts = self._split(v)

@@ -150,9 +150,3 @@ def formulas() -> list[Formula]:
     for f in _REGISTRY.values():
         seen.setdefault(id(f), f)
     return list(seen.values())
-
-
-def unregister(*names_: str) -> None:
-    """Remove names (for tests and for plugins that deliberately replace a formula)."""
-    for n in names_:
-        _REGISTRY.pop(n, None)

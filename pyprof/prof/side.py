@@ -6,9 +6,9 @@ from typing import Callable
 
 from pyprof.common import InputError
 from pyprof.record import SIDE_KEY
-from pyprof.prof.host import HostRun
+from pyprof.prof.host_time import HostRun
 from pyprof.prof.joined import JoinRun
-from pyprof.prof.memory import MemoryRun
+from pyprof.prof.memory_timeline import MemoryRun
 from pyprof.prof.program import ProgramRun
 from pyprof.prof.window import WindowRun
 

@@ -24,7 +24,7 @@ from collections import Counter
 from typing import Iterable, Iterator, Sequence
 
 from pyprof.common import UsageError
-from pyprof.prof.formats import bounded
+from pyprof.common import bounded
 
 #: The part of one source file that is read: a line past it is not shown (real sources are a few hundred kB).
 MAX_FILE_BYTES = 4 << 20

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import IO
 
-from pyprof.prof.formats import FORMATS, PROG, cut, printable
+from pyprof.common import printable
+from pyprof.prof.formats import FORMATS, PROG, cut
 from pyprof.prof.tables import Table
 
 

@@ -14,7 +14,7 @@ from typing import IO, Callable, Iterator, NamedTuple
 import pyprof
 from pyprof import cleanup
 from pyprof.common import (PARSED_EXPORT_HELD, InputError, OutputError, TellingWrites, UsageError, output_stream,
-                           refuse_overwriting_inputs, run_command, write_error)
+                           parsed_args, refuse_overwriting_inputs, run_command, write_error)
 from pyprof.prof.reader import is_records  # (also where it was for its callers: report.cli.is_records)
 
 PROG = "pyprof report"
@@ -52,10 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``pyprof report``; return the exit code (0 ok, 1 bad input, 2 usage)."""
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:  # argparse printed the usage or the help
-        return 2 if e.code else 0
+    args = parsed_args(build_parser(), argv)
+    if isinstance(args, int):  # argparse printed the usage or the help
+        return args
 
     def body() -> int:
         if args.max_trace_events is not None and args.max_trace_events < 0:
@@ -125,7 +124,7 @@ def _tables(sources: list[Source], jobs: int = 0, meanwhile=None, source=None):
     from pyprof.prof import views
     from pyprof.prof.aggregate import aggregate, numbered_file
     from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
-    from pyprof.report.activities import ActivityTable
+    from pyprof.report.activity_table import ActivityTable
     from pyprof.report.headline import headline
 
     agg = None

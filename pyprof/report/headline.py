@@ -79,7 +79,7 @@ def _findings(t: Table | None) -> list[Entry]:
 
 def headline(agg: Aggregate, tables: list[Table], flops_ns: int) -> Headline:
     """The headline of the whole input (all workers). ``tables`` are the views' all-worker tables;
-    ``flops_ns`` the GPU time of activities that carry modelled FLOPs (report.activities)."""
+    ``flops_ns`` the GPU time of activities that carry modelled FLOPs (report.activity_table)."""
     by_name = {t.name: t for t in tables if t.worker is None}
     span = busy = n_steps = 0
     for w in agg.workers.values():

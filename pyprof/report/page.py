@@ -16,7 +16,7 @@ from typing import IO, Iterable
 import numpy as np
 import orjson
 
-from pyprof.prof.formats import bounded, printable
+from pyprof.common import bounded, printable
 from pyprof.prof.tables import Table
 
 #: Most timeline events embedded in a page: about 40 bytes each, so the page stays a few MB at most.
@@ -150,7 +150,7 @@ def render(tables: list[Table], meta: dict, trace_events: list | None, out: IO[s
     ``trace_shown`` / ``trace_total`` (GPU activities drawn / in the input) and ``trace_file`` (the full trace
     written by ``--trace``, if any). trace_events: Chrome trace events for the timeline, or None for no trace
     section; more than TIMELINE_CAP complete events are cut. activities: the table of every GPU activity
-    (pyprof.report.activities.ActivityTable.to_dict), whose number columns go in as they are; headline: the
+    (pyprof.report.activity_table.ActivityTable.to_dict), whose number columns go in as they are; headline: the
     headline's dict (pyprof.report.headline). Raises nothing of its own.
     """
     tl = timeline(trace_events) if trace_events else None

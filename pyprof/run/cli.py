@@ -24,7 +24,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pyprof.common import InputError, PyprofError, UsageError, output_stream, run_command, users_environment
+from pyprof.common import (InputError, PyprofError, UsageError, output_stream, parsed_args, run_command,
+                           users_environment)
 from pyprof.record import program_line
 
 PROG = "pyprof run"
@@ -56,10 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        return 2 if e.code else 0
+    args = parsed_args(build_parser(), argv)
+    if isinstance(args, int):  # argparse printed the usage or the help
+        return args
     # A refusal can quote the capture (a name with a line break): run_command prints it as one printable line.
     return run_command(PROG, lambda: _run(args))
 
@@ -226,7 +226,7 @@ def _analyse(export: Path, out: Path, source_roots: list[str], side: list[str]) 
 def _note(text: str) -> None:
     """One line of run's on stderr. It can quote the capture (op names, findings) or the command: printable,
     so that a name's line break or escape sequence is shown, not acted on by the terminal."""
-    from pyprof.prof.formats import printable
+    from pyprof.common import printable
 
     print(printable(f"{PROG}: {text}"), file=sys.stderr)
 

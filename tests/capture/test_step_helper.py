@@ -57,7 +57,7 @@ def test_the_window_marks_its_steps_only_and_ends_with_the_step_times(tmp_path):
 
 
 def test_step_refuses_a_window_it_cannot_keep():
-    from pyprof.nvtx import steps
+    from pyprof.nvtx import step_window as steps
 
     steps.reset()
     try:

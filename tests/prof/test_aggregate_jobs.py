@@ -15,7 +15,7 @@ from pyprof.prof import aggregate_jobs
 from pyprof.prof.aggregate import aggregate, numbered_file
 from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs
 from pyprof.prof.views import build
-from pyprof.report.activities import ActivityTable
+from pyprof.report.activity_table import ActivityTable
 from pyprof.report.cli import run
 
 DATA = pathlib.Path(__file__).parents[1] / "data"

@@ -2,7 +2,6 @@
 arguments as raw JSON. The rows must be exactly those of decoding every line whole."""
 from __future__ import annotations
 
-import io
 import json
 import lzma
 import os
@@ -13,12 +12,11 @@ import sys
 import pytest
 
 from pyprof.common import InputError
-from pyprof.prof import reader, rows
+from pyprof.prof import reader
 from pyprof.prof.columns import COLUMNS, compile_row
 from pyprof.prof.modeller import Modeller
 from pyprof.prof.coverage import Coverage
 from pyprof.prof.rows import lean_decoder, process_lines
-from pyprof.prof.per_kernel import run_stream
 from pyprof.prof.roofline import Peaks
 
 from .helpers import T, rec
@@ -54,7 +52,6 @@ def _parsed(rel: str, tmp_path) -> list[bytes]:
 def test_rows_equal_those_of_the_full_decode_on_real_captures(rel, tmp_path):
     lines = _parsed(rel, tmp_path)
     lean = lean_decoder(ALL)
-    assert lean is not None  # msgspec is a dependency
     first = lean(lines[0])
     assert "ranges" not in first and "marker" not in first  # it really skips fields
     # (side lines never reach a decoder of records: the readers skip them first)
@@ -108,21 +105,6 @@ def test_malformed_lines_get_the_full_paths_message(bad, problem):
         problems.append(e.value.problem)
     assert problems[0] == problems[1]
     assert problems[0].startswith(f"line 2: {problem}")
-
-
-def test_without_msgspec_every_line_is_decoded_whole(monkeypatch):
-    lin = [T([4, 8]), T([8, 16])]
-    data = b"\n".join(_lines(rec("sm90_xmma_gemm_bf16", op="mm", mod="torch", args=lin), rec("k", seq=(2,)))) + b"\n"
-    outs = []
-    for missing in (False, True):
-        if missing:
-            monkeypatch.setattr(reader, "msgspec", None)
-            assert rows.lean_decoder(ALL) is None
-        out = io.StringIO()
-        run_stream(io.BytesIO(data), "in", out, ALL, "csv")
-        outs.append(out.getvalue())
-    assert outs[0] == outs[1]
-    assert f",{2 * 4 * 16 * 8}," in outs[0]
 
 
 def test_args_decoder_decodes_each_argument_once_on_a_real_optimizer_step(tmp_path):

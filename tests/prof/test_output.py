@@ -8,7 +8,8 @@ import json
 
 import pytest
 
-from pyprof.prof.formats import FORMATS, MAX_FIELD_CHARS, printable
+from pyprof.common import MAX_FIELD_CHARS, printable
+from pyprof.prof.formats import FORMATS
 
 COLUMNS = ["idx", "kernel", "sil"]
 HEADERS = ["Idx", "Kernel", "Sil(ns)"]

@@ -16,7 +16,7 @@ from report_helpers import DATA, ROOT
 
 from pyprof.common import InputError
 from pyprof.prof.aggregate import aggregate_files
-from pyprof.prof.host import HostRun, split
+from pyprof.prof.host_time import HostRun, split
 from pyprof.prof.views import build
 
 

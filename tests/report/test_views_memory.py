@@ -15,7 +15,7 @@ from report_helpers import ROOT
 
 from pyprof.common import InputError
 from pyprof.prof.aggregate import aggregate_files
-from pyprof.prof.memory import MemoryRun, timelines
+from pyprof.prof.memory_timeline import MemoryRun, timelines
 from pyprof.prof.views import build
 
 PATHS = ROOT / "tests" / "data" / "paths"

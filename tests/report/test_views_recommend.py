@@ -255,7 +255,7 @@ def test_data_loading_fires_where_the_gpu_idles_inside_the_dataloader():
     import numpy as np
 
     from pyprof.prof.aggregate import aggregate
-    from pyprof.prof.host import HostRun
+    from pyprof.prof.host_time import HostRun
     from pyprof.prof.views import build
     from report_helpers import kernel
 

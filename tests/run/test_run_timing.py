@@ -87,7 +87,7 @@ def test_nsys_markers_are_installed_off_then_on_for_the_capture_only(monkeypatch
     finally:
         pyprof.uninit()
     # the phases: 2 warm-up steps (the 1st untimed), 3 captured, the 6th after it skipped, the rest unprofiled
-    from pyprof.nvtx.steps import Window
+    from pyprof.nvtx.step_window import Window
 
     window = Window(torch, 2, 3, lambda on: None)
     phases = []
@@ -143,13 +143,13 @@ def test_cuda_events_time_each_step_from_the_previous_ones_end():
 
 
 def test_nsys_steps_open_a_range_per_captured_step_and_start_and_stop_the_capture():
-    """The nsys window (pyprof.nvtx.steps.Window, which pyprof run's boot and pyprof.step() drive) end to end, with
+    """The nsys window (pyprof.nvtx.step_window.Window, which pyprof run's boot and pyprof.step() drive) end to end, with
     a fake torch.cuda (no GPU here): a run on the GPU machine once found the capture's start calling a step-range
     method that was gone. warmup 2, steps 3: the profiler starts after the 2nd step, ProfilerStep#0..2 open one
     after another, the capture stops after the 5th."""
     import types
 
-    from pyprof.nvtx.steps import Window
+    from pyprof.nvtx.step_window import Window
 
     calls = []
     cuda = types.SimpleNamespace(

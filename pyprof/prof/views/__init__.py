@@ -9,8 +9,8 @@ from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.columns import ABOVE_ROOFLINE
 from pyprof.prof.tables import Table
 # Importing the view modules registers their views; this order is the order of --view all.
-from pyprof.prof.views import overview, groups, layers, idle, host, memory, recommend, workers, ranks  # noqa: F401  isort: skip
-from pyprof.prof.views.registry import VIEWS
+from pyprof.prof.views import overview, flat, layers, idle, host, memory, recommend, workers, ranks  # noqa: F401  isort: skip
+from pyprof.prof.views.view_registry import VIEWS
 
 
 def build(agg: Aggregate, names: list[str] | None = None, worker: str | None = None) -> list[Table]:

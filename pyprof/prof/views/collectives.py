@@ -23,7 +23,7 @@ import numpy as np
 
 from pyprof.prof.rank_summary import RankSummary
 from pyprof.prof.steps import no_process
-from pyprof.prof.views.common import ms
+from pyprof.prof.views.helpers import ms
 
 
 class Collective(NamedTuple):

@@ -10,7 +10,7 @@ from pyprof.prof.gpu_features import Capability, capability
 from pyprof.prof.inflation import ProgramStep, program_step
 from pyprof.prof.peaks import GpuPeaks
 from pyprof.prof.steps import steps
-from pyprof.prof.views.common import merged, short_lines, total
+from pyprof.prof.views.helpers import merged, short_lines, total
 from pyprof.prof.views.gaps import launch_times
 
 # Percentages of GPU time (the sum of all activities' durations) unless named otherwise.

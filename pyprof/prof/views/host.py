@@ -1,5 +1,5 @@
 """Where each step's CPU time went: data loading, CUDA API calls, PyTorch ops and the rest (Python, the host's
-own work), from parse's host lines (pyprof.prof.host). The PyTorch profiler's TensorBoard plugin split a step so;
+own work), from parse's host lines (pyprof.prof.host_time). The PyTorch profiler's TensorBoard plugin split a step so;
 here the parts are the union of all the process's threads and add up to the step's CPU time.
 
 A part whose kind of interval the input never recorded is na, not 0 (its time is in Other), and a worker without
@@ -7,12 +7,12 @@ host lines has its reason said once (pyprof.prof.views.absent)."""
 from __future__ import annotations
 
 from pyprof.prof.aggregate import Aggregate, WorkerData
-from pyprof.prof.host import Intervals, split
+from pyprof.prof.host_time import Intervals, split
 from pyprof.prof.tables import Table
 from pyprof.prof.views.absent import inputs_of, names, older_inputs, older_note
-from pyprof.prof.views.common import ms, pct
+from pyprof.prof.views.helpers import ms, pct
 from pyprof.prof.views.gaps import launch_times
-from pyprof.prof.views.registry import view
+from pyprof.prof.views.view_registry import view
 
 PARTS = ("dataloader", "runtime", "op", "other")
 #: A part the input never recorded: its column's name, and what the input lacks.

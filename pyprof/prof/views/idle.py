@@ -8,9 +8,9 @@ from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.inflation import program_step
 from pyprof.prof.steps import steps
 from pyprof.prof.tables import Table
-from pyprof.prof.views.common import ms, pct, short_lines, merged
+from pyprof.prof.views.helpers import ms, pct, short_lines, merged
 from pyprof.prof.views.gaps import gaps, launch_times
-from pyprof.prof.views.registry import view
+from pyprof.prof.views.view_registry import view
 
 #: A gap shorter than this is launch overhead (the host issuing kernels one by one); a longer one, host work.
 #: The recommendations' idle rules read the same threshold.

@@ -6,8 +6,8 @@ from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.groups import Group
 from pyprof.prof.tables import Table
 from pyprof.prof.user_ranges import USER_RANGE
-from pyprof.prof.views.registry import view
-from pyprof.prof.views.common import merged, modelled_cols, ms, pct, total
+from pyprof.prof.views.view_registry import view
+from pyprof.prof.views.helpers import merged, modelled_cols, ms, pct, total
 
 NO_LAYER = "(no layer)"
 

@@ -1,5 +1,5 @@
 """Memory: allocated and reserved over time, the peak and what held it, and what each op and source line allocated,
-from parse's memory lines (pyprof.prof.memory). The PyTorch profiler's ``profile_memory=True`` events are the
+from parse's memory lines (pyprof.prof.memory_timeline). The PyTorch profiler's ``profile_memory=True`` events are the
 caching allocator's; Nsight Systems' ``--cuda-memory-usage=true`` events are the driver's (what the allocator
 reserves)."""
 from __future__ import annotations
@@ -8,10 +8,10 @@ import numpy as np
 
 from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.groups import callsite_key, layer_key, op_key
-from pyprof.prof.memory import Timeline, series, timelines
+from pyprof.prof.memory_timeline import Timeline, series, timelines
 from pyprof.prof.tables import Table
 from pyprof.prof.views.absent import older_inputs, older_note
-from pyprof.prof.views.registry import view
+from pyprof.prof.views.view_registry import view
 
 MIB = 2 ** 20
 NO_EVENTS = ("No memory events in this input: record them with torch.profiler's profile_memory=True (pyprof run "

@@ -9,8 +9,8 @@ from pyprof.prof.inflation import program_step
 from pyprof.prof.tables import Table
 from pyprof.prof.steps import Step, busy_pct, no_process, span_window, steps
 from pyprof.prof.window import window_of
-from pyprof.prof.views.registry import view
-from pyprof.prof.views.common import ms
+from pyprof.prof.views.view_registry import view
+from pyprof.prof.views.helpers import ms
 from pyprof.record import launched_no_gpu
 
 COLUMNS = [("step", "Step"), ("span_ms", "Span (ms)"), ("kernel_ms", "Kernel (ms)"), ("memcpy_ms", "Memcpy (ms)"),

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.tables import Table
-from pyprof.prof.views.common import ms, pct
+from pyprof.prof.views.helpers import ms, pct
 from pyprof.prof.views.findings import IDLE_RULES, Ctx, Finding, at_target, misaligned  # noqa: F401  (API)
-from pyprof.prof.views.registry import view
+from pyprof.prof.views.view_registry import view
 from pyprof.prof.views.rules_gpu import channels_last, fp32_matmul, hotspots, low_occupancy, memory_bound, \
     tensor_cores
 from pyprof.prof.views.rules_host import data_loading, host_copies, idle, optimizer, syncs

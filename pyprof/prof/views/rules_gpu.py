@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyprof.prof.args import dtype_info
 from pyprof.prof.gpu_features import feature_for
 from pyprof.prof.groups import Group
-from pyprof.prof.views.common import merged
+from pyprof.prof.views.helpers import merged
 from pyprof.prof.views.findings import (FAR_ROOFLINE, HOTSPOT_SHARE, LAYOUT_SHARE, LOW_OCC_SHARE, LOW_OCCUPANCY,
                                         MEM_FAR, MEM_SHARE, MODELLED_SHARE, NEAR_ROOFLINE, NO_SHAPES,
                                         TC_FP32_SHARE, Ctx, Finding, at_target, cap_rows, fmt_ms, groups_over,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyprof.prof.host import Intervals
+from pyprof.prof.host_time import Intervals
 from pyprof.prof.steps import steps
-from pyprof.prof.views.common import merged, total
+from pyprof.prof.views.helpers import merged, total
 from pyprof.prof.views.findings import (ADAM_CLASSES, COPY_SHARE, DATA_LOADING_SHARE, FUSED_ADAM_PASSES,
                                         GAP_IDLE_SHARE, LAUNCH_IDLE_SHARE, NO_SHAPES, OPT_LOOP_SHARE, OPT_SHARE,
                                         Ctx, Finding, at_target, cap_rows, fmt_ms, groups_over, share, top)

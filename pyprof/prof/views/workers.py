@@ -9,8 +9,8 @@ from pyprof.prof.rank_summary import RankSummary, summarize_worker
 from pyprof.prof.tables import Table
 from pyprof.prof.steps import no_process, steps
 from pyprof.prof.views.collectives import job_order, judge, verdict
-from pyprof.prof.views.registry import view
-from pyprof.prof.views.common import ms, pct
+from pyprof.prof.views.view_registry import view
+from pyprof.prof.views.helpers import ms, pct
 
 
 @view("workers")

@@ -72,7 +72,7 @@ class _Steps:
         self.capturing = False  # pyprof.init()'s markers are on
         self.prof = None
         self.timer = None  # pyprof.nvtx.timing.StepTimer
-        self.window = None  # pyprof.nvtx.steps.Window: the nsys backend's capture window
+        self.window = None  # pyprof.nvtx.step_window.Window: the nsys backend's capture window
         self._nvtx = None  # (range_push, range_pop) as torch had them, when the script's own are counted
 
     def _install(self) -> None:
@@ -106,7 +106,7 @@ class _Steps:
         # Installed, but off until the capture begins: the steps before it are the program's own.
         self._install()
         if self.backend == "nsys":
-            from pyprof.nvtx.steps import Window
+            from pyprof.nvtx.step_window import Window
 
             # The step ranges bypass the script's counted push/pop (self._nvtx, set below) where there is one.
             self.window = Window(torch, self.warmup, self.steps, self._markers,

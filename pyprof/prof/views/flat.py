@@ -7,8 +7,8 @@ from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.groups import kernel_labels
 from pyprof.prof.tables import Table
 from pyprof.prof.user_ranges import USER_RANGE
-from pyprof.prof.views.registry import view
-from pyprof.prof.views.common import merged, modelled_cols, ms, pct, short_lines, total
+from pyprof.prof.views.view_registry import view
+from pyprof.prof.views.helpers import merged, modelled_cols, ms, pct, short_lines, total
 
 _ROOF_NOTE = ("Roofline % = time the group's FLOPs or bytes (whichever is longer) would take at the GPU's peak, "
               "over its measured time; kernels without modelled numbers add time but no ideal time; na when none "

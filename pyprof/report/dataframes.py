@@ -1,5 +1,5 @@
 """``pyprof.load``: the records of a profile as pandas DataFrames, for notebooks. One row per GPU activity with
-prof's numbers (the report's table of every activity: pyprof.report.activities), and the views as DataFrames,
+prof's numbers (the report's table of every activity: pyprof.report.activity_table), and the views as DataFrames,
 from one pass over the records; an export (Nsight Systems, nvprof, a PyTorch profiler trace) is parsed on the
 way. pandas is an optional extra (``pip install 'pyprof[notebook]'``): parse, prof and report never need it.
 """
@@ -40,7 +40,7 @@ def load(path: str, views: bool = False):
     pd = _pandas()
     from pyprof.prof import views as view_registry
     from pyprof.prof.aggregate import aggregate, numbered_file
-    from pyprof.report.activities import ActivityTable
+    from pyprof.report.activity_table import ActivityTable
     from pyprof.prof.reader import is_records
 
     if os.path.isdir(path):

@@ -13,7 +13,7 @@ from array import array
 import numpy as np
 
 from pyprof.prof.groups import callsite_key, dir_key, kernel_key, kernel_labels, layer_path, op_key
-from pyprof.prof.views.common import short_lines
+from pyprof.prof.views.helpers import short_lines
 
 #: A known-unknown number in the integer columns (no FLOPs modelled, no Tensor Core verdict).
 NA = -1
