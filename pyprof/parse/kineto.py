@@ -189,7 +189,7 @@ class KinetoSource(Source):
                         continue
                     seen = True
                     if ph == "X":
-                        take(ev, args_of(ev.args))
+                        take(ev)
                     elif ev.name == _MEMORY and ph in ("i", "I"):
                         take_memory(ev, args_of(ev.args))
         if not seen and reader.root_is_array:
@@ -263,8 +263,9 @@ class KinetoSource(Source):
                 if shape is not None:
                     m.outputs = [shape]
 
-    def _take(self, ev: Event, args: Args) -> None:
-        """A complete ("X") event: a kernel, copy, launch call, Python frame or range; others are not read."""
+    def _take(self, ev: Event) -> None:
+        """A complete ("X") event: a kernel, copy, launch call, Python frame or range; others are not read. Its
+        arguments are decoded only for the kinds that read them (a Python frame's are not)."""
         try:
             start = _ns(ev.ts)
             end = start + (_ns(ev.dur) if ev.dur is not UNSET else 0)
@@ -277,7 +278,10 @@ class KinetoSource(Source):
         cat = str(ev.cat).lower()
         name = ev.name
         name = name if type(name) is str else "" if name is None else str(name)
-        if cat in _KERNEL_CATS:
+        if cat in _PYTHON_CATS:
+            self._frames.append((self._thread(ev), start, end, intern(name)))
+        elif cat in _KERNEL_CATS:
+            args = args_of(ev.args)
             corr = _int(args.correlation)
             occupancy = args.occupancy
             names = self._names.get(name)
@@ -290,34 +294,35 @@ class KinetoSource(Source):
                                        est_occupancy_pct=_num(occupancy) if type(occupancy) in (int, Decimal)
                                        else None))
         elif cat in _COPY_CATS:
+            args = args_of(ev.args)
             kind = _COPY_CATS[cat]
             corr = _int(args.correlation)
             ck = next((k for k in _COPY_KINDS if k in name), None) if kind == "memcpy" else None
             self._acts.append(Activity(kind, start, end, _int(args.device), _int(args.stream), None, corr, corr, name,
                                        name, bytes=_int(args.nbytes), copy_kind=ck))
         elif cat in _LAUNCH_CATS:
-            corr = _int(args.correlation)
+            corr = _int(args_of(ev.args).correlation)
             if corr is not None:
                 thread = self._thread(ev)
                 pid, tid = thread
                 self._cpu_pids.add(pid)
                 self._launches.append(Launch(thread, start, end, intern(name), corr,
                                              pid if type(pid) is int else None, tid if type(tid) is int else None))
-        elif cat in _PYTHON_CATS:
-            self._frames.append((self._thread(ev), start, end, intern(name)))
         elif cat in _RANGE_CATS:
             thread = self._thread(ev)
             marker = None
             if name[:1] == "{":
                 # A marker pyprof wrote as a record_function name (a compiled kernel's: pyprof.nvtx.inductor).
                 marker = mk.decode(name)
-            elif cat in _OP_CATS and not (cat == "operator" and _legacy_annotation(name, args)):
-                shared = self._shared.get
-                dims = shared(args.dims if args.dims else args.dims_18)
-                types, concrete = shared(args.types), shared(args.concrete)
-                marker = mk.seq_marker(name, _int(args.seq), dims if type(dims) is list else None,
-                                       types if type(types) is list else None,
-                                       concrete if type(concrete) is list else None, _int(args.fwd_tid))
+            elif cat in _OP_CATS:
+                args = args_of(ev.args)
+                if not (cat == "operator" and _legacy_annotation(name, args)):
+                    shared = self._shared.get
+                    dims = shared(args.dims if args.dims else args.dims_18)
+                    types, concrete = shared(args.types), shared(args.concrete)
+                    marker = mk.seq_marker(name, _int(args.seq), dims if type(dims) is list else None,
+                                           types if type(types) is list else None,
+                                           concrete if type(concrete) is list else None, _int(args.fwd_tid))
             self._ranges.append((thread, start, end, intern(name), None, marker))
 
     def _take_memory(self, ev: Event, args: Args) -> None:
@@ -342,7 +347,12 @@ class KinetoSource(Source):
     def _thread(self, ev: Event) -> tuple:
         """``(pid, tid)`` of an event: one tuple per thread, which all its events share (a trace has a few threads
         and hundreds of thousands of events)."""
-        key = (_ident(ev.pid), _ident(ev.tid))
+        pid, tid = ev.pid, ev.tid
+        if type(pid) is int and type(tid) is int:  # nearly every event: its ids as read are the key
+            thread = self._threads.get((pid, tid))
+            if thread is not None:
+                return thread
+        key = (_ident(pid), _ident(tid))
         thread = self._threads.get(key)
         if thread is None:
             self._threads.add(key, key)
