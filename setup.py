@@ -27,7 +27,7 @@ setup(
     # The HTML report inlines these into every page it writes.
     package_data={"pyprof.report": ["static/*.css", "static/*.js"]},
     # torch is needed only by the capture stage (pyprof.init); parse and prof run without it, so it is an extra.
-    install_requires=["nvtx>=0.2.10", "numpy", "tabulate>=0.9", "tqdm>=4.60", "ijson>=3.2", "orjson>=3.9",
+    install_requires=["nvtx>=0.2.10", "numpy", "tabulate>=0.9", "tqdm>=4.60", "orjson>=3.9",
                       "msgspec>=0.18"],
     # cluster: the ranks view of many rank files on Dask (docs/cluster.md); test has it so CI runs that path.
     extras_require={"capture": ["torch>=2.1"], "notebook": ["pandas>=1.5"],

@@ -1,7 +1,7 @@
 """PyTorch profiler traces (Kineto JSON, ``.json`` or ``.json.gz``): events -> the intermediate model.
 
-The trace is read incrementally with ijson (never loaded as one document); only the fields needed are kept,
-in compact tuples, because Kineto does not write events in time order and they must be sorted. The whole
+The trace is read in blocks (kineto_json.TraceReader; never loaded as one document); only the fields needed are
+kept, in compact tuples, because Kineto does not write events in time order and they must be sorted. The whole
 file is read in ``check()``, so a truncated trace fails before any output. Kernels carry the
 ``correlation`` of their ``cuda_runtime`` / ``cuda_driver`` launch event; ``cpu_op`` and
 ``user_annotation`` events are the ranges, and the ops' structured arguments (Input Dims, Input type,
@@ -21,14 +21,11 @@ from sys import intern  # the names of ranges, launch calls and frames: a few hu
 from decimal import Decimal
 from typing import IO, Iterator
 
-import msgspec
-
 from pyprof.common import BoundedDict, InputError, expansion_cap, no_cyclic_gc
 from pyprof.parse import markers as mk
 from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
 from pyprof.parse.frames import INTERNAL
-from pyprof.parse.kineto_json import READ_BYTES, UNSET, Args, BlockReader, Event, Guarded, NotBlocks, SharedValues, \
-    args_of, from_dict
+from pyprof.parse.kineto_json import UNSET, Args, Event, Guarded, SharedValues, TraceReader, args_of
 from pyprof.record import DIST_KEYS, INT_MAX, INT_MIN
 
 _KERNEL_CATS = {"kernel"}
@@ -59,7 +56,7 @@ class BadEvent(ValueError):
 
 
 def _ns(us) -> int:
-    """Kineto microseconds (Decimal from ijson, exact) -> integer nanoseconds. Raises BadEvent."""
+    """Kineto microseconds (a JSON number: int, or Decimal of its exact text) -> integer nanoseconds. Raises BadEvent."""
     if type(us) is Decimal:
         if not us.is_finite():
             raise BadEvent(us)
@@ -127,32 +124,15 @@ class KinetoSource(Source):
             f.seek(0)
         return f
 
-    def _events_prefix(self) -> str:
-        """Where the events are: ``traceEvents`` of an object, or the document itself when it is an array of
-        events (PyTorch 1.8 previews wrote one)."""
-        with self._open() as f:
-            head = f.read(4096).lstrip()
-        return "item" if head[:1] == b"[" else "traceEvents.item"
-
     def check(self) -> None:
-        """Read the whole trace; raise InputError if it is not a complete one.
-
-        The block reader (kineto_json.BlockReader) reads it in one pass; where it cannot vouch for the file's
-        layout, or the file is broken, what it took is forgotten and ijson's event stream reads the file again:
-        that reader defines every error message and what an odd file yields."""
-        try:
-            import ijson
-        except ImportError:
-            raise InputError(self.path, "reading PyTorch profiler traces needs the ijson package "
-                                        "(pip install ijson)") from None
+        """Read the whole trace in one pass; raise InputError if it is not a complete one."""
         # What is made here (tuples, strings, markers holding lists) has no cycles: the collector's passes over
         # it, hundreds of thousands of objects, would only cost time (0.3 s of 1 s on a ResNet-50 trace).
         with no_cyclic_gc():
             try:
-                self._read_blocks()
-            except (NotBlocks, msgspec.DecodeError, InputError, UnicodeDecodeError, OSError, EOFError, zlib.error):
-                self._forget()
-                self._read_stream(ijson)
+                self._read()
+            except (OSError, EOFError, zlib.error) as e:
+                raise InputError(self.path, f"unreadable or truncated trace ({_first_line(e)})") from None
             self._arrange()
 
     def _arrange(self) -> None:
@@ -193,61 +173,31 @@ class KinetoSource(Source):
         cuLaunchKernel, hipLaunchKernel, cudaGraphLaunch, ...)."""
         return self._kernel_launches
 
-    def _read_blocks(self) -> None:
+    def _read(self) -> None:
+        """The events kept, then the devices and distributedInfo (an object's keys: the events may be a bare array,
+        as PyTorch 1.8 previews wrote them)."""
         with self._open() as f:
-            reader = BlockReader(Guarded(f, self.path, self._cap))
+            reader = TraceReader(Guarded(f, self.path, self._cap), self.path)
             seen = False
             take, take_memory = self._take, self._take_memory
             for events in reader.blocks():
                 for ev in events:
+                    if type(ev) is not Event:
+                        continue
                     ph = ev.ph
                     if ph is UNSET:
                         continue
                     seen = True
                     if ph == "X":
-                        take(ev, args_of(ev.args))
+                        take(ev)
                     elif ev.name == _MEMORY and ph in ("i", "I"):
                         take_memory(ev, args_of(ev.args))
-        if not seen:
-            raise NotBlocks("no events")  # the reference says whether that is an error
-        if not reader.root_is_array:
-            self._dist = _dist_keys(reader.dist) if type(reader.dist) is dict else None
-            self._take_devices(reader.devices if type(reader.devices) is list else ())
-
-    def _forget(self) -> None:
-        self._ranges, self._launches, self._acts, self._frames, self._memory = [], [], [], [], []
-        self._gpus, self._cpu_pids, self.oddities, self._dist = {}, set(), {}, None
-
-    def _read_stream(self, ijson) -> None:
-        """The reference reader: ijson's event stream, in three passes."""
-        try:
-            prefix = self._events_prefix()
-            with self._open() as f:
-                seen = False
-                for ev in ijson.items(Guarded(f, self.path, self._cap), prefix, buf_size=READ_BYTES):
-                    if isinstance(ev, dict) and "ph" in ev:
-                        seen = True
-                        if ev["ph"] == "X":
-                            self._take(*from_dict(ev))
-                        elif ev.get("name") == _MEMORY and ev["ph"] in ("i", "I"):
-                            self._take_memory(*from_dict(ev))
-                if not seen and prefix == "item":
-                    raise InputError(self.path, "JSON array without trace events: not a PyTorch profiler trace")
-                if not seen and not self._has_key(ijson, "traceEvents"):
-                    raise InputError(self.path, "JSON without 'traceEvents': not a PyTorch profiler trace")
-            if prefix != "item":
-                with self._open() as f:
-                    self._dist = _distributed_info(ijson, Guarded(f, self.path, self._cap))
-            with self._open() as f:
-                devices = ijson.items(Guarded(f, self.path, self._cap), "deviceProperties.item",
-                                     buf_size=READ_BYTES) if prefix != "item" else ()
-                self._take_devices(devices)
-        except ijson.JSONError as e:
-            raise InputError(self.path, f"malformed or truncated JSON trace ({_first_line(e)})") from None
-        except UnicodeDecodeError as e:
-            raise InputError(self.path, f"JSON trace that is not UTF-8 (byte {e.start})") from None
-        except (OSError, EOFError, zlib.error) as e:
-            raise InputError(self.path, f"unreadable or truncated trace ({_first_line(e)})") from None
+        if not seen and reader.root_is_array:
+            raise InputError(self.path, "JSON array without trace events: not a PyTorch profiler trace")
+        if not seen and not reader.events_key:
+            raise InputError(self.path, "JSON without 'traceEvents': not a PyTorch profiler trace")
+        self._dist = _dist_keys(reader.dist) if reader.dist is not None else None
+        self._take_devices(reader.devices)
 
     def _take_devices(self, devices) -> None:
         for dev in devices:
@@ -313,13 +263,9 @@ class KinetoSource(Source):
                 if shape is not None:
                     m.outputs = [shape]
 
-    def _has_key(self, ijson, key: str) -> bool:
-        with self._open() as f:
-            return any(prefix == "" and event == "map_key" and value == key
-                       for prefix, event, value in ijson.parse(f, buf_size=READ_BYTES))
-
-    def _take(self, ev: Event, args: Args) -> None:
-        """A complete ("X") event: a kernel, copy, launch call, Python frame or range; others are not read."""
+    def _take(self, ev: Event) -> None:
+        """A complete ("X") event: a kernel, copy, launch call, Python frame or range; others are not read. Its
+        arguments are decoded only for the kinds that read them (a Python frame's are not)."""
         try:
             start = _ns(ev.ts)
             end = start + (_ns(ev.dur) if ev.dur is not UNSET else 0)
@@ -332,7 +278,10 @@ class KinetoSource(Source):
         cat = str(ev.cat).lower()
         name = ev.name
         name = name if type(name) is str else "" if name is None else str(name)
-        if cat in _KERNEL_CATS:
+        if cat in _PYTHON_CATS:
+            self._frames.append((self._thread(ev), start, end, intern(name)))
+        elif cat in _KERNEL_CATS:
+            args = args_of(ev.args)
             corr = _int(args.correlation)
             occupancy = args.occupancy
             names = self._names.get(name)
@@ -345,34 +294,35 @@ class KinetoSource(Source):
                                        est_occupancy_pct=_num(occupancy) if type(occupancy) in (int, Decimal)
                                        else None))
         elif cat in _COPY_CATS:
+            args = args_of(ev.args)
             kind = _COPY_CATS[cat]
             corr = _int(args.correlation)
             ck = next((k for k in _COPY_KINDS if k in name), None) if kind == "memcpy" else None
             self._acts.append(Activity(kind, start, end, _int(args.device), _int(args.stream), None, corr, corr, name,
                                        name, bytes=_int(args.nbytes), copy_kind=ck))
         elif cat in _LAUNCH_CATS:
-            corr = _int(args.correlation)
+            corr = _int(args_of(ev.args).correlation)
             if corr is not None:
                 thread = self._thread(ev)
                 pid, tid = thread
                 self._cpu_pids.add(pid)
                 self._launches.append(Launch(thread, start, end, intern(name), corr,
                                              pid if type(pid) is int else None, tid if type(tid) is int else None))
-        elif cat in _PYTHON_CATS:
-            self._frames.append((self._thread(ev), start, end, intern(name)))
         elif cat in _RANGE_CATS:
             thread = self._thread(ev)
             marker = None
             if name[:1] == "{":
                 # A marker pyprof wrote as a record_function name (a compiled kernel's: pyprof.nvtx.inductor).
                 marker = mk.decode(name)
-            elif cat in _OP_CATS and not (cat == "operator" and _legacy_annotation(name, args)):
-                shared = self._shared.get
-                dims = shared(args.dims if args.dims else args.dims_18)
-                types, concrete = shared(args.types), shared(args.concrete)
-                marker = mk.seq_marker(name, _int(args.seq), dims if type(dims) is list else None,
-                                       types if type(types) is list else None,
-                                       concrete if type(concrete) is list else None, _int(args.fwd_tid))
+            elif cat in _OP_CATS:
+                args = args_of(ev.args)
+                if not (cat == "operator" and _legacy_annotation(name, args)):
+                    shared = self._shared.get
+                    dims = shared(args.dims if args.dims else args.dims_18)
+                    types, concrete = shared(args.types), shared(args.concrete)
+                    marker = mk.seq_marker(name, _int(args.seq), dims if type(dims) is list else None,
+                                           types if type(types) is list else None,
+                                           concrete if type(concrete) is list else None, _int(args.fwd_tid))
             self._ranges.append((thread, start, end, intern(name), None, marker))
 
     def _take_memory(self, ev: Event, args: Args) -> None:
@@ -397,7 +347,12 @@ class KinetoSource(Source):
     def _thread(self, ev: Event) -> tuple:
         """``(pid, tid)`` of an event: one tuple per thread, which all its events share (a trace has a few threads
         and hundreds of thousands of events)."""
-        key = (_ident(ev.pid), _ident(ev.tid))
+        pid, tid = ev.pid, ev.tid
+        if type(pid) is int and type(tid) is int:  # nearly every event: its ids as read are the key
+            thread = self._threads.get((pid, tid))
+            if thread is not None:
+                return thread
+        key = (_ident(pid), _ident(tid))
         thread = self._threads.get(key)
         if thread is None:
             self._threads.add(key, key)
@@ -459,28 +414,6 @@ class KinetoSource(Source):
     def close(self) -> None:
         """Drop the events read."""
         self._ranges = self._launches = self._acts = self._memory = []
-
-
-def _distributed_info(ijson, f) -> dict | None:
-    """The trace's ``distributedInfo`` as record.DIST_KEYS (a value of another type: null), or None without one.
-    Kineto writes it among the few keys before ``traceEvents``: the events are not read for it (a key written
-    after them is not looked for)."""
-    builder = None
-    for prefix, event, value in ijson.parse(f, buf_size=READ_BYTES):
-        if builder is not None:
-            if prefix == "distributedInfo" and event == "end_map":
-                info = builder.value
-                break
-            builder.event(event, value)
-        elif prefix == "" and event == "map_key":
-            if value == "traceEvents":
-                return None
-        elif prefix == "distributedInfo" and event == "start_map":
-            builder = ijson.ObjectBuilder()
-            builder.event(event, value)
-    else:
-        return None
-    return _dist_keys(info)
 
 
 def _dist_keys(info: dict) -> dict:

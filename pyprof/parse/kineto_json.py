@@ -1,33 +1,28 @@
-"""The JSON of a Kineto trace: its bytes, guarded as they are read, and its events, decoded block by block.
+"""The JSON of a Kineto trace, read in one pass: its bytes, guarded as they are read, and its events, decoded
+block by block (``TraceReader``).
 
-Two readers give the same events. The block reader (``BlockReader``) cuts the ``traceEvents`` array into runs of
-whole events and decodes each run with msgspec into ``Event`` structs, whose ``args`` stay undecoded bytes until
-the event is one pyprof keeps (most of a trace's bytes are arguments it never reads: call stacks, async events).
-It vouches only for the layouts every profiler writes; for anything else it raises ``NotBlocks`` and the caller
-reads the file again with ijson's event stream (kineto.py), which is the reference: it defines every error message
-and what an odd file (duplicate keys, events that are not objects) yields.
-
-Both decode numbers alike: an integer literal as ``int``, any other as ``Decimal`` of its text (exact microseconds).
+The root object's keys are read one at a time; the ``traceEvents`` array is cut into runs of whole events, each
+decoded with msgspec into ``Event`` structs whose ``args`` stay undecoded bytes until the event is one pyprof keeps
+(most of a trace's bytes are arguments it never reads: call stacks, async events). Numbers decode as JSON has them:
+an integer literal as ``int``, any other as ``Decimal`` of its text (exact microseconds). What an odd file yields
+is decided here too: every ``traceEvents`` array's events, every ``deviceProperties`` array's devices, the first
+``distributedInfo`` object before the events, elements that are not objects skipped.
 """
 from __future__ import annotations
 
 import re
 from decimal import Decimal
-from typing import IO, Iterator
+from typing import IO, Iterator, Union
 
 import msgspec
 
 from pyprof.common import BoundedDict, InputError, too_expanded
 
-#: Bytes the reference reader (ijson) reads at a time: yajl copies a string that spans reads once per read, so a
-#: string's cost grows with its length squared over this (a 20 MB name: 1.5 s at ijson's default 64 kB, 0.1 s at
-#: 4 MB).
-READ_BYTES = 4 << 20
-#: The longest stretch between two string boundaries a trace may hold (a real kernel name or call stack is kB;
-#: one of this length costs yajl about 0.5 s).
+#: The longest stretch between two string boundaries a trace may hold (a real kernel name or call stack is kB):
+#: an event is held whole while it is decoded.
 MAX_STRING_BYTES = 64 << 20
-#: Bytes the block reader reads at a time: its decoded events, a block's worth, are what it holds beside the
-#: events kept (1 MB: 17 MB less peak memory than 4 MB on a 15 MB trace, as fast).
+#: Bytes read at a time: the decoded events of a block are what the reader holds beside the events kept (1 MB:
+#: 17 MB less peak memory than 4 MB on a 15 MB trace, as fast).
 BLOCK_BYTES = 1 << 20
 #: JSON nested deeper than this is not a trace (events nest 4-6 levels: traceEvents, event, args, Input Dims).
 MAX_DEPTH = 64
@@ -38,8 +33,8 @@ UNSET = msgspec.UNSET
 class Guarded:
     """The bytes of a trace as they are read, watched for JSON nested deeper than MAX_DEPTH (whose objects would
     grow without bound in memory), counting brackets as they pass (brackets inside strings too: they are balanced
-    in real names, and only inflate the count), for a string longer than MAX_STRING_BYTES (whose cost in yajl grows
-    as its square) and for a compressed file expanding past its cap."""
+    in real names, and only inflate the count), for a string longer than MAX_STRING_BYTES (held whole in memory)
+    and for a compressed file expanding past its cap."""
 
     def __init__(self, f: IO[bytes], path: str, cap_bytes: int | None) -> None:
         self.f = f
@@ -146,8 +141,8 @@ def _field(key: str):
 
 
 class Event(msgspec.Struct):
-    """The keys of a trace event that pyprof reads. A key that is absent reads as the reference reader's
-    ``ev.get(key)`` does (None; ``cat`` ""), except ``ph`` and ``dur``, whose absence differs from null (UNSET).
+    """The keys of a trace event that pyprof reads. A key that is absent reads as None (``cat``: ""), except ``ph``
+    and ``dur``, whose absence differs from null (UNSET); a key written twice reads as its last value.
     ``args``: the event's arguments as undecoded JSON (``Args`` on demand: args_of), empty where absent."""
 
     ph: object = UNSET
@@ -190,37 +185,20 @@ class Args(msgspec.Struct):
 
 
 NO_ARGS = Args()
-_ARG_NAMES = {f.encode_name: f.name for f in msgspec.structs.fields(Args)}
-_RAW_ARGS = frozenset(f.name for f in msgspec.structs.fields(Args) if f.type is msgspec.Raw)
-_EVENT_KEYS = frozenset(f.name for f in msgspec.structs.fields(Event)) - {"args"}
 
 _decode_args = msgspec.json.Decoder(Args, float_hook=Decimal).decode
 _decode_any = msgspec.json.Decoder(float_hook=Decimal).decode
-_decode_events = msgspec.json.Decoder(list[Event], float_hook=Decimal).decode
-_decode_keys = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
-_encode = msgspec.json.Encoder(decimal_format="number").encode
+#: An element of the events array that is not an object decodes as itself, and is skipped.
+_decode_events = msgspec.json.Decoder(list[Union[Event, list, str, int, float, bool, None]],
+                                      float_hook=Decimal).decode
+_decode_str = msgspec.json.Decoder(str).decode
 
 
 def args_of(raw: msgspec.Raw) -> Args:
-    """An event's ``args`` decoded; anything but an object is no arguments, as for the reference reader."""
+    """An event's ``args`` decoded; anything but an object is no arguments."""
     if memoryview(raw)[:1] != b"{":
         return NO_ARGS
     return _decode_args(raw)
-
-
-def from_dict(ev: dict) -> tuple[Event, Args]:
-    """An event as ijson's reference reader builds it -> the block reader's (Event, Args). The argument lists
-    kept undecoded are encoded again: JSON of the same values (a Decimal as its exact text), which decodes to
-    what ijson gave."""
-    args = ev.get("args")
-    if type(args) is not dict:
-        return Event(**{k: v for k, v in ev.items() if k in _EVENT_KEYS}), NO_ARGS
-    fields = {}
-    for key, value in args.items():
-        name = _ARG_NAMES.get(key)
-        if name is not None:
-            fields[name] = msgspec.Raw(_encode(value)) if name in _RAW_ARGS else value
-    return Event(**{k: v for k, v in ev.items() if k in _EVENT_KEYS}), Args(**fields)
 
 
 class SharedValues:
@@ -249,10 +227,6 @@ SHARED_BYTES = 1 << 12
 _MISSING = object()
 
 
-class NotBlocks(Exception):
-    """The block reader does not vouch for this file's layout: the reference reader reads it."""
-
-
 _NOT_WS = re.compile(rb"[^ \t\n\r]")  # JSON's whitespace is these four (bytes.strip() would take more)
 #: A place where an event may end: a closing brace, then the comma or bracket that follows an element.
 _EVENT_END = re.compile(rb"\}[ \t\n\r]*[,\]]")
@@ -261,31 +235,66 @@ _LOOK_BACK = 1 << 16
 #: Places tried per block: in a real trace the last is an event's end, or the one before it (a "}," inside one
 #: that is not complete yet).
 _TRIES = 4
-#: The most bytes of keys and values before or after the events that the block reader holds at once (real traces:
-#: a few kB of device properties).
+#: The most bytes of one value outside the events that are held, and decoded (real traces: a few kB of device
+#: properties); a longer one is only scanned for its end, as a string or a bracket's match.
 MAX_OUTSIDE_BYTES = 16 << 20
+_STRUCTURE = re.compile(rb'["\[\]{}]')
+_SCALAR_END = re.compile(rb"[,\]} \t\n\r]")
+#: An escaped UTF-16 surrogate: JSON allows a lone one, msgspec refuses it (_decode_lone_surrogates).
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+#: One with the escape after it, where an even number of backslashes precedes it (it is an escape, not text).
+_LOW_ESCAPE = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_HIGH_ESCAPE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}")
 
 
-class BlockReader:
+def _escapes(data: bytes, i: int) -> bool:
+    """Whether the backslash at ``i`` starts an escape: an even number of backslashes precede it."""
+    k = i
+    while k and data[k - 1] == 92:
+        k -= 1
+    return (i - k) % 2 == 0
+
+
+def _lone_low(data: bytes) -> int:
+    """The offset of the first escaped low surrogate that no escaped high one precedes, or -1."""
+    for m in _LOW_ESCAPE.finditer(data):
+        i = m.start()
+        if _escapes(data, i) and not (i >= 6 and _HIGH_ESCAPE.match(data, i - 6) and _escapes(data, i - 6)):
+            return i
+    return -1
+
+
+_SURROGATE_ESCAPE = re.compile(rb"(?<!\\)((?:\\\\)*)\\u([dD][89a-fA-F][0-9a-fA-F]{2})(\\u[0-9a-fA-F]{4})?")
+_OPEN, _COMMA, _CLOSE_ARRAY, _CLOSE_OBJECT, _QUOTE, _COLON = b"[", ord(","), ord("]"), ord("}"), ord('"'), ord(":")
+
+
+class TraceReader:
     """The events of one trace, read through ``f`` (a Guarded stream) in blocks. ``blocks()`` yields lists of
-    Events in file order; after it is exhausted, ``devices`` and ``dist`` hold the decoded ``deviceProperties``
-    and ``distributedInfo`` (None where absent; dist only when it precedes the events, as the reference reads it).
-    Raises NotBlocks (or msgspec.DecodeError) where it cannot vouch for what it read; errors of reading (the
+    events in file order (Event structs; an element that is not an object as itself); after it is exhausted,
+    ``devices`` holds the elements of every ``deviceProperties`` array, ``dist`` the first ``distributedInfo``
+    object before ``traceEvents`` (None without one), ``events_key`` whether the root has a ``traceEvents`` key.
+    Raises InputError (naming ``path``) for JSON that is malformed, truncated or not UTF-8; errors of reading (the
     guard's InputError, OSError, EOFError, zlib.error) pass through."""
 
-    def __init__(self, f: Guarded) -> None:
+    def __init__(self, f: Guarded, path: str) -> None:
         self.f = f
+        self.path = path
         self.buf = b""
         self.pos = 0
-        self.devices = self.dist = None
-        self.devices_read = False
+        self.base = 0  # the file offset of buf[0]
+        self.eof = False
+        self.devices: list = []
+        self.dist = None
+        self.events_key = False
         self.root_is_array = False
 
     def _more(self) -> bool:
         """Read on: the buffer keeps what is not consumed yet. False at the end of the file."""
-        data = self.f.read(BLOCK_BYTES)
+        data = b"" if self.eof else self.f.read(BLOCK_BYTES)
         if not data:
+            self.eof = True
             return False
+        self.base += self.pos
         self.buf = self.buf[self.pos:] + data
         self.pos = 0
         return True
@@ -301,105 +310,279 @@ class BlockReader:
             if not self._more():
                 return -1
 
-    def blocks(self) -> Iterator[list[Event]]:
+    def _malformed(self, problem: str) -> InputError:
+        return InputError(self.path, f"malformed or truncated JSON trace ({problem})")
+
+    def _expect(self) -> int:
+        """The next byte that is not whitespace, which must be there (raises premature EOF)."""
+        c = self._next_byte()
+        if c < 0:
+            raise self._malformed("parse error: premature EOF")
+        return c
+
+    def _unexpected(self, expected: str) -> InputError:
+        """An error at pos, worded as msgspec words it where the events' decoder meets it."""
+        return self._malformed(f"{expected} at byte {self.base + self.pos}")
+
+    def blocks(self) -> Iterator[list]:
         """The events, a run of whole ones at a time, in file order (raises as the class says)."""
-        first = self._next_byte()
-        if first == ord("["):
+        c = self._expect()
+        if c == _OPEN[0]:
             self.root_is_array = True
-        elif first == ord("{"):
-            self._head()
+            yield from self._array()
+        elif c == ord("{"):
+            yield from self._object()
         else:
-            raise NotBlocks("neither an object nor an array")
-        self.pos += 1  # past the events' "["
-        if self._next_byte() == ord("]"):
-            raise NotBlocks("no events")  # the reference says what a trace without events is
-        while True:
-            yield self._events()
-            c = self._next_byte()
-            if c == ord("]"):
-                break
-            if c != ord(","):
-                raise NotBlocks("no ',' after an event")
-            self.pos += 1
-            self._next_byte()
-        self.pos += 1  # past the events' "]"
-        self._tail()
+            self._value()  # a number or a string: JSON, and no trace
+        if self._next_byte() >= 0:
+            raise self._malformed("parse error: trailing garbage")
 
-    def _head(self) -> None:
-        """Up to the events' "[": the keys before ``traceEvents``, checked to be the root object's own."""
-        while True:
-            at = self.buf.find(b'"traceEvents"', self.pos)
-            if at >= 0:
-                break
-            if len(self.buf) - self.pos > MAX_OUTSIDE_BYTES or not self._more():
-                raise NotBlocks("no traceEvents key where expected")
-        head = self.buf[self.pos:at]
-        # Only the root object's own key closes it here: one inside a value leaves brackets open, one inside a
-        # string is not followed by a valid key. A key read must be there once (the reference reads every
-        # deviceProperties and the first distributedInfo object; a dict keeps one).
-        keys = _decode_keys(head + b'"":0}')
-        if head.count(b'"deviceProperties"') > 1 or head.count(b'"distributedInfo"') > 1:
-            raise NotBlocks("a key twice")
-        if "deviceProperties" in keys:
-            self.devices, self.devices_read = _decode_any(keys["deviceProperties"]), True
-        if "distributedInfo" in keys:
-            self.dist = _decode_any(keys["distributedInfo"])
-        self.pos = at + len(b'"traceEvents"')
-        if self._next_byte() != ord(":"):
-            raise NotBlocks("no ':' after traceEvents")
+    def _object(self) -> Iterator[list]:
+        """The root object, key by key: the events of each traceEvents array; the other values decoded whole."""
         self.pos += 1
-        if self._next_byte() != ord("["):
-            raise NotBlocks("traceEvents is not an array")
+        c = self._expect()
+        if c == _CLOSE_OBJECT:
+            self.pos += 1
+            return
+        while True:
+            if c != _QUOTE:
+                raise self._unexpected("object keys must be strings")
+            key = self._value()
+            if self._expect() != _COLON:
+                raise self._unexpected("expected ':'")
+            self.pos += 1
+            c = self._expect()
+            if key == "traceEvents" and c == _OPEN[0]:
+                self.events_key = True
+                yield from self._array()
+            else:
+                value = self._value()
+                if key == "traceEvents":
+                    self.events_key = True
+                elif key == "deviceProperties" and type(value) is list:
+                    self.devices += value
+                elif key == "distributedInfo" and type(value) is dict and self.dist is None \
+                        and not self.events_key:
+                    self.dist = value
+            c = self._expect()
+            self.pos += 1
+            if c == _CLOSE_OBJECT:
+                return
+            if c != _COMMA:
+                self.pos -= 1
+                raise self._unexpected("expected ',' or '}'")
+            c = self._expect()
 
-    def _events(self) -> list[Event]:
-        """The next run of whole events, from pos (an event's first byte). Where no place in the buffer ends one,
-        it is tried again once it has doubled, so that an event longer than a block costs linear time."""
-        tried, eof = 0, False
+    def _array(self) -> Iterator[list]:
+        """An array of events, from its "[" to past its "]"."""
+        self.pos += 1
+        if self._expect() == _CLOSE_ARRAY:
+            self.pos += 1
+            return
+        while True:
+            if self.buf[self.pos] == ord("{"):
+                yield self._events()
+            else:
+                self._value()  # an element that is not an object: no event
+            c = self._expect()
+            self.pos += 1
+            if c == _CLOSE_ARRAY:
+                return
+            if c != _COMMA:
+                self.pos -= 1
+                raise self._unexpected("expected ',' or ']'")
+            self._expect()
+
+    def _value(self):
+        """The JSON value at pos, decoded (None for one longer than MAX_OUTSIDE_BYTES: scanned, not held); pos past
+        it."""
+        start = self.base + self.pos
+        end = self._value_end()
+        if end == self.pos:
+            raise self._unexpected("invalid character")
+        if self.base + self.pos != start:
+            self.pos = end
+            return None
+        data = self.buf[self.pos:end]
+        value = self._decode(data, _decode_str if data[:1] == b'"' else _decode_any)
+        self.pos = end
+        return value
+
+    def _value_end(self) -> int:
+        """Where the value at pos ends (reading on as needed). The brackets of one are counted outside its strings;
+        a string ends at a quote that an even number of backslashes precedes."""
+        i, depth, start = self.pos, 0, self.base + self.pos
+        while True:
+            if i - self.pos > MAX_OUTSIDE_BYTES:
+                self.pos = i  # too long to hold (a tool's other data beside or instead of the events): let go
+            buf = self.buf
+            if depth == 0 and buf[i] not in b'"[{':
+                m = _SCALAR_END.search(buf, i)
+                if m is not None:
+                    return m.start()
+            else:
+                m = _STRUCTURE.search(buf, i)
+                while m is not None:
+                    j = m.start()
+                    c = buf[j]
+                    if c == _QUOTE:
+                        j = self._string_end(j)
+                        if j < 0:
+                            break
+                    else:
+                        depth += 1 if c in b"[{" else -1
+                    i = j + 1
+                    if depth == 0:
+                        return i
+                    m = _STRUCTURE.search(buf, i)
+            pos = self.pos
+            if not self._more():
+                if depth == 0 and buf[i:i + 1] not in b'"[{':
+                    return len(self.buf)  # a number at the very end
+                if self.base + self.pos == start:  # held whole: the decoder's error says why it does not end
+                    self._decode(self.buf[self.pos:], _decode_any)
+                raise self._malformed("parse error: premature EOF")
+            i -= pos
+
+    def _string_end(self, quote: int) -> int:
+        """The index of the quote that closes the string opened at ``quote``; -1 where the buffer ends first."""
+        buf = self.buf
+        j = buf.find(b'"', quote + 1)
+        while j >= 0:
+            k = j
+            while buf[k - 1] == 92:
+                k -= 1
+            if (j - k) % 2 == 0:
+                return j
+            j = buf.find(b'"', j + 1)
+        return -1
+
+    def _decode(self, data: bytes, decode, at: int | None = None):
+        """``data`` (at file offset ``at``, pos by default) decoded, the errors of its JSON as InputError."""
+        try:
+            value = decode(data)
+            self._check_text(data, self.base + self.pos if at is None else at)
+            return value
+        except msgspec.DecodeError as e:
+            if _SURROGATE.search(data):
+                try:
+                    value = self._decode_lone_surrogates(data, decode)
+                    self._check_text(data, self.base + self.pos if at is None else at)
+                    return value
+                except msgspec.DecodeError as j:
+                    e = j
+            raise self._json_error(e, data, self.base + self.pos if at is None else at) from None
+
+    def _check_text(self, data: bytes, at: int) -> None:
+        """Raise where ``data`` (at file offset ``at``), decoded, holds bytes that are not UTF-8 or an escaped lone
+        low surrogate (yajl refused both; msgspec reads the keys and values it skips without a look)."""
+        if not data.isascii():
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as u:
+                raise InputError(self.path, f"JSON trace that is not UTF-8 (byte {at + u.start})") from None
+        if b"\\" in data:  # memchr: most blocks have no backslash (a two-byte search costs 1 ms a MB)
+            i = _lone_low(data)
+            if i >= 0:
+                raise InputError(self.path, f"JSON trace that is not UTF-8 (a lone {data[i:i + 6].decode()} at "
+                                            f"byte {at + i})")
+
+    @staticmethod
+    def _decode_lone_surrogates(data: bytes, decode):
+        """``data`` decoded as the yajl parser (earlier pyprof's reader) reads escaped UTF-16 surrogates: a high one
+        and the escape after it as one code point (a surrogate pair), a high one before anything else as "?", a lone
+        low one as no UTF-8. msgspec refuses the last two."""
+        def code_point(m) -> bytes:
+            high = int(m.group(2), 16)
+            if high >= 0xDC00:
+                return m.group(1) + b"\xff"  # no UTF-8: yajl wrote the surrogate as UTF-8 would a code point
+            if not m.group(3):
+                return m.group(1) + b"?"
+            low = int(m.group(3)[2:], 16)
+            cp = ((high & 0x3F) << 10) | ((((high >> 6) & 0xF) + 1) << 16) | (low & 0x3FF)
+            return m.group(1) + chr(cp).encode("utf-8")
+
+        return decode(_SURROGATE_ESCAPE.sub(code_point, data))
+
+    def _json_error(self, e: Exception, data: bytes, at: int) -> InputError:
+        text = str(e)
+        if "UTF-8" in text:
+            self._check_text(data, at)
+        if "truncated" in text:
+            return self._malformed("parse error: premature EOF")
+        if "trailing characters" in text:
+            return self._malformed("parse error: trailing garbage")
+        m = re.search(r"\(byte (\d+)\)$", text)
+        reason = text.replace("JSON is malformed: ", "")
+        if m is not None:
+            reason = f"{reason[:reason.rindex(' (byte')]} at byte {at + int(m.group(1))}"
+        return self._malformed(reason)
+
+    def _events(self) -> list:
+        """The next run of whole events, from pos (an event's "{"). Where no place in the buffer ends one, it is
+        tried again once it has doubled, so that an event longer than a block costs linear time."""
+        tried = 0
         while True:
             size = len(self.buf) - self.pos
-            if size >= 2 * tried or (eof and size > tried):
+            if size >= 2 * tried or (self.eof and size > tried):
                 events = self._cut()
                 if events is not None:
                     return events
                 if size > MAX_STRING_BYTES + BLOCK_BYTES:
-                    raise NotBlocks("no event ends where one may")
+                    raise InputError(self.path, f"an event longer than {MAX_STRING_BYTES >> 20} MB: not a PyTorch "
+                                                "profiler trace")
                 tried = size
-            if eof:
-                raise NotBlocks("the events do not end")
-            eof = not self._more()
+            if self.eof:
+                # No place ends an event: the decoder's error for what is left says why (offsets: the "[").
+                self._decode(b"[" + self.buf[self.pos:], _decode_events, self.base + self.pos - 1)
+                raise self._malformed("parse error: premature EOF")
+            self._more()
 
-    def _cut(self) -> list[Event] | None:
+    def _cut(self) -> list | None:
         """The events from pos up to the last place in the buffer where one ends, decoded; None where none does.
 
-        A cut right after a "}" that decodes, bracketed, as an array of objects is the end of an element of the
-        events array: a cut inside a string leaves it open, one inside an event leaves brackets open."""
+        A cut right after a "}" that decodes, bracketed, as an array is the end of an element of the events array:
+        a decoder reads the same bytes from the same start alike, so one that ends there in a complete value ends
+        there in the file too. An error before the first place tried is an error of the file's; bytes after a
+        complete array, the events' own "]" before the places tried."""
         buf, start = self.buf, self.pos
         ends = [m.start() for m in _EVENT_END.finditer(buf, max(start, len(buf) - _LOOK_BACK))]
         if not ends:
             ends = [m.start() for m in _EVENT_END.finditer(buf, start)]
-        for end in reversed(ends[-_TRIES:]):
+        ends = ends[-_TRIES:]
+        for end in reversed(ends):
+            data = b"[" + buf[start:end + 1] + b"]"
             try:
-                events = _decode_events(b"[" + buf[start:end + 1] + b"]")
-            except msgspec.DecodeError:
-                continue
+                events = _decode_events(data)
+                self._check_text(data, self.base + start - 1)
+            except msgspec.DecodeError as e:
+                if _SURROGATE.search(data):
+                    try:
+                        events = self._decode_lone_surrogates(data, _decode_events)
+                    except msgspec.DecodeError:
+                        continue
+                    self._check_text(data, self.base + start - 1)
+                else:
+                    at = re.search(r"\(byte (\d+)\)$", str(e))
+                    at = None if at is None else start - 1 + int(at.group(1))  # in buf
+                    if "trailing characters" in str(e):
+                        before = [m.start() for m in _EVENT_END.finditer(buf, start, at)][-1:]
+                        if before and before[0] < end:
+                            return self._cut_before(before[0])
+                    if "UTF-8" in str(e) or at is not None and at <= ends[0]:
+                        raise self._json_error(e, data, self.base + start - 1) from None
+                    continue
             self.pos = end + 1
             return events
         return None
 
-    def _tail(self) -> None:
-        """After the events' "]": the root object's other keys (deviceProperties may come here), then the end."""
-        while self._more():
-            if len(self.buf) - self.pos > MAX_OUTSIDE_BYTES:
-                raise NotBlocks("too much after the events")
-        tail = self.buf[self.pos:]
-        if self.root_is_array:
-            if _NOT_WS.search(tail):
-                raise NotBlocks("bytes after the events")
-            return
-        keys = _decode_keys(b'{"":0' + tail)
-        if b'"traceEvents"' in tail or tail.count(b'"deviceProperties"') > 1:
-            raise NotBlocks("a key twice")
-        if "deviceProperties" in keys:
-            if self.devices_read:
-                raise NotBlocks("deviceProperties twice")
-            self.devices, self.devices_read = _decode_any(keys["deviceProperties"]), True
+    def _cut_before(self, end: int) -> list | None:
+        """The events from pos to ``end`` (a place where one may end), decoded; None where they do not decode."""
+        data = b"[" + self.buf[self.pos:end + 1] + b"]"
+        try:
+            events = _decode_events(data)
+        except msgspec.DecodeError:
+            return None
+        self._check_text(data, self.base + self.pos - 1)
+        self.pos = end + 1
+        return events
