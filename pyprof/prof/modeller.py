@@ -215,15 +215,16 @@ class Modeller:
         # Which kernels of the call carry the numbers.
         sub = get("subSeqId")
         seq = get("seqId")
-        # parse numbers the kernels of a backward node, not of each aten op inside it: the op's arguments
-        # tell two calls of one backward node apart.
-        # seqId lists the sequence numbers of the op stack down to the kernel; the first is the call's own.
-        key = (direction, op, (seq[0] if seq else None) if type(seq) is list else seq, get("callsite"), akey)
+        # parse numbers the calls of a backward node, not of each aten op inside it: the op's arguments tell two
+        # calls of one backward node apart. parse's call_id says which call a kernel is in; records without it
+        # (older files) are told by their first sequence number (seqId lists those of the op stack down to the
+        # kernel: the first is the call's own where its op is numbered, else an inner op's), their numbering and
+        # their distance from the call's previous kernel.
+        cid = get("call_id")
+        key = (direction, op, None if cid is not None else (seq[0] if seq else None) if type(seq) is list else seq,
+               get("callsite"), akey)
         tid = get("tid")
         st = self._calls.get(tid)
-        cid = get("call_id")
-        # parse's call_id says which call a kernel is in; records without it (older files) are told by their
-        # numbering and their distance from the call's previous kernel
         if st is None or st.key != key or (st.call_id != cid if cid is not None else
                                            sub == 0 or line - st.last_line > WINDOW):
             blind = False

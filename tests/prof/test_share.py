@@ -103,6 +103,16 @@ def test_parse_call_id_keeps_a_call_whole_across_a_gap():
     assert add[1].reason.startswith("counted on the first kernels of the same add call")
 
 
+def test_parse_call_id_keeps_a_call_whole_across_inner_sequence_numbers():
+    """A Kineto trace's fb::rms_norm is not numbered, the aten ops inside it are: its kernels' first sequence
+    numbers differ, yet their call_id says they are one call. add of two [30] fp32 tensors (30 FLOPs) run as kernels
+    of 100 and 200 ns under inner ops numbered 10 and 11: 10 and 20 FLOPs, not 30 each."""
+    kw = dict(op="add", mod="torch", args=[T([30]), T([30])], call_id=5)
+    out = _rows([rec("elementwise_kernel", 100, sub=0, seq=(10,), **kw),
+                 rec("elementwise_kernel", 200, sub=1, seq=(11,), **kw)])
+    assert [m.flops for _i, _d, m, _r in out] == [10, 20]
+
+
 @pytest.mark.parametrize("rel", captures())
 def test_no_kernel_row_above_150_percent_of_the_roofline(rel):
     """The issue's acceptance: on every committed H200 capture, no row claims more than 1.5x what the GPU can
