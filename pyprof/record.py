@@ -169,7 +169,7 @@ class Stage(str, enum.Enum):
     DEVICE = "device"  # the reader, from what the export says about the GPU the activity ran on
     LAUNCH = "launch"  # the reader, from the CPU call that launched it (pyprof.parse.activities.Launch)
     ATTRIBUTION = "attribution"  # pyprof.parse.correlate, from the ranges enclosing the launch call
-    WRITER = "writer"  # the writer itself (the kernel's index in its op call, the schema)
+    WRITER = "writer"  # the writer itself (the kernel's index in its op call, the call's number, the schema)
 
 
 class Part(str, enum.Enum):
@@ -249,6 +249,8 @@ FIELDS: tuple[Field, ...] = (
     Field("seqMarker", [], _T, Part.ATTRIBUTION, "strings", True, "raw autograd range texts (parse --raw-markers)"),
     Field("seqId", [], _T, Part.ATTRIBUTION, "ints", True),
     Field("subSeqId", None, _W, Part.RECORD, "int?", True, "index of the kernel in its op call"),
+    Field("call_id", None, _W, Part.RECORD, "int?", True,
+          "the op call (range) that launched it, numbered per input from 0 in order of first record; null: none"),
     Field("altSeqId", [], _T, Part.ATTRIBUTION, "ints", True),
     Field("dir", "", _T, Part.ATTRIBUTION, "str", True, "fprop | bprop | ''"),
     Field("recompute", False, _T, Part.ATTRIBUTION, "bool", doc="a forward op run again during backward"),

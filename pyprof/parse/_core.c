@@ -125,7 +125,7 @@ enum { K_LONG = 6, K_SHORT, K_GX, K_GY, K_GZ, K_BX, K_BY, K_BZ, K_REGS, K_STATIC
 enum { C_BYTES = 6, C_KIND, C_NODE, C_COLUMNS };  /* the node columns: NULL (graph exports take Python) */
 /* the launch query: start, end, globalTid, correlationId, nameId */
 enum { L_START, L_END, L_GTID, L_CORR, L_NAME, L_COLUMNS };
-#define N_SEGMENTS 14
+#define N_SEGMENTS 15
 /* LAUNCH_INFO flags (correlate.HAS_OP ...) */
 enum { HAS_OP = 1, BPROP = 2, HAS_FWD = 4, NUMBERED = 8, RECOMPUTE = 16 };
 enum { S_RECORDS, S_KERNELS, S_WITH_OP, S_BPROP, S_NUMBERED, S_WITH_FWD, S_RECOMPUTE, S_NO_LAUNCH, N_STATS };
@@ -143,6 +143,8 @@ typedef struct {
     PyObject *names, *places, *shapes, *apis;  /* caches of the parts' JSON */
     LaunchMap pending, recent;     /* as writer._merge_lines' (_launches.c) */
     PyObject *counts;              /* subSeqId counters by op call, as writer._merge_lines' */
+    PyObject *call_ids;            /* op call -> its call_id, as writer._merge_lines' ``call_ids`` */
+    long long next_call_id;
     PyObject *no_call, *empty_head, *empty_tail, *api_end_key;
     PyObject *stats;
     long long clock_skew_ns;
@@ -319,7 +321,21 @@ static PyObject *sub_seq(LineWriter *self, PyObject *call) {
     return sub;
 }
 
-/* The name, place and shape parts of the activity ``t`` is on (new references in out[0..2]). */
+/* call_id: the op call's number, given in order of first record (writer._merge_lines' ``call_ids``); a new
+ * reference, or None */
+static PyObject *call_number(LineWriter *self, PyObject *call) {
+    if (call == Py_None) Py_RETURN_NONE;
+    PyObject *id = PyDict_GetItemWithError(self->call_ids, call);
+    if (id != NULL) return Py_NewRef(id);
+    if (PyErr_Occurred() || (id = PyLong_FromLongLong(self->next_call_id)) == NULL) return NULL;
+    if (bounded_add(self->call_ids, call, id, self->recent_max) < 0) {
+        Py_DECREF(id);
+        return NULL;
+    }
+    self->next_call_id++;
+    return id;
+}
+
 /* The arguments of native.Parts' name, place and shape methods for the activity ``st`` is on (table ``t``). */
 static PyObject *name_args(Ahead *st, int t) {
     return t == KERNELS ? Py_BuildValue("(iNN)", t, column_object(st, K_SHORT), column_object(st, K_LONG))
@@ -410,7 +426,7 @@ static int put_pid(Buffer *b, Ahead *st) {
  * with an error set. */
 static int activity_line(LineWriter *self, int t) {
     Ahead *st = self->acts[t];
-    PyObject *name = NULL, *place = NULL, *shape = NULL, *sub = NULL;
+    PyObject *name = NULL, *place = NULL, *shape = NULL, *sub = NULL, *call_id = NULL;
     int rc = -1;
     long long start = ahead_int64(st, A_START), end = ahead_int64(st, A_END);
     /* the horizon start + skew, saturated: past 64 bits every launch start is before it, as in Python */
@@ -436,7 +452,9 @@ static int activity_line(LineWriter *self, int t) {
     } else {
         sub = Py_NewRef(Py_None);
     }
-    if (sub == NULL || activity_parts(self, t, &name, &place, &shape) < 0) goto done;
+    if (sub == NULL || (call_id = call_number(self, call)) == NULL ||
+        activity_parts(self, t, &name, &place, &shape) < 0)
+        goto done;
     if (!PyTuple_Check(shape) || PyTuple_GET_SIZE(shape) != 2) {
         PyErr_SetString(PyExc_TypeError, "a shape's parts are (config, copy)");
         goto done;
@@ -458,7 +476,9 @@ static int activity_line(LineWriter *self, int t) {
         buf_str(b, seg[11]))
         goto done;
     if (sub == Py_None ? buf_put(b, "null", 4) : buf_ll(b, PyLong_AsLongLong(sub))) goto done;
-    if (buf_str(b, seg[12]) || buf_str(b, tail) || buf_str(b, seg[13])) goto done;
+    if (buf_str(b, seg[12]) || (call_id == Py_None ? buf_put(b, "null", 4) : buf_ll(b, PyLong_AsLongLong(call_id))))
+        goto done;
+    if (buf_str(b, seg[13]) || buf_str(b, tail) || buf_str(b, seg[14])) goto done;
     if (PyErr_Occurred()) goto done;
     rc = 0;
 done:
@@ -467,6 +487,7 @@ done:
     Py_DECREF(head);
     Py_DECREF(tail);
     Py_XDECREF(sub);
+    Py_XDECREF(call_id);
     Py_XDECREF(name);
     Py_XDECREF(place);
     Py_XDECREF(shape);
@@ -520,7 +541,7 @@ static void writer_close_db(LineWriter *self) {
 }
 
 #define WRITER_OBJECTS(X) X(infos) X(next_info) X(parts) X(names) X(places) X(shapes) X(apis) \
-    X(counts) X(no_call) X(empty_head) X(empty_tail) X(api_end_key) X(stats)
+    X(counts) X(call_ids) X(no_call) X(empty_head) X(empty_tail) X(api_end_key) X(stats)
 
 static int LineWriter_traverse(LineWriter *self, visitproc visit, void *arg) {
 #define VISIT(f) Py_VISIT(self->f);
@@ -584,7 +605,7 @@ static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
     }
     if (PyTuple_GET_SIZE(sqls) != N_TABLES || PyTuple_GET_SIZE(segments) != N_SEGMENTS ||
         PyTuple_GET_SIZE(empty) != 2) {
-        PyErr_SetString(PyExc_ValueError, "LineWriter: 3 queries, 14 line segments and 2 empty parts");
+        PyErr_SetString(PyExc_ValueError, "LineWriter: 3 queries, 15 line segments and 2 empty parts");
         return -1;
     }
     for (int i = 0; i < N_SEGMENTS; i++) {
@@ -604,11 +625,13 @@ static int LineWriter_init(LineWriter *self, PyObject *args, PyObject *kwds) {
     self->stats = Py_NewRef(stats);
     self->clock_skew_ns = skew;
     self->recent_max = recent_max;
+    self->next_call_id = 0;
     self->window_max = window_max;
     self->piece_chars = piece_chars < 0 ? 0 : piece_chars;
     self->recent.max_entries = recent_max;
-    PyObject **caches[] = {&self->names, &self->places, &self->shapes, &self->apis, &self->counts};
-    for (int i = 0; i < 5; i++)
+    PyObject **caches[] = {&self->names, &self->places, &self->shapes, &self->apis, &self->counts,
+                           &self->call_ids};
+    for (int i = 0; i < 6; i++)
         if ((*caches[i] = PyDict_New()) == NULL) return -1;
     int columns[N_TABLES] = {K_COLUMNS, C_COLUMNS, C_COLUMNS};
     for (int t = 0; t < N_TABLES; t++)

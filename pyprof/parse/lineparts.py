@@ -34,7 +34,7 @@ LINE = _template()
 #: field (one formatted per line) or a new part needs its value passed in both, in this order.
 _ORDER = tuple(fields[0].name if part is Part.RECORD else part.value for part, fields in LINE_RUNS)
 _EXPECTED = ("name", "kDuration", "start_ns", "pid", "tid", "place", "correlation_id", "config", "launch", "copy",
-             "attribution", "subSeqId", "attribution")
+             "attribution", "subSeqId", "call_id", "attribution")
 if _ORDER != _EXPECTED:  # pragma: no cover - fails at import, in every test, when the table changes shape
     raise ImportError(f"pyprof.parse.lineparts formats the line as {_EXPECTED}, the record is now {_ORDER}: pass "
                       "the new field's value in writer._merge_lines and _core.c's activity_line")

@@ -199,6 +199,9 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
     node_parts: dict = {}
     recent = BoundedDict(2 * RECENT)  # used already: a graph launch starts many kernels
     counts = BoundedDict(2 * RECENT)  # op call -> kernels so far
+    # op call -> its call_id: numbered in order of first record, so the same whichever process swept the launches
+    call_ids = BoundedDict(2 * RECENT)
+    next_call_id = 0
     line = LINE
     launch_json = API_JSON
     api_end_key = API_END_KEY
@@ -271,7 +274,13 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
                 stats.graph_kernels_tied += tied and is_kernel
                 # each replay is a call of its own: subSeqId counts from 0 in every graph launch
                 call = None if node_call is None else (node_call, key)
-        sub = None
+        sub = call_id = None
+        if call is not None:
+            call_id = call_ids.get(call)
+            if call_id is None:
+                call_id = next_call_id
+                next_call_id += 1
+                call_ids.add(call, call_id)
         if act.kind == "kernel":
             stats.kernels += 1
             if flags:
@@ -307,4 +316,4 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
             shapes.add(k, shape)
         start = act.start_ns
         yield line % (name_json, act.end_ns - start, start, num(pid), num(tid), where,
-                      num(act.correlation_id), shape[0], call_json, shape[1], head, num(sub), tail)
+                      num(act.correlation_id), shape[0], call_json, shape[1], head, num(sub), num(call_id), tail)

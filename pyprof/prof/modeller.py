@@ -8,10 +8,11 @@ In a backward GEMM/convolution call the kernels share per gradient: a name that 
 decides, otherwise the order does (autograd computes the input's gradient before the weight's), and a further
 kernel continues the gradient of the one before it (a split-K pass).
 
-A call is the run of kernels on one thread with the same direction, op, sequence ids, call site and
-arguments; a kernel with ``subSeqId`` 0 starts a new one (parse numbers the kernels of a whole backward node,
-so the arguments tell its aten ops apart), and so does one more than ``WINDOW`` input lines after the call's
-previous kernel. The backward of a Python-level op often runs as several autograd nodes (cross_entropy:
+A call is the run of kernels on one thread with the same direction, op, sequence ids, call site, arguments and
+parse call (``call_id``: a kernel of another one starts a new call; parse numbers the calls of a whole backward
+node, so the arguments tell its aten ops apart). In records without ``call_id`` (older files), a kernel with
+``subSeqId`` 0 starts a new one, and so does one more than ``WINDOW`` input lines after the call's previous
+kernel. The backward of a Python-level op often runs as several autograd nodes (cross_entropy:
 NllLossBackward0 then LogSoftmaxBackward0); when pyprof markers give their aten ops no arguments, the node
 whose op is of the forward op's kind carries the forward op's backward numbers, and the kernels of the
 other nodes with the same forward link that follow it join its call.
@@ -79,6 +80,7 @@ class OpCall:
     its kernels come have defaults, so that making one costs as little as it can)."""
 
     key: tuple  # (direction, op, first sequence id, call site, argument bytes)
+    call_id: int | None  # parse's number of the op call (record call_id), None in records without it
     start_line: int  # input line of its first record
     last_line: int  # input line of its latest record
     fwd_key: bytes | None  # a backward op's borrowed forward link: kernels of the same forward op's other nodes join
@@ -102,7 +104,7 @@ class Modeller:
     # Every record key ``model`` reads (lean decoding reads only these and the output's columns; a test
     # checks the rows equal those of the full decode on real captures). kDuration: the shares and the roofline.
     RECORD_KEYS = ("kind", "bytes", "copy_kind", "op", "mod", "dir", "fwd", "args", "outputs", "kLongName",
-                   "kShortName", "subSeqId", "seqId", "callsite", "tid", "kDuration")
+                   "kShortName", "subSeqId", "call_id", "seqId", "callsite", "tid", "kDuration")
 
     def __init__(self, share: bool = False) -> None:
         self._resolved: dict[tuple[str, str], Formula | None] = {}
@@ -213,13 +215,18 @@ class Modeller:
         # Which kernels of the call carry the numbers.
         sub = get("subSeqId")
         seq = get("seqId")
-        # parse numbers the kernels of a backward node, not of each aten op inside it: the op's arguments
-        # tell two calls of one backward node apart.
-        # seqId lists the sequence numbers of the op stack down to the kernel; the first is the call's own.
-        key = (direction, op, (seq[0] if seq else None) if type(seq) is list else seq, get("callsite"), akey)
+        # parse numbers the calls of a backward node, not of each aten op inside it: the op's arguments tell two
+        # calls of one backward node apart. parse's call_id says which call a kernel is in; records without it
+        # (older files) are told by their first sequence number (seqId lists those of the op stack down to the
+        # kernel: the first is the call's own where its op is numbered, else an inner op's), their numbering and
+        # their distance from the call's previous kernel.
+        cid = get("call_id")
+        key = (direction, op, None if cid is not None else (seq[0] if seq else None) if type(seq) is list else seq,
+               get("callsite"), akey)
         tid = get("tid")
         st = self._calls.get(tid)
-        if st is None or sub == 0 or st.key != key or line - st.last_line > WINDOW:
+        if st is None or st.key != key or (st.call_id != cid if cid is not None else
+                                           sub == 0 or line - st.last_line > WINDOW):
             blind = False
             if st is None:
                 if sub != 0 and line < self.blind_until:
@@ -228,7 +235,7 @@ class Modeller:
                         self.uncertain = True
             elif st.more is not None:
                 self._closed.append([st.first, *st.more])
-            st = self._calls[tid] = OpCall(key, line, line, s.fkey, blind)
+            st = self._calls[tid] = OpCall(key, cid, line, line, s.fkey, blind)
         else:
             st.last_line = line
             if st.blind and line >= self.watch_from:

@@ -90,6 +90,29 @@ def test_a_kernel_far_after_its_call_start_shares_nothing():
     assert add[3].reason.startswith("counted on the first kernels of the same add call")
 
 
+def test_parse_call_id_keeps_a_call_whole_across_a_gap():
+    """Two kernels of one add call (30 FLOPs) with more than WINDOW lines of another thread's kernels between them:
+    the record's call_id says they are one call, so the second is not taken for a new call given the whole 30
+    again (a total of 60 where the program did 30); it is counted on the first, which keeps the call's numbers."""
+    kw = dict(op="add", mod="torch", args=[T([30]), T([30])], call_id=7)
+    others = [rec("elementwise_kernel", 10, op="mul", mod="torch", args=[T([4]), T([4])], tid=2, sub=0,
+                  seq=(100 + i,), call_id=8 + i) for i in range(WINDOW + 10)]
+    out = _rows([rec("elementwise_kernel", 100, sub=0, **kw), *others, rec("elementwise_kernel", 100, sub=1, **kw)])
+    add = [m for _i, d, m, _r in out if d["op"] == ["add"]]
+    assert [m.flops for m in add] == [30, None]
+    assert add[1].reason.startswith("counted on the first kernels of the same add call")
+
+
+def test_parse_call_id_keeps_a_call_whole_across_inner_sequence_numbers():
+    """A Kineto trace's fb::rms_norm is not numbered, the aten ops inside it are: its kernels' first sequence
+    numbers differ, yet their call_id says they are one call. add of two [30] fp32 tensors (30 FLOPs) run as kernels
+    of 100 and 200 ns under inner ops numbered 10 and 11: 10 and 20 FLOPs, not 30 each."""
+    kw = dict(op="add", mod="torch", args=[T([30]), T([30])], call_id=5)
+    out = _rows([rec("elementwise_kernel", 100, sub=0, seq=(10,), **kw),
+                 rec("elementwise_kernel", 200, sub=1, seq=(11,), **kw)])
+    assert [m.flops for _i, _d, m, _r in out] == [10, 20]
+
+
 @pytest.mark.parametrize("rel", captures())
 def test_no_kernel_row_above_150_percent_of_the_roofline(rel):
     """The issue's acceptance: on every committed H200 capture, no row claims more than 1.5x what the GPU can
