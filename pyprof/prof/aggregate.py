@@ -103,8 +103,8 @@ class WorkerData:
         # thread: a part of the input aggregated on its own (aggregate_jobs) counted it as new; merged after the
         # part before it, it is not new when that part's last call on the thread is the same call
         self.first_call: dict = {}
-        self.memory: list = []  # pyprof.prof.memory.MemoryRun of this process's memory lines, in file order
-        self.host: list = []  # pyprof.prof.host.HostRun of this process's host lines, in file order
+        self.memory: list = []  # pyprof.prof.memory_timeline.MemoryRun of this process's memory lines, in file order
+        self.host: list = []  # pyprof.prof.host_time.HostRun of this process's host lines, in file order
         self.window: list = []  # pyprof.prof.window.WindowRun of its window line (its input's profiled window)
         self.program: list = []  # pyprof.prof.program.ProgramRun: its own step times around the capture
         self.devices: set = set()  # CUDA device ids its activities ran on

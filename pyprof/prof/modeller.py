@@ -24,7 +24,6 @@ report.RowStream) makes the Modeller with ``share=True`` and passes each record'
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from pyprof.common import BoundedDict
@@ -38,11 +37,7 @@ from pyprof.prof.results import Result, Static, as_list, copy_result, first_dtyp
 from pyprof.prof.share import WINDOW, Fix, shares
 from pyprof.prof.tensorcores import tc_state
 
-try:  # orjson is optional: a faster cache key (and faster reading, see reader.py)
-    from orjson import dumps as json_key  # obj -> bytes; bound directly: called once per row
-except ImportError:  # pragma: no cover - exercised where orjson is absent
-    def json_key(obj) -> bytes:  # bytes, as orjson's: keys join raw JSON bytes (lean decoding)
-        return json.dumps(obj, separators=(",", ":")).encode()
+from orjson import dumps as json_key  # obj -> bytes, bound directly: called once per row; keys join raw JSON bytes
 
 __all__ = ["Modeller", "Result", "candidates", "is_helper", "WINDOW"]
 
