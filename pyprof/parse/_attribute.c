@@ -604,7 +604,19 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
             own = PyObject_RichCompareBool(mod, self->compiled_mod, Py_EQ);
             if (own < 0) goto fail;
         }
-        PyObject *call = call_id(self, inner_bwd && !own ? inner_bwd->row : first->row);
+        PyObject *call_row = first->row;
+        if (inner_bwd && !own) {  /* correlate._node_call: the engine's range around the node, else the node's */
+            call_row = inner_bwd->row;
+            if (inner_bwd->i > 0) {
+                PyObject *up = PyList_GET_ITEM(chain, inner_bwd->i - 1), *text = PyTuple_GET_ITEM(up, 3);
+                if (text != Py_None && PyUnicode_GET_LENGTH(text) > 0) {
+                    Py_ssize_t is = PyUnicode_Tailmatch(text, self->engine_prefix, 0, PY_SSIZE_T_MAX, -1);
+                    if (is < 0) goto fail;
+                    if (is) call_row = up;
+                }
+            }
+        }
+        PyObject *call = call_id(self, call_row);
         if (call == NULL) goto fail;
         set_slot(a, self->a_off[A_CALL], call);
         Py_DECREF(call);

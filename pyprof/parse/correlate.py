@@ -421,7 +421,7 @@ class Correlator:
         if counters:
             # A compiled backward graph runs in one autograd node; each of its kernels is a call of its own (its range).
             own = bwd_seq and ops and ops[-1][0].mod == COMPILED_MOD
-            a.call = self._call_id(bwd_seq[-1][1] if bwd_seq and not own else named[0][1])
+            a.call = self._call_id(_node_call(chain, bwd_seq[-1][2]) if bwd_seq and not own else named[0][1])
             if bwd_seq:
                 a.fwd = self._forward_link(bwd_seq)
             elif first.kind == mk.SEQ and first.op_id is not None and type(first.raw_sizes) is str \
@@ -526,6 +526,18 @@ class Correlator:
             b.info = None
             self._sited.add(key, b)
         return b
+
+
+def _node_call(chain: list, i: int) -> tuple:
+    """The range that stands for the op call of the backward node ``chain[i]``: the engine's
+    ``evaluate_function`` range right around it, where there is one, else the node's own range. The engine's own
+    work for the node after the node's range has closed (the sum that reduces a broadcast bias's gradient) sits
+    in that range alone: it is the node's call too, so its kernels continue the node's subSeqId and call_id."""
+    if i:
+        text = chain[i - 1][3]
+        if text and text.startswith(mk.ENGINE_PREFIX):
+            return chain[i - 1]
+    return chain[i]
 
 
 def _numbered_in_backward(m) -> bool:

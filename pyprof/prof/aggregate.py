@@ -44,7 +44,8 @@ SYNC_OPS = frozenset({"item", "_local_scalar_dense"})
 class WorkerData:
     """Everything aggregated for one worker (a process of one input)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, chunk: bool = False) -> None:
+        """``chunk``: it aggregates a part of the input (aggregate_jobs), to be merged after the parts before."""
         self.name = name
         self.pid = None  # the process id its records carry (None: the activities without a process)
         # The groups (pyprof.prof.groups.Group), by op, op and input shapes, kernel (kernels only, by full
@@ -98,11 +99,18 @@ class WorkerData:
         self.occ_x_ns = array("d")  # estimated occupancy x duration; -1 unknown
         self.threads: dict = {}  # tid -> index
         self.limits: dict = {}  # (gpu, device) -> occupancy.Limits
-        self.last_call: dict = {}  # tid -> identity of the op call its last kernel belonged to
-        # tid -> (identity, op key, shapes key, optimizer, line, host ns) of the first call identified on that
-        # thread: a part of the input aggregated on its own (aggregate_jobs) counted it as new; merged after the
-        # part before it, it is not new when that part's last call on the thread is the same call
-        self.first_call: dict = {}
+        # group key (op key; (op key, shapes key)) -> the call_ids of the op calls with a kernel in that group: a
+        # group's calls are its distinct call_ids, however the calls' kernels interleave
+        self.call_ids: dict = {}
+        # a part of the input (``chunk``): (call_id, op key, shapes key, optimizer, line, host ns, new in the op
+        # group, new in the shapes group) of each call it counted; merged after the part before it, a call that
+        # part counted too (one running across the seam) is taken off again
+        self.counted: list | None = [] if chunk else None
+        # records without call_id (parsed before parse wrote it): tid -> identity of the op call its last
+        # kernel belonged to (_old_call), and how many calls were told so (a part of the input cannot tell
+        # them across its seam: aggregate_jobs leaves such files to the one pass)
+        self.last_call: dict = {}
+        self.old_calls = 0
         self.memory: list = []  # pyprof.prof.memory_timeline.MemoryRun of this process's memory lines, in file order
         self.host: list = []  # pyprof.prof.host_time.HostRun of this process's host lines, in file order
         self.window: list = []  # pyprof.prof.window.WindowRun of its window line (its input's profiled window)
@@ -118,20 +126,28 @@ class WorkerData:
     def merge(self, other: "WorkerData") -> None:
         """Append ``other``, the aggregate of the activities right after this one's (the next part of the same
         process's records), as if one pass had seen both: groups added up, the timeline arrays joined (thread
-        and site indices renumbered), and an op call that runs across the seam counted once. Every field is
-        handled here: tests/prof/test_aggregate_jobs.py compares every view of a split pass with one pass."""
-        for tid, first in other.first_call.items():
-            ident, okey, skey, optimizer, line, host = first
-            if self.last_call.get(tid) == ident:  # the same call, continued: the other part counted it again
-                parts = [(other.ops, okey), (other.shapes, (okey, skey))] + ([(other.optimizer, okey)] if optimizer
-                                                                             else [])
-                for groups, key in parts:
-                    groups[key].calls -= 1
-                for groups, key in ((other.ops, okey), (other.shapes, (okey, skey)), (other.lines, line)):
-                    groups[key].host_ns -= host  # and its host time
-            elif tid not in self.first_call:
-                self.first_call[tid] = first
+        and site indices renumbered), and an op call that runs across the seam (the same call_id on both sides)
+        counted once. Every field is handled here: tests/prof/test_aggregate_jobs.py compares every view of a split
+        pass with one pass."""
+        mine = self.call_ids
+        for cid, okey, skey, optimizer, line, host, new_op, new_shape in other.counted or ():
+            if new_op and cid in mine.get(okey, ()):  # counted before the seam: the other part counted it again
+                for g in (other.ops[okey],) + ((other.optimizer[okey],) if optimizer else ()):
+                    g.calls -= 1
+                other.ops[okey].host_ns -= host  # and its host time
+                other.lines[line].host_ns -= host
+            if new_shape and cid in mine.get((okey, skey), ()):
+                g = other.shapes[(okey, skey)]
+                g.calls -= 1
+                g.host_ns -= host
+        for key, ids in other.call_ids.items():
+            have = mine.get(key)
+            if have is None:
+                mine[key] = ids
+            else:
+                have |= ids
         self.last_call.update(other.last_call)
+        self.old_calls += other.old_calls
         for attr in ("ops", "shapes", "kernel_groups", "lines", "layers", "tc_miss", "copies", "syncs", "line_ops",
                      "optimizer", "mem_bound", "layout", "convs"):
             mine = getattr(self, attr)
@@ -389,13 +405,42 @@ def attach_side(workers: dict, key, run, new) -> None:
     getattr(w, run.KIND).append(run)
 
 
-def _new_call(w: WorkerData, d: dict, okey: str, is_kernel: bool, optimizer: bool = False) -> int:
-    """1 when this activity starts a new op call, else 0. A call is identified by the op marker's call id
-    (forward, pyprof markers), else by the autograd sequence number (a backward node, or a forward op under
-    emit_nvtx / Kineto), on its thread; kernels of one call run one after another on that thread. Without
-    either, a kernel numbered 0 in its call starts one; every copy and memset is a call of its own."""
+def _new_call(w: WorkerData, d: dict, okey: str, skey: str, is_kernel: bool, optimizer: bool) -> tuple[int, int]:
+    """(1 when this activity is the first of its op call in its op's group, the same for its op and shapes
+    group), else 0s. A kernel's call is its ``call_id`` (parse's): a group's calls are the distinct call_ids of
+    its kernels. Every copy and memset is a call of its own, and so is a kernel with a null call_id (no op
+    range encloses it). Records without call_id: _old_call."""
     if not is_kernel:
-        return 1
+        return 1, 1
+    cid = d.get("call_id")
+    if cid is None:
+        new = _old_call(w, d, okey)
+        return new, new
+    ids = w.call_ids
+    by_op = ids.get(okey)
+    if by_op is None:
+        by_op = ids[okey] = set()
+    new_op = cid not in by_op
+    if new_op:
+        by_op.add(cid)
+    skey = (okey, skey)
+    by_shape = ids.get(skey)
+    if by_shape is None:
+        by_shape = ids[skey] = set()
+    new_shape = cid not in by_shape
+    if new_shape:
+        by_shape.add(cid)
+    if (new_op or new_shape) and w.counted is not None:
+        w.counted.append((cid, okey, skey[1], optimizer, callsite_key(d), d.get("host_ns") or 0, new_op, new_shape))
+    return new_op, new_shape
+
+
+def _old_call(w: WorkerData, d: dict, okey: str) -> int:
+    """1 when a kernel of a record without call_id starts a new op call, else 0. Such a call is identified by the
+    op marker's call id (forward, pyprof markers), else by the autograd sequence number (a backward node, or a
+    forward op under emit_nvtx / Kineto), on its thread; kernels of one call run one after another on that
+    thread. Without either, a kernel numbered 0 in its call starts one (so does every kernel no op encloses,
+    whose call_id is null)."""
     direction = d.get("dir")
     cid = None
     mk = d.get("marker")
@@ -409,10 +454,9 @@ def _new_call(w: WorkerData, d: dict, okey: str, is_kernel: bool, optimizer: boo
         return 1 if sub == 0 or sub is None else 0
     ident = (okey, direction, cid)
     tid = d.get("tid")
+    w.old_calls += 1
     if w.last_call.get(tid) == ident:
         return 0
-    if tid not in w.first_call:
-        w.first_call[tid] = (ident, okey, shapes_key(d), optimizer, callsite_key(d), d.get("host_ns") or 0)
     w.last_call[tid] = ident
     return 1
 
@@ -446,17 +490,20 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
     line = callsite_key(d)
     is_kernel = kind == KERNEL
     okey = op_key(d)
-    new_call = _new_call(w, d, okey, is_kernel, s.optimizer)
+    skey = shapes_key(d)
+    new_call, new_shape = _new_call(w, d, okey, skey, is_kernel, s.optimizer)
     g_op = add(w.ops, okey, s, new_call)
-    g_shape = add(w.shapes, (okey, shapes_key(d)), s, new_call)
+    g_shape = add(w.shapes, (okey, skey), s, new_shape)
     g_line = add(w.lines, line, s)
-    # An op call's host time, counted with its first kernel (a copy or memset is a call of its own kind, whose
-    # range is its op's: that op's kernels count it)
-    host = d.get("host_ns") if new_call and is_kernel else None
+    # An op call's host time, counted with its first kernel in the group (a copy or memset is a call of its own
+    # kind, whose range is its op's: that op's kernels count it)
+    host = d.get("host_ns") if is_kernel else None
     if host:
-        g_op.host_ns += host
-        g_shape.host_ns += host
-        g_line.host_ns += host
+        if new_call:
+            g_op.host_ns += host
+            g_line.host_ns += host
+        if new_shape:
+            g_shape.host_ns += host
     site = (line, okey)
     add(w.line_ops, site, s)
     add(w.layers, tuple(layer_path(d)), s)

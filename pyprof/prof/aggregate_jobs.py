@@ -8,13 +8,14 @@ report's table of every activity, collected); the main process merges them in fi
 - a kernel's share of its op call's FLOPs depends on the call's other kernels, which lie within WINDOW lines of
   the call's start (pyprof.prof.share): a worker models the LOOKBACK = 2 x WINDOW lines before its chunk and the
   WINDOW lines after it too, and counts only its own;
-- an op call that runs across a seam is counted once: the merge compares each thread's first call of a chunk
-  with its last call before it.
+- an op call that runs across a seam is counted once: a call is its ``call_id``, the same on both sides, and the
+  merge takes off a chunk's count of a call the chunks before it counted.
 
 What a worker cannot judge alone goes to the one-pass path, which says it exactly: any line it refuses, a
 file that does not start with parse's header line (records before schema 3, the original PyProf's dict lines),
-a second header or an end line before the file's last line (files joined with cat), or a last line that is not
-parse's end line (a file cut short). Needs the ``fork`` start method; elsewhere, and for files under
+a second header or an end line before the file's last line (files joined with cat), a last line that is not
+parse's end line (a file cut short), or records without ``call_id`` (parsed before parse wrote it), whose calls
+only a pass over the lines before a seam can tell. Needs the ``fork`` start method; elsewhere, and for files under
 MIN_BYTES, callers run the one pass.
 """
 from __future__ import annotations
@@ -181,8 +182,10 @@ def _chunk(fd: int, task: tuple, path: str, header: Header, peaks: Peaks, make_o
         pid = d.get("pid")
         w = workers.get(pid)
         if w is None:
-            w = workers[pid] = WorkerData(str(pid))
+            w = workers[pid] = WorkerData(str(pid), chunk=True)
         _add_record(w, d, m, r, peaks)
+        if w.old_calls:
+            raise Fallback
         if observer is not None:
             observer(w, d, m, r)
     for lineno, run in side:

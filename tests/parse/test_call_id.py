@@ -87,3 +87,39 @@ def test_nvprof_records_are_numbered(corpus):
     records = _records(corpus / "nvprof" / "nvprof_v11_torch_emit_nvtx.prof")
     _numbered_in_order(records)
     assert any(d["call_id"] is not None for d in records)
+
+
+def _sql_count(path: Path, tmp_path: Path, like: str) -> int:
+    """NVTX ranges whose text matches ``like``, counted with sqlite3 from the export itself."""
+    import lzma
+    import sqlite3
+    db = tmp_path / "export.sqlite"
+    db.write_bytes(lzma.decompress(path.read_bytes()))
+    con = sqlite3.connect(db)
+    try:
+        return con.execute("SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+                           "WHERE coalesce(e.text, s.value) LIKE ?", (like,)).fetchone()[0]
+    finally:
+        con.close()
+
+
+def test_a_backward_node_is_one_call_with_the_engines_work_after_it(tmp_path):
+    """The engine's evaluate_function range around a node is the node's call: the bias gradient's sum it runs after
+    AddmmBackward0's own range closes is not a call of its own."""
+    path = DATA / "nsys" / "pyprof" / "transformer.sqlite.xz"
+    records = _records(path)
+    _numbered_in_order(records)
+    backward = {d["call_id"] for d in records if d["kind"] == "kernel" and d["dir"] == "bprop"
+                and (d.get("fwd") or {}).get("op") == "linear"}
+    forward = {d["call_id"] for d in records if d["kind"] == "kernel" and d["dir"] == "fprop"
+               and d["op"] and d["op"][0] == "linear"}
+    # sqlite3: 32 AddmmBackward0 nodes (linear with a bias) + 2 MmBackward0 (the head, no bias) = 34 engine
+    # ranges, and 34 pyprof op markers of F.linear: one backward call per forward call
+    nodes = sum(_sql_count(path, tmp_path, f"autograd::engine::evaluate_function: {n}%")
+                for n in ("AddmmBackward0", "MmBackward0"))
+    assert nodes == 34 == _sql_count(path, tmp_path, '%"op":"linear"%')
+    assert len(backward) == len(forward) == 34
+    # the sums ran in the engine's range alone (ranges: the node's name, then aten::sum), in the node's call
+    sums = [d for d in records if d["kind"] == "kernel" and d["dir"] == "bprop"
+            and d["ranges"][-2:] == ["AddmmBackward0", "aten::sum"]]
+    assert len(sums) == 32 and all(d["call_id"] in backward and d["subSeqId"] >= 1 for d in sums)
