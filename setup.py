@@ -9,7 +9,7 @@ CORE = Extension("pyprof.parse._core", ["pyprof/parse/_core.c", "pyprof/parse/_f
                  depends=["pyprof/parse/_core.h", "pyprof/parse/_attribute.h", "pyprof/parse/_ahead.h"],
                  libraries=["sqlite3"], optional=True,
                  extra_compile_args=["-O2", "-pthread"], extra_link_args=["-pthread"])
-# the nsys reader's one pass per table before and beside its records (pyprof/parse/nsys_scan.py); optional likewise.
+# the nsys reader's one pass per table before and beside its records (pyprof/parse/readers/nsys_scan.py); optional likewise.
 SCAN = Extension("pyprof.parse._scan", ["pyprof/parse/_scan.c", "pyprof/parse/_ahead.c"],
                  depends=["pyprof/parse/_ahead.h"], libraries=["sqlite3"], optional=True,
                  extra_compile_args=["-O2", "-pthread"], extra_link_args=["-pthread"])

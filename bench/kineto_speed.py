@@ -40,8 +40,8 @@ path, what = sys.argv[1], sys.argv[2]
 gz = path.endswith(".gz")
 import gzip, orjson, msgspec
 from pyprof.parse import parse_file
-from pyprof.parse.kineto import KinetoSource
-import pyprof.parse.kineto_json as kj
+from pyprof.parse.readers.kineto import KinetoSource
+import pyprof.parse.readers.kineto_json as kj
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -40,7 +40,7 @@ def _raw(path: str) -> int:
 
 
 def _prepass(path: str) -> int:
-    from pyprof.parse.nsys import NsysSource
+    from pyprof.parse.readers.nsys import NsysSource
 
     src = NsysSource(path)
     src.check()
@@ -53,7 +53,7 @@ def _prepass(path: str) -> int:
 
 def _child(mode: str, path: str) -> None:
     if mode != "raw":
-        import pyprof.parse.nsys  # noqa: F401  (importing is not parsing: outside the timing)
+        import pyprof.parse.readers.nsys  # noqa: F401  (importing is not parsing: outside the timing)
     t0 = time.perf_counter()
     n = _raw(path) if mode == "raw" else _prepass(path)
     print(json.dumps({"seconds": time.perf_counter() - t0, "n": n}))

@@ -73,7 +73,7 @@ def _tables_of(q: str) -> list[str]:
 def _parse(path: str, worker: bool | None) -> int:
     from pyprof.common import no_cyclic_gc
     from pyprof.parse import open_source
-    from pyprof.parse.writer import text
+    from pyprof.parse.write.writer import text
 
     with no_cyclic_gc(), open(os.devnull, "w") as out:  # as parse does (cli._run, parse_file)
         src = open_source(path)
@@ -108,7 +108,7 @@ def _floor_rows(path: str) -> int:
         for launch in src.launch_times():
             stacks.get(launch[0])
         os._exit(0)
-    from pyprof.parse.writer import CLOCK_SKEW_NS
+    from pyprof.parse.write.writer import CLOCK_SKEW_NS
 
     src = open_source(path)  # the writer's share: launches joined as they come, as parse's writer does
     launches = iter(src.launches())
@@ -157,7 +157,7 @@ def _tree(pid: int) -> list[int]:
 
 def _child(mode: str, path: str, worker: bool | None) -> None:
     if mode != "raw":
-        importlib.import_module("pyprof.parse.writer")  # importing is not parsing: outside the timing
+        importlib.import_module("pyprof.parse.write.writer")  # importing is not parsing: outside the timing
     before = resource.getrusage(resource.RUSAGE_SELF)  # of every thread of this process: the reading threads too
     t0 = time.perf_counter()
     n = _raw(path) if mode == "raw" else _floor(path) if mode == "floor" else _parse(path, worker)

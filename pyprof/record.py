@@ -1,10 +1,10 @@
 """The record of one GPU activity, declared once: the table FIELDS below (name, default, which stage fills it,
 how it is written). Everything else that knows the record's layout is derived from it when it is imported:
-the ``Record`` class, parse's attribution order and the writer's line template (pyprof.parse.writer), the keys
+the ``Record`` class, parse's attribution order and the writer's line template (pyprof.parse.write.writer), the keys
 and types prof checks (pyprof.prof.contract), the defaults readers give a key a record leaves out.
 
 Adding a field is one row here, in the part of the record it belongs to, and the code of the stage that fills
-it (a reader for an activity field, pyprof.parse.correlate for an attribution field); docs/record.md says what
+it (a reader for an activity field, pyprof.parse.attribute.correlate for an attribution field); docs/record.md says what
 it means. Nothing here imports anything but the standard library.
 """
 from __future__ import annotations
@@ -165,10 +165,10 @@ FUSED_PREFIX = "fused:"
 class Stage(str, enum.Enum):
     """Which part of parse fills a field."""
 
-    ACTIVITY = "activity"  # the reader, from the GPU activity's row (pyprof.parse.activities.Activity)
+    ACTIVITY = "activity"  # the reader, from the GPU activity's row (pyprof.parse.readers.activities.Activity)
     DEVICE = "device"  # the reader, from what the export says about the GPU the activity ran on
-    LAUNCH = "launch"  # the reader, from the CPU call that launched it (pyprof.parse.activities.Launch)
-    ATTRIBUTION = "attribution"  # pyprof.parse.correlate, from the ranges enclosing the launch call
+    LAUNCH = "launch"  # the reader, from the CPU call that launched it (pyprof.parse.readers.activities.Launch)
+    ATTRIBUTION = "attribution"  # pyprof.parse.attribute.correlate, from the ranges enclosing the launch call
     WRITER = "writer"  # the writer itself (the kernel's index in its op call, the call's number, the schema)
 
 
@@ -191,7 +191,7 @@ class Part(str, enum.Enum):
 class Field:
     """One key of the record.
 
-    ``json`` names how parse's writer encodes the value (pyprof.parse.encode.ENCODERS): ``str``, ``str?``
+    ``json`` names how parse's writer encodes the value (pyprof.parse.write.encode.ENCODERS): ``str``, ``str?``
     (None allowed), ``int``, ``int?``, ``ints`` (a list of ints or None), ``strings``, ``bool``, ``value`` (any
     JSON), ``nested`` (a list or None), and, for values correlate keeps already encoded, ``json`` (one JSON
     text, None for null) and ``json_items`` (a list of JSON texts). ``always``: written on every line, a key of

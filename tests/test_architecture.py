@@ -153,16 +153,16 @@ def test_the_checks_find_what_they_look_for(tmp_path):
     (top / "__init__.py").write_text("")
     (top / "record.py").write_text("")
     (top / "parse" / "reader.py").write_text("from pyprof.prof.rows import rows\n")  # against the flow
-    (top / "prof" / "rows.py").write_text("from pyprof.parse.writer import _template\nfrom . import tables\n")
+    (top / "prof" / "rows.py").write_text("from pyprof.parse.write.writer import _template\nfrom . import tables\n")
     (top / "prof" / "tables.py").write_text("def f():\n    from pyprof.prof import rows\n")  # a cycle, in a function
     (top / "parse" / "writer.py").write_text("from pyprof.record import Record\n")
     (top / "report" / "page.py").write_text("from pyprof.prof._hidden import x\nfrom ..prof import rows\n")
     g = imports(top)
-    assert g["pyprof.prof.rows"] == {("pyprof.parse.writer", "_template"), ("pyprof.prof.tables", None)}
+    assert g["pyprof.prof.rows"] == {("pyprof.parse.write.writer", "_template"), ("pyprof.prof.tables", None)}
     assert g["pyprof.report.page"] == {("pyprof.prof._hidden", "x"), ("pyprof.prof.rows", None)}
     assert against_flow(g) == ["pyprof.parse.reader (parse) imports pyprof.prof.rows.rows (prof, later)"]
     assert sorted(private_across(g)) == [
-        "pyprof.prof.rows imports pyprof.parse.writer._template, private to its stage",
+        "pyprof.prof.rows imports pyprof.parse.write.writer._template, private to its stage",
         "pyprof.report.page imports pyprof.prof._hidden.x, private to its stage"]
     assert cycles(g) == [["pyprof.prof.rows", "pyprof.prof.tables"]]
 

@@ -18,10 +18,10 @@ from typing import IO, Iterable, Iterator
 from pyprof import cleanup
 from pyprof.common import no_cyclic_gc
 from pyprof.record import Record, end_line
-from pyprof.parse.activities import Source
-from pyprof.parse.correlate import Stats
-from pyprof.parse.detect import open_source
-from pyprof.parse.writer import records, text
+from pyprof.parse.readers.activities import Source
+from pyprof.parse.attribute.correlate import Stats
+from pyprof.parse.readers.detect import open_source
+from pyprof.parse.write.writer import records, text
 
 __all__ = ["parse_file", "parse_records", "open_source", "close_source", "Stats"]
 

@@ -1,5 +1,5 @@
 /* pyprof.parse._scan: one pass over a table of an nsys export, through SQLite's C API, that gives what the reader
- * needs of it before and beside its records (pyprof/parse/nsys_scan.py: what each fact is, and which SQL of
+ * needs of it before and beside its records (pyprof/parse/readers/nsys_scan.py: what each fact is, and which SQL of
  * nsys.py and nsys_host.py is its reference, kept as the fallback).
  *
  * The row tests here are those SQL conditions written in C, on the storage class of each value (typeof): the

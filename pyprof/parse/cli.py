@@ -12,7 +12,7 @@ from pyprof.common import (InputError, UsageError, no_cyclic_gc, output_stream, 
                            run_command)
 
 from pyprof.record import end_line, launched_no_gpu
-from pyprof.parse.correlate import Stats
+from pyprof.parse.attribute.correlate import Stats
 
 #: How messages and usage name the command: as users type it, also when it was started as python -m pyprof.parse,
 #: so that a message reads the same in both and names the command to run again.
@@ -106,9 +106,9 @@ def _parse_inputs(args: argparse.Namespace) -> int:
 
 
 def _join_inputs(args: argparse.Namespace) -> int:
-    """--timing: both captures parsed whole and joined (pyprof.parse.join) before a byte is written."""
+    """--timing: both captures parsed whole and joined (pyprof.parse.side.join) before a byte is written."""
     from pyprof.parse import close_source, open_source
-    from pyprof.parse.join import join, read_pass
+    from pyprof.parse.side.join import join, read_pass
 
     worker = {"auto": None, "on": True, "off": False}[args.sweep_process]
     passes = []
@@ -146,7 +146,7 @@ def _want_progress(args: argparse.Namespace) -> bool:
 
 
 def _write(src, out: IO[str], progress: bool = False, worker: bool | None = None, raw_markers: bool = False) -> Stats:
-    from pyprof.parse.writer import text
+    from pyprof.parse.write.writer import text
 
     pieces, stats = text(src, worker, raw_markers)
     bar = None

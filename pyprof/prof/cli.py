@@ -114,7 +114,7 @@ def _report(text: str) -> None:
 def _not_an_export(path: str) -> None:
     """Raise UsageError when ``path`` is a profiler export (SQLite, xz, an Nsight Systems report) rather than
     parse's records, saying what to run."""
-    from pyprof.parse.detect import NSYS_REPORT_MAGIC, SQLITE_MAGIC, XZ_MAGIC
+    from pyprof.parse.readers.detect import NSYS_REPORT_MAGIC, SQLITE_MAGIC, XZ_MAGIC
 
     if path == "-" or not os.path.isfile(path):
         return  # stdin, or a file the reader will name as missing

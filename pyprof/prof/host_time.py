@@ -8,7 +8,7 @@ from typing import ClassVar
 import numpy as np
 
 from pyprof.common import InputError
-from pyprof.parse.host import union  # parse merges the host lines' intervals with it: one union of intervals
+from pyprof.parse.side.host import union  # parse merges the host lines' intervals with it: one union of intervals
 from pyprof.record import HOST_CATEGORIES
 
 _INT64 = (-(2 ** 63), 2 ** 63 - 1)

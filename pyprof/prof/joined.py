@@ -1,4 +1,4 @@
-"""What parse's join line says (pyprof.parse.join, docs/record.md ``join``): the records' times are a timing
+"""What parse's join line says (pyprof.parse.side.join, docs/record.md ``join``): the records' times are a timing
 pass's and their attribution another capture's, and how many activities paired. The line belongs to the input,
 not to a process (it has no pid): aggregate keeps it on the Aggregate by input name (``Aggregate.joins``)."""
 from __future__ import annotations

@@ -313,7 +313,7 @@ def is_records(path: str) -> bool:
                 start += f.read(256)
     except OSError as e:
         raise InputError(path, f"cannot open: {e.strerror}") from None
-    from pyprof.parse.detect import GZIP_MAGIC, SQLITE_MAGIC, XZ_MAGIC
+    from pyprof.parse.readers.detect import GZIP_MAGIC, SQLITE_MAGIC, XZ_MAGIC
 
     if first.startswith((SQLITE_MAGIC, GZIP_MAGIC, XZ_MAGIC)):
         return False

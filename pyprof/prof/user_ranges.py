@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from pyprof.common import BoundedDict
-from pyprof.parse.markers import decode
+from pyprof.parse.attribute.markers import decode
 
 #: The mark of a user range where an op or a layer is expected.
 USER_RANGE = "range:"

@@ -96,7 +96,7 @@ def records_sources(inputs: list[str], stack: ExitStack) -> list[Source]:
         if path != "-" and os.path.isdir(path):
             raise InputError(path, "is a directory")
         if path == "-":
-            from pyprof.parse.detect import spool_stdin
+            from pyprof.parse.readers.detect import spool_stdin
 
             path = spool_stdin()
             stack.callback(cleanup.remove, path)

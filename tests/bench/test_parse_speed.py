@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pyprof.parse import native
+from pyprof.parse.write import native
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURE = ROOT / "tests" / "data" / "nsys" / "pyprof" / "lenet.sqlite.xz"

@@ -158,7 +158,7 @@ def test_uninit_puts_inductor_back(fresh_dynamo):
 def test_the_pytorch_profiler_trace_carries_the_markers_as_valid_json(fresh_dynamo, tmp_path):
     # What `pyprof run --backend torch` does: compiled kernels only; the profiler writes range names into its JSON
     # without escaping quotes, so the marker goes in as a Python literal, which parse reads
-    from pyprof.parse import markers
+    from pyprof.parse.attribute import markers
 
     model, x = Net(), torch.randn(BATCH, DIM_IN)
     pyprof.init(ops=False, modules=False, backward=False)

@@ -255,7 +255,7 @@ def test_rows_stored_out_of_start_order_are_sorted(nsys_builder, monkeypatch, ch
     """parse reads NVTX, runtime and kernel rows as stored when they are in start order (nsys writes them
     so) and sorts them in SQL otherwise; the stored order is checked in blocks of rows, here of 2 (a block
     boundary between every pair) and of 65536. Unsorted, the reversed export's records would differ."""
-    from pyprof.parse import nsys
+    from pyprof.parse.readers import nsys
 
     monkeypatch.setattr(nsys, "_CHECK_ROWS", check_rows)
     out = {}
@@ -276,7 +276,7 @@ def test_rows_stored_out_of_start_order_are_sorted(nsys_builder, monkeypatch, ch
 def test_forward_ops_remembered_for_backward_links_are_bounded(nsys_builder, monkeypatch):
     """At least the newest FWD_MEMORY_OPS forward ops keep their backward links, at most twice as many:
     the oldest half is dropped at once when the memory is full."""
-    from pyprof.parse import correlate
+    from pyprof.parse.attribute import correlate
 
     monkeypatch.setattr(correlate, "FWD_MEMORY_OPS", 2)
     b = nsys_builder()
@@ -302,7 +302,7 @@ def test_a_table_without_rowids_is_sorted_by_start(tmp_path):
     """The stored-order check reads rowids; a table without them (no nsys version writes one) is sorted."""
     import sqlite3
 
-    from pyprof.parse.nsys import KERNEL, NsysSource
+    from pyprof.parse.readers.nsys import KERNEL, NsysSource
 
     path = tmp_path / "norowid.sqlite"
     db = sqlite3.connect(path)

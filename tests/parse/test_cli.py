@@ -114,7 +114,7 @@ def test_main_is_callable_without_a_subprocess(corpus, capsys):
 
 def test_import_does_not_need_torch():
     code = ("import sys; sys.modules['torch'] = None; import pyprof.parse, pyprof.parse.cli, "
-            "pyprof.parse.nsys, pyprof.parse.nvprof, pyprof.parse.kineto; print('ok')")
+            "pyprof.parse.readers.nsys, pyprof.parse.readers.nvprof, pyprof.parse.readers.kineto; print('ok')")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, cwd=ROOT, timeout=60,
                        env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert p.stdout.strip() == b"ok", p.stderr.decode()
@@ -174,8 +174,10 @@ def test_worker_refers_to_attributions_it_sent_by_number(monkeypatch):
     """Through the worker, an attribution crosses the pipe once and later launches refer to it by
     number; both sides forget the oldest alike. With a window of 3 and batches of 5 on a real pyprof capture
     (thousands of reuses and evictions), the lines are those of the in-process sweep."""
-    from pyprof.parse import activities as model, close_source, open_source, sweep_worker as pipeline
-    from pyprof.parse.writer import lines
+    from pyprof.parse.readers import activities as model
+    from pyprof.parse import close_source, open_source
+    from pyprof.parse.attribute import sweep_worker as pipeline
+    from pyprof.parse.write.writer import lines
 
     export = Path(__file__).resolve().parents[1] / "data" / "nsys" / "pyprof" / "transformer.sqlite.xz"
     monkeypatch.setattr(model, "WINDOW", 3)
@@ -197,7 +199,7 @@ def test_writer_and_worker_must_read_the_same_launch_calls(change):
     import itertools
 
     from pyprof.parse import close_source, open_source
-    from pyprof.parse.sweep_worker import WorkerError, launch_infos_from_worker
+    from pyprof.parse.attribute.sweep_worker import WorkerError, launch_infos_from_worker
 
     export = Path(__file__).resolve().parents[1] / "data" / "nsys" / "pyprof" / "lenet.sqlite.xz"
     src = open_source(str(export))

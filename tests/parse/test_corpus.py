@@ -249,7 +249,7 @@ def test_record_api_and_json_lines_agree(corpus, name):
 @pytest.mark.parametrize("name", [NCCL, WINDOW, EMIT_NVPROF])
 def test_sweep_in_a_worker_process_gives_the_same_lines(corpus, name):
     from pyprof.parse import open_source
-    from pyprof.parse.writer import lines
+    from pyprof.parse.write.writer import lines
 
     def run(worker: bool) -> tuple[list, tuple]:
         src = open_source(str(corpus / name))

@@ -1,7 +1,7 @@
-"""Short names from demangled kernel names (pyprof/parse/demangle.py)."""
+"""Short names from demangled kernel names (pyprof/parse/readers/demangle.py)."""
 from __future__ import annotations
 
-from pyprof.parse.demangle import SHORT_NAME_SCAN_CHARS, short_name
+from pyprof.parse.readers.demangle import SHORT_NAME_SCAN_CHARS, short_name
 
 
 def test_short_name_is_the_function_name():

@@ -12,7 +12,7 @@ import pytest
 from parse_output import records_of
 
 from pyprof.parse import parse_file
-from pyprof.parse.nsys import os_pid
+from pyprof.parse.readers.nsys import os_pid
 from pyprof.record import read_lines
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "dist"

@@ -1,4 +1,4 @@
-"""pyprof parse --timing (pyprof/parse/join.py): a light capture's times joined to a marked capture's attribution,
+"""pyprof parse --timing (pyprof/parse/side/join.py): a light capture's times joined to a marked capture's attribution,
 on the committed H200/H100 captures of the same examples (tests/data/README.md).
 
 Expected values come from the exports themselves, read here with sqlite3 and json: each step's kernel sequence is
@@ -20,7 +20,7 @@ import pytest
 from pyprof.common import InputError
 from pyprof.parse import close_source, open_source
 from pyprof.parse.cli import main
-from pyprof.parse.join import join, read_pass
+from pyprof.parse.side.join import join, read_pass
 from pyprof.record import SIDE_KEY, read_lines
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -221,7 +221,7 @@ def test_the_whole_window_pairs_where_one_pass_has_no_step_markers(dbs):
 def test_steps_pair_only_where_both_passes_mark_as_many(dbs):
     # Pairing by step fires where both mark two steps; where one pass lost a step's marker (built here from a real
     # pass by dropping its second step), the whole window pairs instead and the reason names both counts.
-    from pyprof.parse.join import _step_pairing
+    from pyprof.parse.side.join import _step_pairing
 
     full, light = _pass(dbs["foreach"]), _pass(dbs["fused"])
     assert _step_pairing(full, light) == (2, "")
@@ -237,8 +237,8 @@ def test_usage(dbs, capsys):
 
 def test_streams_of_other_ids_pair_by_order_of_first_use():
     # a built case: the timing run created its streams in another order, so its ids differ
-    from pyprof.parse.join import Pass
-    from pyprof.parse.correlate import Stats
+    from pyprof.parse.side.join import Pass
+    from pyprof.parse.attribute.correlate import Stats
 
     def rec(stream, name, t):
         return {"kind": "kernel", "kShortName": name, "kLongName": name, "kDuration": 10, "start_ns": t,
@@ -263,7 +263,7 @@ def test_the_joined_line_is_the_timing_activity_with_the_attribution_as_decoded(
     # The join cuts lines at their first attribution key instead of decoding them; on real lines of both passes
     # (the timing pass's host_ns taken out, as an nsys -t cuda pass has none), each cut line must decode to the
     # same record as the merge of the two decoded lines, and carry no host_ns of the marked pass.
-    from pyprof.parse.join import Pass, _merged, _pairs
+    from pyprof.parse.side.join import Pass, _merged, _pairs
 
     full, fused = _pass(dbs["foreach"]), _pass(dbs["fused"])
     bare = [json.dumps({k: v for k, v in json.loads(x).items() if k != "host_ns"}, separators=(",", ":"))

@@ -104,7 +104,7 @@ def test_kineto_scalars_from_concrete_inputs(tmp_path):
     path.write_text(json.dumps(trace()))
     recs = parse(path)
     # addmm's beta/alpha are Scalars with Concrete Inputs "1": decoded as ints.
-    from pyprof.parse.markers import seq_marker
+    from pyprof.parse.attribute.markers import seq_marker
 
     m = seq_marker("aten::addmm", 1, [[4], [2, 8], [8, 4], [], []],
                    ["c10::Half", "c10::Half", "c10::Half", "Scalar", "Scalar"], ["", "", "", "1", "1"])
@@ -176,7 +176,7 @@ def test_real_torch_profiler_cpu_trace_with_injected_gpu_events(tmp_path):
 
 def test_worker_request_falls_back_in_process_for_traces(tmp_path):
     from pyprof.parse import open_source
-    from pyprof.parse.writer import lines
+    from pyprof.parse.write.writer import lines
 
     path = tmp_path / "t.json"
     path.write_text(json.dumps(trace()))
@@ -211,7 +211,7 @@ def test_pytorch_1_8_preview_layout(tmp_path):
 def test_a_string_past_the_bound_is_refused(tmp_path, monkeypatch, filler):
     # kineto_json.MAX_STRING_BYTES lowered to 1 MB for the test: a kernel name of 2 MB (escaped quotes inside it do
     # not end it) is refused before any output; one of half a MB parses, name whole.
-    import pyprof.parse.kineto_json as kineto_json
+    import pyprof.parse.readers.kineto_json as kineto_json
 
     monkeypatch.setattr(kineto_json, "MAX_STRING_BYTES", 1 << 20)
     for mb, ok in ((0.5, True), (2, False)):

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import pyprof.parse.kineto_json as kineto_json
+import pyprof.parse.readers.kineto_json as kineto_json
 from pyprof.common import InputError
 from pyprof.parse import parse_file
-from pyprof.parse.kineto import KinetoSource
+from pyprof.parse.readers.kineto import KinetoSource
 from pyprof.record import read_lines
 from test_kineto import kernel, launch, op, trace
 

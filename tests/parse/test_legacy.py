@@ -27,7 +27,9 @@ import pytest
 from parse_synth import pyprof_op
 from shared_files import require_shared
 
-from pyprof.parse import native, parse_file
+from pyprof.parse.write import native
+
+from pyprof.parse import parse_file
 from pyprof.record import read_lines
 
 NODE = re.compile(r"Backward\d*, seq = (\d+)$")  # an autograd node's range in this PyTorch: "MmBackward, seq = 122"

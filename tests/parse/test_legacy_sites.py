@@ -14,7 +14,8 @@ import pytest
 from shared_files import require_shared
 
 from pyprof.cli import main
-from pyprof.parse import native, parse_file
+from pyprof.parse.write import native
+from pyprof.parse import parse_file
 from pyprof.record import read_lines
 
 NAME = "external-2026-12/dlprof_nsys2022.1_pyprof_markers.sqlite"

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from pyprof.parse import markers as mk
-from pyprof.parse.demangle import demangle, short_name
+from pyprof.parse.attribute import markers as mk
+from pyprof.parse.readers.demangle import demangle, short_name
 
 
 def test_pyprof_op_marker():

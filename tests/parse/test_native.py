@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from pyprof.common import InputError
-from pyprof.parse import native, native_lines, open_source, close_source
-from pyprof.parse.sqlrows import as_is
+from pyprof.parse.write import native, native_lines
+from pyprof.parse import open_source, close_source
+from pyprof.parse.readers.sqlrows import as_is
 
 from parse_synth import CORPUS, parse_outcome
 
@@ -95,7 +96,7 @@ def _odd_ranges(b) -> tuple[Path, int]:
     "seq =", a backward node inside the engine's range and a numbered range right inside it, a consumer op naming a
     waiting producer, and texts at the edges of the core's emit_nvtx decoding (a newline, a number past 64 bits,
     fields out of the common order or spacing); (its path, the number of edge texts)."""
-    from pyprof.parse.correlate import MAX_RANGE_DEPTH
+    from pyprof.parse.attribute.correlate import MAX_RANGE_DEPTH
 
     b.gpu(0, "NVIDIA H100")
     t = 1000
@@ -137,7 +138,7 @@ def test_nesting_depth_in_c_answers_as_the_python_walk():
     sets and frozensets), at limits around their depths, and on a real optimizer marker."""
     import random
 
-    from pyprof.parse import markers as mk
+    from pyprof.parse.attribute import markers as mk
 
     rng = random.Random(5)
 
@@ -215,7 +216,7 @@ def test_split_marker_args_decode_as_the_whole_text(monkeypatch):
     import json
     import random
 
-    from pyprof.parse import markers as mk
+    from pyprof.parse.attribute import markers as mk
 
     pad = {"type": "tensorlist", "items": [{"type": "tensor", "shape": [1024, i], "dtype": "bfloat16"}
                                            for i in range(40)]}
@@ -273,7 +274,7 @@ def test_python_sweep_on_the_compiled_feed(nsys_builder, monkeypatch):
     """The Python sweep (exports the core leaves to Python: CUDA graphs, launch sites) reads its ranges through the
     compiled feed, whose stacks are kept in C and whose lists are made up to date before each attribution: the same
     infos as with the Python feed (RowFeed), on the odd ranges."""
-    from pyprof.parse import correlate
+    from pyprof.parse.attribute import correlate
 
     path, _ = _odd_ranges(nsys_builder())
     monkeypatch.setenv(native.PURE_PYTHON_ENV, "0")
@@ -301,7 +302,7 @@ def test_python_sweep_on_the_compiled_feed(nsys_builder, monkeypatch):
 def test_core_sweep_worker_same_as_in_process(nsys_builder, monkeypatch, ahead):
     """The core's sweep in a worker process: the same lines, and the same counts of what was left out or read
     leniently (the worker's oddities are added to the parent's at the end), as swept in the parsing process."""
-    from pyprof.parse.writer import lines
+    from pyprof.parse.write.writer import lines
 
     path, _ = _odd_ranges(nsys_builder())
     monkeypatch.setenv(native.PURE_PYTHON_ENV, "0")
@@ -323,7 +324,7 @@ def test_recent_launches_kept_and_dropped_alike(nsys_builder, monkeypatch):
     so at most 4 kept and the oldest 2 dropped at once: launches 1-6 each start a kernel (1 and 2 dropped when 5 is
     added), a second kernel of launch 3 still finds it; launch 7 drops 3 and 4, so a second kernel of 4 finds
     nothing and one of 5 finds it. Both paths: 10 records, 1 without its launch call."""
-    from pyprof.parse import lineparts, writer
+    from pyprof.parse.write import lineparts, writer
 
     monkeypatch.setattr(lineparts, "RECENT", 2)
     monkeypatch.setattr(writer, "RECENT", 2)
@@ -349,7 +350,7 @@ def test_recent_launches_kept_and_dropped_alike(nsys_builder, monkeypatch):
 def test_sqlite_error_part_way_through_the_sweep(monkeypatch, worker):
     """SQLite failing in the middle of the ranges' query (an integer overflow from the 100th range on, made in the
     query itself): the same one line, swept in the parsing process or in the worker, read ahead or not."""
-    from pyprof.parse.writer import lines
+    from pyprof.parse.write.writer import lines
 
     monkeypatch.setenv(native.PURE_PYTHON_ENV, "0")
     errors = set()
@@ -386,7 +387,8 @@ def test_strings_read_as_the_python_path_reads_them(nsys_builder, monkeypatch):
 _WITHOUT_CORE = """
 import io, sys
 sys.modules["pyprof.parse._core"] = None  # as if it were never built: importing it raises ImportError
-from pyprof.parse import native, parse_file
+from pyprof.parse.write import native
+from pyprof.parse import parse_file
 assert native._core is None and not native.enabled()
 out = io.StringIO()
 parse_file(sys.argv[1], out)
@@ -409,8 +411,9 @@ def test_parse_runs_without_the_core(monkeypatch):
 def test_sweep_worker_same_bytes_both_paths(monkeypatch):
     """With the sweep in a worker process, the core's writer takes attributions by number as the Python writer does:
     with a window of 3 and batches of 5 (thousands of reuses and evictions), all four ways give the same lines."""
-    from pyprof.parse import activities, sweep_worker
-    from pyprof.parse.writer import lines
+    from pyprof.parse.readers import activities
+    from pyprof.parse.attribute import sweep_worker
+    from pyprof.parse.write.writer import lines
 
     monkeypatch.setattr(activities, "WINDOW", 3)
     monkeypatch.setattr(sweep_worker, "BATCH", 5)
@@ -515,7 +518,7 @@ def test_text_in_pieces_is_the_lines_with_their_newlines(monkeypatch, pure, piec
     """parse writes writer.text's pieces: the lines of writer.lines each ended by its newline, in strs that pass
     ``piece_chars`` only by their last line (1: one line each; the header and side lines come in pieces of their
     own), on both paths."""
-    from pyprof.parse import writer
+    from pyprof.parse.write import writer
 
     if not pure and native._core is None:
         pytest.skip("the compiled core is not built")

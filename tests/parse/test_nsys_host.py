@@ -1,10 +1,10 @@
-"""The host intervals of an nsys export read in bulk (pyprof.parse.nsys_host): a range's category is decided by
+"""The host intervals of an nsys export read in bulk (pyprof.parse.readers.nsys_host): a range's category is decided by
 one rule whether its text is inline (classified in SQL) or a registered string (classified in Python)."""
 from __future__ import annotations
 
 import sqlite3
 
-from pyprof.parse.nsys_host import CODES, category_of, category_sql
+from pyprof.parse.readers.nsys_host import CODES, category_of, category_sql
 
 TEXTS = {
     "ProfilerStep#3": "step",
@@ -33,7 +33,7 @@ def test_inline_and_registered_texts_take_one_rule():
 def test_union_sorted_unsorted_and_broken_intervals():
     import numpy as np
 
-    from pyprof.parse.host import union
+    from pyprof.parse.side.host import union
 
     def run(starts, ends):
         lo, hi = union(np.array(starts, np.int64), np.array(ends, np.int64))
@@ -52,8 +52,8 @@ def test_a_step_by_its_text_alone(tmp_path):
     """A row with an inline text that is no step and a textId that is one is no step (the text decides, as for its
     category): the steps keep their names. Before, that row took a name too, and the names of its block, out of step
     with the steps, were all left blank."""
-    from pyprof.parse.nsys_host import ranges_by_category
-    from pyprof.parse.sqlrows import Rows
+    from pyprof.parse.readers.nsys_host import ranges_by_category
+    from pyprof.parse.readers.sqlrows import Rows
 
     path = tmp_path / "steps.sqlite"
     db = sqlite3.connect(path)
@@ -81,7 +81,7 @@ def test_packed_intervals_write_the_same_host_lines():
     (4 + 4 per interval), against 16n."""
     import numpy as np
 
-    from pyprof.parse.host import Packed, lines_of, packed
+    from pyprof.parse.side.host import Packed, lines_of, packed
 
     rng = np.random.default_rng(3)
     found = {}

@@ -10,7 +10,7 @@ import pytest
 
 from nsys_schema import Export2026
 from pyprof.parse import parse_file
-from pyprof.parse.nsys_python import python_site
+from pyprof.parse.readers.nsys_python import python_site
 from pyprof.prof.aggregate import aggregate
 from pyprof.prof.views import build
 
@@ -126,8 +126,8 @@ def test_python_site_of_a_frame(symbol, module, site):
 
 
 def test_worker_sweep_gives_the_same_records(tmp_path):
-    from pyprof.parse.nsys import NsysSource
-    from pyprof.parse.writer import lines
+    from pyprof.parse.readers.nsys import NsysSource
+    from pyprof.parse.write.writer import lines
 
     x = Export2026(tmp_path / "w.sqlite")
     x.callchain(1, STACK)

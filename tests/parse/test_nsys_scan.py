@@ -1,4 +1,4 @@
-"""The compiled pass over an nsys export's tables (pyprof.parse.nsys_scan, _scan.c) and the reader's SQL, its
+"""The compiled pass over an nsys export's tables (pyprof.parse.readers.nsys_scan, _scan.c) and the reader's SQL, its
 reference: the same rows left out and counted, the same stored-order and JSON-payload answers, the same host
 intervals, and so the same parse output byte for byte or the same refusal, on real captures and on inputs broken on
 purpose (values of the wrong type, rows out of order, tables without rowids, empty tables, missing columns). Where
@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from pyprof.common import InputError
-from pyprof.parse import native, nsys, nsys_scan
+from pyprof.parse.write import native
+from pyprof.parse.readers import nsys, nsys_scan
 from pyprof.parse.cli import main as parse_main
-from pyprof.parse.nsys import KERNEL, NVTX, RUNTIME, NsysSource
+from pyprof.parse.readers.nsys import KERNEL, NVTX, RUNTIME, NsysSource
 
 from parse_synth import CORPUS, gtid, parse_outcome
 

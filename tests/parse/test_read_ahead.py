@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pyprof.parse import native, nsys_host, nsys_scan, sqlrows
+from pyprof.parse.write import native
+
+from pyprof.parse.readers import nsys_host, nsys_scan, sqlrows
 
 from parse_synth import CORPUS, parse_outcome
 
@@ -145,7 +147,7 @@ def test_reading_threads_end_with_the_parse(nsys_builder, monkeypatch, taken):
     rows a reading thread fills ahead): once the lines are closed, every reading thread has ended (closing
     interrupts a step under way and joins it)."""
     from pyprof.parse import close_source, open_source
-    from pyprof.parse.writer import lines
+    from pyprof.parse.write.writer import lines
 
     b = nsys_builder()
     _many_ranges(b, 3000, 10)

@@ -14,7 +14,7 @@ import pytest
 import tiny_inputs as tiny
 
 from pyprof.parse import parse_file
-from pyprof.parse.native import PURE_PYTHON_ENV, enabled
+from pyprof.parse.write.native import PURE_PYTHON_ENV, enabled
 from pyprof.prof.cli import main as prof_main
 
 REPROS = "fuzz-repros-2026-12"

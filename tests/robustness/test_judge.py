@@ -99,7 +99,7 @@ def test_outcomes(tmp_path):
 
 def test_traceback_signature_is_the_innermost_pyprof_frame():
     tb = ('Traceback (most recent call last):\n  File "/x/pyprof/parse/cli.py", line 9, in main\n    run()\n'
-          '  File "/x/pyprof/parse/nsys.py", line 107, in gpus\n    q()\n'
+          '  File "/x/pyprof/parse/readers/nsys.py", line 107, in gpus\n    q()\n'
           '  File "/usr/lib/python3/sqlite3/x.py", line 1, in q\n    z\nsqlite3.OperationalError: no such column\n')
-    assert traceback_signature(tb) == ("sqlite3.OperationalError in pyprof/parse/nsys.py:gpus",
-                                       "pyprof/parse/nsys.py:107")
+    assert traceback_signature(tb) == ("sqlite3.OperationalError in pyprof/parse/readers/nsys.py:gpus",
+                                       "pyprof/parse/readers/nsys.py:107")

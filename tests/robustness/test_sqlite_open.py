@@ -22,7 +22,7 @@ from robust_helpers import CORPUS, keeps_promise, run
 from bench.fuzz.judge import lock
 from bench.fuzz.registry import Command
 from pyprof.common import InputError
-from pyprof.parse import detect, sqlrows
+from pyprof.parse.readers import detect, sqlrows
 
 REPROS = CORPUS / "fuzz-repros-2026-12"
 ACTIVITY_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")

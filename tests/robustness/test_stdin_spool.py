@@ -17,7 +17,7 @@ import pytest
 from robust_helpers import DATA, ROOT
 
 from pyprof.common import InputError
-from pyprof.parse import detect
+from pyprof.parse.readers import detect
 
 EXPORT = DATA / "nsys" / "emit_nvtx" / "lenet.sqlite.xz"
 

@@ -12,8 +12,8 @@ import json
 from typing import Iterator
 
 from pyprof.record import ATTRIBUTION, MEMORY_COLUMNS, MEMORY_RUN, memory_line
-from pyprof.parse.activities import MemoryEvent, Source
-from pyprof.parse.correlate import Correlator, Stats
+from pyprof.parse.readers.activities import MemoryEvent, Source
+from pyprof.parse.attribute.correlate import Correlator, Stats
 
 #: The attribution fields a memory event keeps (what prof's op, line and layer keys read), by their index in
 #: the sweep's fields (record.ATTRIBUTION order).

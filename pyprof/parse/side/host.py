@@ -13,7 +13,7 @@ from typing import Iterator
 import numpy as np
 
 from pyprof.record import HOST_CATEGORIES, HOST_RUN, host_line
-from pyprof.parse import native
+from pyprof.parse.write import native
 
 
 #: The longest gap or interval a packed group holds (32 bits of nanoseconds: 4.3 s); a group with a longer one is

@@ -19,7 +19,7 @@ from typing import Iterator
 
 from pyprof.common import InputError
 from pyprof.record import INT_MAX
-from pyprof.parse.activities import Source
+from pyprof.parse.readers.activities import Source
 
 #: Text as SQLite stores it, decoded with replacement characters where it is not UTF-8 (a GPU name in Latin-1).
 lossy_text = functools.partial(str, encoding="utf-8", errors="replace")

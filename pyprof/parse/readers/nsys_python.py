@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Iterator
 
-from pyprof.parse.frames import internal_file
+from pyprof.parse.readers.frames import internal_file
 
 CALLCHAINS = "CUDA_CALLCHAINS"
 CALLCHAIN_COLUMNS = ("id", "stackDepth", "symbol", "module")

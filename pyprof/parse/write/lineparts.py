@@ -5,8 +5,8 @@ constants by which both join activities to their launch calls.
 from __future__ import annotations
 
 from pyprof.record import LINE_RUNS, Part, header_line
-from pyprof.parse import encode
-from pyprof.parse.activities import Source
+from pyprof.parse.write import encode
+from pyprof.parse.readers.activities import Source
 
 #: How far a GPU timestamp may run ahead of the launch call's CPU timestamp (clock conversion jitter).
 CLOCK_SKEW_NS = 50_000_000
@@ -36,7 +36,7 @@ _ORDER = tuple(fields[0].name if part is Part.RECORD else part.value for part, f
 _EXPECTED = ("name", "kDuration", "start_ns", "pid", "tid", "place", "correlation_id", "config", "launch", "copy",
              "attribution", "subSeqId", "call_id", "attribution")
 if _ORDER != _EXPECTED:  # pragma: no cover - fails at import, in every test, when the table changes shape
-    raise ImportError(f"pyprof.parse.lineparts formats the line as {_EXPECTED}, the record is now {_ORDER}: pass "
+    raise ImportError(f"pyprof.parse.write.lineparts formats the line as {_EXPECTED}, the record is now {_ORDER}: pass "
                       "the new field's value in writer._merge_lines and _core.c's activity_line")
 _RUNS = {part: fields for part, fields in LINE_RUNS if part is not Part.RECORD}
 _NAME, _PLACE, _CONFIG, _LAUNCH, _COPY = (_RUNS[p] for p in (Part.NAME, Part.PLACE, Part.CONFIG, Part.LAUNCH,

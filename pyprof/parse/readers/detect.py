@@ -11,7 +11,7 @@ import zlib
 
 from pyprof import cleanup
 from pyprof.common import InputError, expansion_cap, too_expanded
-from pyprof.parse.sqlrows import SQLITE_ERRORS, check_at_rest, connect, describe, lossy_text
+from pyprof.parse.readers.sqlrows import SQLITE_ERRORS, check_at_rest, connect, describe, lossy_text
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
@@ -241,15 +241,15 @@ def open_source(path: str):
                 temp = path
             flavour = sqlite_flavour(path, display)
             if flavour == "nsys":
-                from pyprof.parse.nsys import NsysSource
+                from pyprof.parse.readers.nsys import NsysSource
 
                 src = NsysSource(path, display)
             else:
-                from pyprof.parse.nvprof import NvprofSource
+                from pyprof.parse.readers.nvprof import NvprofSource
 
                 src = NvprofSource(path, display)
         else:
-            from pyprof.parse.kineto import KinetoSource
+            from pyprof.parse.readers.kineto import KinetoSource
 
             src = KinetoSource(path, display, gzipped=(kind == "gzip"))
         src.check()

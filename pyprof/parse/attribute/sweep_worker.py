@@ -20,8 +20,8 @@ from typing import Iterator
 
 from pyprof import forked
 from pyprof.forked import WorkerError
-from pyprof.parse.correlate import Correlator
-from pyprof.parse.activities import attribution_window
+from pyprof.parse.attribute.correlate import Correlator
+from pyprof.parse.readers.activities import attribution_window
 
 BATCH = 2048
 AHEAD = 16  # batches the worker may send ahead of the writer (about 0.8 MB each on a pyprof capture)

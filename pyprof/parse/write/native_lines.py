@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import sqlite3
 
-from pyprof.parse import correlate, encode, lineparts, native
-from pyprof.parse import markers as mk
-from pyprof.parse.activities import WINDOW
-from pyprof.parse.correlate import DEEP_RANGES, MAX_RANGE_DEPTH, OUTPUT_WAIT_NS, Correlator
-from pyprof.parse.frames import user_site
-from pyprof.parse.nsys import KERNEL, MEMCPY, MEMSET, NsysSource, _api_name
-from pyprof.parse.sqlrows import Query
+from pyprof.parse.attribute import correlate
+
+from pyprof.parse.write import encode, lineparts, native
+from pyprof.parse.attribute import markers as mk
+from pyprof.parse.readers.activities import WINDOW
+from pyprof.parse.attribute.correlate import DEEP_RANGES, MAX_RANGE_DEPTH, OUTPUT_WAIT_NS, Correlator
+from pyprof.parse.readers.frames import user_site
+from pyprof.parse.readers.nsys import KERNEL, MEMCPY, MEMSET, NsysSource, _api_name
+from pyprof.parse.readers.sqlrows import Query
 from pyprof.record import COMPILED_MOD
 
 
@@ -100,7 +102,7 @@ def record_lines(source, stats, raw_markers: bool, worker: bool = False, piece_c
     infos = None
     if worker:  # imported only here: most parses fork no worker, and need not import multiprocessing
         from pyprof.forked import WorkerError
-        from pyprof.parse import sweep_worker
+        from pyprof.parse.attribute import sweep_worker
     if launch_query is not None:
         args = (source, launch_query, range_query, raw_markers)
         # the worker is forked here, before this process starts the line writer's reading threads
@@ -141,7 +143,7 @@ def _sweep_in_worker(conn, source, launches: Query, ranges: Query | None, raw_ma
     """The sweep worker's body (sweep_worker.CoreInfos): the compiled sweep, on the parent's source object but with
     the core's own connections (the parent's is never used here), its infos sent to the parent."""
     from pyprof import forked
-    from pyprof.parse import sweep_worker
+    from pyprof.parse.attribute import sweep_worker
 
     oddities: dict = {}  # this process's own: the parent adds them to its count at the end
     swept = _sweep(source, launches, ranges, raw_markers, oddities)

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator, NamedTuple
 
 from pyprof.common import BoundedDict, no_cyclic_gc
-from pyprof.parse import encode, native
-from pyprof.parse import markers as mk
-from pyprof.parse.frames import user_site
-from pyprof.parse.markers import quick_seq
-from pyprof.parse.activities import Source
+from pyprof.parse.write import encode, native
+from pyprof.parse.attribute import markers as mk
+from pyprof.parse.readers.frames import user_site
+from pyprof.parse.attribute.markers import quick_seq
+from pyprof.parse.readers.activities import Source
 from pyprof.record import ATTRIBUTION, COMPILED_MOD
 
 #: Forward ranges remembered for backward links: at least this many, the newest (up to twice as many are
@@ -612,7 +612,7 @@ _serials = itertools.count(1)
 _attribution_fields = operator.attrgetter(*ATTRIBUTION)  # in record order, as the writer takes them
 _unset = [name for name in ATTRIBUTION if not hasattr(_EMPTY, name)]
 if _unset:  # pragma: no cover - a field added to record.FIELDS needs its empty value in Attribution.__init__
-    raise ImportError(f"pyprof.parse.correlate: Attribution.__init__ sets no {', '.join(_unset)}")
+    raise ImportError(f"pyprof.parse.attribute.correlate: Attribution.__init__ sets no {', '.join(_unset)}")
 
 
 HAS_OP, BPROP, HAS_FWD, NUMBERED, RECOMPUTE = 1, 2, 4, 8, 16  # LAUNCH_INFO flags, for the summary's shares

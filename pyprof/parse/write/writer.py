@@ -18,14 +18,14 @@ from typing import Iterator
 
 from pyprof.common import BoundedDict, no_cyclic_gc
 from pyprof.record import ATTRIBUTION, PROGRAM_MARK_PREFIX, SIDE_PREFIX, Record, program_line, window_line
-from pyprof.parse import encode, native_lines
+from pyprof.parse.write import encode, native_lines
 # CLOCK_SKEW_NS, RECENT and header are the writer's as before (bench/parse_speed.py, prof's per-kernel reader).
-from pyprof.parse.lineparts import (API_END_KEY, API_JSON, CLOCK_SKEW_NS, LINE, NO_CALL, RECENT, _LAUNCH, _NAME,
+from pyprof.parse.write.lineparts import (API_END_KEY, API_JSON, CLOCK_SKEW_NS, LINE, NO_CALL, RECENT, _LAUNCH, _NAME,
                                     _PLACE, header, no_gpu_name, shape_parts)
-from pyprof.parse.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
-from pyprof.parse.activities import Source, attribution_window
-from pyprof.parse.host import lines_of as host_lines_of, packed as host_packed
-from pyprof.parse.memory import memory_lines
+from pyprof.parse.attribute.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
+from pyprof.parse.readers.activities import Source, attribution_window
+from pyprof.parse.side.host import lines_of as host_lines_of, packed as host_packed
+from pyprof.parse.side.memory import memory_lines
 
 _SIDE_TEXT = SIDE_PREFIX.decode()
 #: Exports smaller than this are swept in-process: a worker process is not worth starting.
@@ -70,7 +70,7 @@ def _output(source: Source, worker: bool | None, raw_markers: bool, piece_chars:
         records = native_lines.record_lines(source, stats, raw_markers, worker, piece_chars)
         return _merge(source, records, stats, piece_chars), stats
     if worker and source.reopen_args() is not None:  # Kineto traces are read in memory
-        from pyprof.parse.sweep_worker import launch_infos_from_worker
+        from pyprof.parse.attribute.sweep_worker import launch_infos_from_worker
 
         stats = Stats(oddities=source.oddities)
         infos = launch_infos_from_worker(source, stats.oddities)

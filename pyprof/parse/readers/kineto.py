@@ -22,10 +22,10 @@ from decimal import Decimal
 from typing import IO, Iterator
 
 from pyprof.common import BoundedDict, InputError, expansion_cap, no_cyclic_gc
-from pyprof.parse import markers as mk
-from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
-from pyprof.parse.frames import INTERNAL
-from pyprof.parse.kineto_json import UNSET, Args, Event, Guarded, SharedValues, TraceReader, args_of
+from pyprof.parse.attribute import markers as mk
+from pyprof.parse.readers.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
+from pyprof.parse.readers.frames import INTERNAL
+from pyprof.parse.readers.kineto_json import UNSET, Args, Event, Guarded, SharedValues, TraceReader, args_of
 from pyprof.record import DIST_KEYS, INT_MAX, INT_MIN
 
 _KERNEL_CATS = {"kernel"}
@@ -460,6 +460,6 @@ def _site(frame: str) -> str | None:
 
 
 def _short(name: str) -> str:
-    from pyprof.parse.demangle import short_name
+    from pyprof.parse.readers.demangle import short_name
 
     return short_name(name) if "(" in name or "<" in name else name

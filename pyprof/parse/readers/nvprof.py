@@ -12,10 +12,10 @@ import struct
 from typing import Iterator
 
 from pyprof.common import InputError
-from pyprof.parse.demangle import demangle, short_name
-from pyprof.parse.activities import Activity, GpuInfo, Launch
-from pyprof.parse.nsys import MEMCPY_KINDS
-from pyprof.parse.sqlrows import SqliteSource, integer, integers, timed
+from pyprof.parse.readers.demangle import demangle, short_name
+from pyprof.parse.readers.activities import Activity, GpuInfo, Launch
+from pyprof.parse.readers.nsys import MEMCPY_KINDS
+from pyprof.parse.readers.sqlrows import SqliteSource, integer, integers, timed
 
 KERNEL_TABLES = ("CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL", "CUPTI_ACTIVITY_KIND_KERNEL")
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"

@@ -1,15 +1,15 @@
 """An nsys export's host intervals (Source.host_intervals): its ranges by category and its CUDA API calls, read in
 bulk. An export holds a few rows per kernel in each table; handing each to Python would cost half a parse again,
 so SQLite returns each block of rows as a few comma-separated texts that numpy reads, and each block is merged
-into disjoint intervals (pyprof.parse.host.union) before the next is read: memory follows the merged intervals,
+into disjoint intervals (pyprof.parse.side.host.union) before the next is read: memory follows the merged intervals,
 not the rows. The compiled pass (nsys_scan) finds the same in C where it is built; this is its reference.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from pyprof.parse.host import union
-from pyprof.parse.sqlrows import Rows
+from pyprof.parse.side.host import union
+from pyprof.parse.readers.sqlrows import Rows
 
 #: Rows per query (each column of a block comes as one text of a few MB at most).
 BLOCK_ROWS = 1 << 17

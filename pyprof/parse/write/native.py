@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from pyprof.parse import markers as mk
-from pyprof.parse.sqlrows import NOT_UTF8, Query
+from pyprof.parse.attribute import markers as mk
+from pyprof.parse.readers.sqlrows import NOT_UTF8, Query
 
 try:
     from pyprof.parse import _core

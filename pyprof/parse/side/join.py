@@ -28,7 +28,7 @@ from typing import Iterator
 
 from pyprof.common import InputError
 from pyprof.record import END_KEY, FIELDS, HEADER_KEY, SIDE_KEY, Stage, end_line
-from pyprof.parse.correlate import Stats
+from pyprof.parse.attribute.correlate import Stats
 
 #: The record's keys that come from the timing pass: what the reader takes from the activity, its device and its
 #: launch call, and the kernel's duration (the writer's, from the activity's end). Every other key (the
@@ -48,7 +48,7 @@ _FIRST = next(f for f in FIELDS if f.stage is Stage.ATTRIBUTION)
 _SPLIT = f',"{_FIRST.name}":'
 _AFTER = {f.name for f in FIELDS[FIELDS.index(_FIRST):]}
 if not _FIRST.always or _AFTER & TIMING_KEYS != {"host_ns"}:  # the layout the fast path relies on
-    raise RuntimeError("pyprof.parse.join: the record's attribution keys no longer follow its activity keys")
+    raise RuntimeError("pyprof.parse.side.join: the record's attribution keys no longer follow its activity keys")
 _HOST = ',"host_ns":'
 
 
@@ -151,7 +151,7 @@ def _unmatched(what: str, count: int, ns: int, total_ns: int, names: Counter) ->
 def read_pass(src, worker: bool | None = None, raw_markers: bool = False) -> Pass:
     """Parse an opened source (pyprof.parse.open_source) into a Pass, reading every line into memory (the join
     needs both passes whole). The caller closes the source."""
-    from pyprof.parse.writer import lines
+    from pyprof.parse.write.writer import lines
 
     out, stats = lines(src, worker, raw_markers)
     header: dict = {}

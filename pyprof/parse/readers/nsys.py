@@ -10,11 +10,11 @@ from typing import Iterator
 
 from pyprof.common import InputError
 from pyprof.record import PROGRAM_MARK_PREFIX
-from pyprof.parse import markers as mk
-from pyprof.parse import nsys_python as py
-from pyprof.parse.activities import Activity, GpuInfo, Launch, MemoryEvent
-from pyprof.parse import nsys_host, nsys_scan
-from pyprof.parse.sqlrows import (SQLITE_ERRORS, Column, Query, SqliteSource, Valid, as_is, integer, integer_of,
+from pyprof.parse.attribute import markers as mk
+from pyprof.parse.readers import nsys_python as py
+from pyprof.parse.readers.activities import Activity, GpuInfo, Launch, MemoryEvent
+from pyprof.parse.readers import nsys_host, nsys_scan
+from pyprof.parse.readers.sqlrows import (SQLITE_ERRORS, Column, Query, SqliteSource, Valid, as_is, integer, integer_of,
                                   integers, text_of)
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -450,7 +450,7 @@ class NsysSource(SqliteSource):
     def host_intervals(self) -> dict[tuple, tuple]:
         """Steps, DataLoader ranges and op ranges (pyprof's op markers, PyTorch's aten and autograd-node ranges) by
         their text, and every CUDA runtime and driver API call, by process, merged: found by the compiled pass over
-        each table (nsys_scan; check() makes it), else read in bulk by pyprof.parse.nsys_host."""
+        each table (nsys_scan; check() makes it), else read in bulk by pyprof.parse.readers.nsys_host."""
         out: dict = {}
         if NVTX in self.cols:
             ranges = self._host_of(NVTX)

@@ -20,9 +20,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pyprof.parse import native, nsys_host
-from pyprof.parse.host import union
-from pyprof.parse.sqlrows import SQLITE_ERRORS, Rows
+from pyprof.parse.write import native
+
+from pyprof.parse.readers import nsys_host
+from pyprof.parse.side.host import union
+from pyprof.parse.readers.sqlrows import SQLITE_ERRORS, Rows
 
 try:
     from pyprof.parse import _scan

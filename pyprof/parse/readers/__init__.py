@@ -1,0 +1,2 @@
+"""Readers: each input format's rows -> the intermediate form of ``activities`` (activities, launches, ranges,
+GPUs), and ``detect``, which reader a file needs."""
