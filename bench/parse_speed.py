@@ -208,7 +208,8 @@ def _pairs(path: str, worker: str, n: int, first: tuple[dict, dict]) -> str:
 def _core_takes(path: str) -> bool:
     """True when this checkout's compiled core is built and parses ``path`` (else both runs would be Python's)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    probe = ("import sys; from pyprof.parse import open_source, close_source, native_lines; "
+    probe = ("import sys; from pyprof.parse import open_source, close_source; "
+             "from pyprof.parse.write import native_lines; "
              "s = open_source(sys.argv[1]); print(native_lines.takes(s)); close_source(s)")
     # this checkout first, the environment's own path after it (where its packages may be: a machine's kit)
     env = dict(os.environ, PYTHONPATH=here + os.pathsep + os.environ.get("PYTHONPATH", ""), PYPROF_PURE_PYTHON="0")
