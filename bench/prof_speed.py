@@ -3,7 +3,7 @@
 Builds an input of N records (default 1M) shaped like a transformer + ResNet training step (GEMMs,
 convolutions, attention, norms, pointwise, backward kernels with forward links, memcpys), then times:
 - baseline: read each line, decode it whole (orjson), csv.writer the raw default-column fields; and the same
-  with prof's own decoder, which builds only the fields prof reads (msgspec, pyprof.prof.reader.lean_loads);
+  with prof's own decoder, which builds only the fields prof reads (msgspec, pyprof.prof.load.reader.lean_loads);
 - prof: ``pyprof.prof.run`` with the default columns in CSV (what ``python -m pyprof.prof --csv`` does).
 Prints one line per figure: rows/s of each and prof's ratio to the baseline. Target: >= 300k rows/s.
 ``--group-by KEY`` also times the ``--group-by`` summary (``summarize_stream``, what the command runs) with one
@@ -33,11 +33,11 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 from pyprof.record import END_KEY, HEADER_KEY, SIDE_KEY, Record, end_line  # noqa: E402
-from pyprof.prof.rows import lean_decoder  # noqa: E402
-from pyprof.prof.per_kernel import run_stream  # noqa: E402
-from pyprof.prof.columns import DEFAULT  # noqa: E402
-from pyprof.prof.reader import loads, read_records  # noqa: E402
-from pyprof.prof.summary import summarize, summarize_stream  # noqa: E402
+from pyprof.prof.table.rows import lean_decoder  # noqa: E402
+from pyprof.prof.table.per_kernel import run_stream  # noqa: E402
+from pyprof.prof.table.columns import DEFAULT  # noqa: E402
+from pyprof.prof.load.reader import loads, read_records  # noqa: E402
+from pyprof.prof.table.summary import summarize, summarize_stream  # noqa: E402
 
 
 def _t(shape, dtype="bfloat16"):
@@ -166,10 +166,10 @@ _cpu: dict = {}  # CPU seconds of this process per measurement: robust to other 
 _CHILD = """
 import io, sys, time
 try:
-    from pyprof.prof.per_kernel import run_stream
+    from pyprof.prof.table.per_kernel import run_stream
 except ImportError:  # a checkout from before issue 14 named the module pyprof.prof.report
     from pyprof.prof.report import run_stream
-from pyprof.prof.columns import DEFAULT
+from pyprof.prof.table.columns import DEFAULT
 class Sink(io.StringIO):
     def write(self, s):
         return len(s)

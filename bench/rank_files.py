@@ -1,5 +1,5 @@
 """Rank files per minute for the ranks view of a many-rank job: in this process, in -j worker processes, and on
-a Dask local cluster of 1, 2, 4, 8 workers (pyprof.prof.rank_files, rank_dask; docs/cluster.md).
+a Dask local cluster of 1, 2, 4, 8 workers (pyprof.prof.ranks.rank_files, rank_dask; docs/cluster.md).
 
     python bench/rank_files.py [--ranks 64] [--repeat 1] [--jobs 1,4,8] [--dask 1,2,4,8]
 
@@ -78,8 +78,8 @@ def main() -> None:
     ap.add_argument("--jobs", default="1,4,8")
     ap.add_argument("--dask", default="1,2,4,8")
     a = ap.parse_args()
-    from pyprof.prof.rank_dask import summarize_files_dask
-    from pyprof.prof.rank_files import job_tables, summarize_files
+    from pyprof.prof.ranks.rank_dask import summarize_files_dask
+    from pyprof.prof.ranks.rank_files import job_tables, summarize_files
 
     with tempfile.TemporaryDirectory(prefix="pyprof-bench-ranks-") as tmp:
         paths = write_ranks(SOURCES, Path(tmp) / "job", a.ranks)
@@ -115,7 +115,7 @@ def main() -> None:
                    _timed(lambda: out.append(summarize_files_dask(paths, workers=w, spill=spill))), out[-1])
             with LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None,
                               silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
-                client.run(lambda: __import__("pyprof.prof.rank_parquet"))  # the workers' imports, as a warm one
+                client.run(lambda: __import__("pyprof.prof.ranks.rank_parquet"))  # the workers' imports, as a warm one
                 out = []
                 report(f"dask scheduler, {w} workers (warm)",
                        _timed(lambda: out.append(summarize_files_dask(paths, address=cluster.scheduler_address,

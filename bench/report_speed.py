@@ -32,7 +32,7 @@ sys.path.insert(0, ROOT)
 import orjson  # noqa: E402
 
 from pyprof.record import end_line, read_lines  # noqa: E402
-from pyprof.prof.reader import loads  # noqa: E402
+from pyprof.prof.load.reader import loads  # noqa: E402
 from pyprof.prof.aggregate import aggregate_files  # noqa: E402
 from pyprof.prof.views import build  # noqa: E402
 from pyprof.report.cli import run as report_run  # noqa: E402

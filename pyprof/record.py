@@ -1,7 +1,7 @@
 """The record of one GPU activity, declared once: the table FIELDS below (name, default, which stage fills it,
 how it is written). Everything else that knows the record's layout is derived from it when it is imported:
 the ``Record`` class, parse's attribution order and the writer's line template (pyprof.parse.write.writer), the keys
-and types prof checks (pyprof.prof.contract), the defaults readers give a key a record leaves out.
+and types prof checks (pyprof.prof.load.contract), the defaults readers give a key a record leaves out.
 
 Adding a field is one row here, in the part of the record it belongs to, and the code of the stage that fills
 it (a reader for an activity field, pyprof.parse.attribute.correlate for an attribution field); docs/record.md says what

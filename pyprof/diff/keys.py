@@ -1,6 +1,6 @@
 """The keys two runs are matched by, made to survive a change of profiler and small code changes.
 
-prof's own keys (pyprof.prof.groups) name an op as its capture named it: a ``pyprof.init()`` capture by the
+prof's own keys (pyprof.prof.table.groups) name an op as its capture named it: a ``pyprof.init()`` capture by the
 Python call (``__add__``, ``cross_entropy``, ``relu`` with ``inplace=True``, ``float``), a PyTorch-profiler trace
 by the aten op under it (``add``, ``cross_entropy_loss``, ``relu_``, ``to``). ``op_name`` maps both to one name,
 the Python-level one; a kernel's full name is written differently by Nsight Systems and by the PyTorch profiler
@@ -17,7 +17,7 @@ import re
 
 from pyprof.common import BoundedDict
 
-#: Suffixes prof's op key adds (pyprof.prof.groups.op_key): the direction is kept apart, the name matched.
+#: Suffixes prof's op key adds (pyprof.prof.table.groups.op_key): the direction is kept apart, the name matched.
 _SUFFIXES = (" (bprop)", " (recompute)")
 
 #: Python operator methods (what pyprof markers name) -> the aten op they dispatch to (what the PyTorch profiler
@@ -72,7 +72,7 @@ _shapes_cache = BoundedDict(100_000)
 
 
 def shapes_name(shapes: str) -> str:
-    """An op's input shapes (pyprof.prof.groups.shapes_key) as both kinds of capture write them: the tensors'
+    """An op's input shapes (pyprof.prof.table.groups.shapes_key) as both kinds of capture write them: the tensors'
     shapes, sorted, ``[[4088], [4088, 32000]]``. The PyTorch profiler adds an empty entry per non-tensor argument
     and writes a tensor list's shapes as ``[]``: non-tensor arguments, tensor lists and 0-d tensors are left out
     of both. Sorted, since it lists the aten op's arguments and pyprof the Python call's, in another order

@@ -2,7 +2,7 @@
 
 Public API::
 
-    from pyprof.prof import register, Args, Estimate, NotModelled   # add a formula for your own op
+    from pyprof.prof import register, Args, Estimate, NotModelled  # add a formula for your own op
     from pyprof.prof import Modeller, run, summarize, read_records  # use prof from Python
 
 Importing this package never imports torch.
@@ -13,15 +13,15 @@ from pyprof.common import one_blas_thread_if_run
 
 one_blas_thread_if_run(__name__)  # before this package imports numpy (python -m pyprof.prof)
 
-from pyprof.prof import formulas  # noqa: F401  (registers the built-in formulas)
-from pyprof.prof.args import Args, Tensor, estimate
-from pyprof.prof.modeller import Modeller, Result
-from pyprof.prof.reader import read_records
-from pyprof.prof.registry import Estimate, NotModelled, names, register
-from pyprof.prof.coverage import Coverage
-from pyprof.prof.per_kernel import run
-from pyprof.prof.roofline import Peaks
-from pyprof.prof.summary import summarize
+from pyprof.prof.model import formulas  # noqa: F401  (registers the built-in formulas)
+from pyprof.prof.model.args import Args, Tensor, estimate
+from pyprof.prof.model.modeller import Modeller, Result
+from pyprof.prof.load.reader import read_records
+from pyprof.prof.model.registry import Estimate, NotModelled, names, register
+from pyprof.prof.table.coverage import Coverage
+from pyprof.prof.table.per_kernel import run
+from pyprof.prof.model.roofline import Peaks
+from pyprof.prof.table.summary import summarize
 
 
 

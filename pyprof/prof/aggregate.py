@@ -15,18 +15,18 @@ from typing import Callable, Iterable
 import numpy as np
 
 from pyprof.common import BoundedDict, UsageError
-from pyprof.prof.args import dtype_info
-from pyprof.prof.modeller import Modeller
-from pyprof.prof.coverage import Coverage
+from pyprof.prof.model.args import dtype_info
+from pyprof.prof.model.modeller import Modeller
+from pyprof.prof.table.coverage import Coverage
 from pyprof.common import no_cyclic_gc
-from pyprof.prof.rows import rows
-from pyprof.prof.roofline import Peaks, roofline
+from pyprof.prof.table.rows import rows
+from pyprof.prof.model.roofline import Peaks, roofline
 from pyprof.prof.source_lines import SourceText
-from pyprof.prof.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, \
+from pyprof.prof.table.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, \
     merge_into, on_grid, op_key, sample, shapes_key
-from pyprof.prof.registry import TC_FAMILIES, Family
-from pyprof.prof.results import as_list
-from pyprof.prof.occupancy import kernel_occupancy, limits, sm_fraction
+from pyprof.prof.model.registry import TC_FAMILIES, Family
+from pyprof.prof.model.results import as_list
+from pyprof.prof.model.occupancy import kernel_occupancy, limits, sm_fraction
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 _KIND = {"kernel": KERNEL, "memcpy": MEMCPY, "memset": MEMSET}
@@ -48,7 +48,7 @@ class WorkerData:
         """``chunk``: it aggregates a part of the input (aggregate_jobs), to be merged after the parts before."""
         self.name = name
         self.pid = None  # the process id its records carry (None: the activities without a process)
-        # The groups (pyprof.prof.groups.Group), by op, op and input shapes, kernel (kernels only, by full
+        # The groups (pyprof.prof.table.groups.Group), by op, op and input shapes, kernel (kernels only, by full
         # name: kernels that share a short name are different code), call site, and layer path (the self time
         # of the exact path; the layers view adds up the tree).
         self.ops: dict[str, Group] = {}
@@ -113,8 +113,8 @@ class WorkerData:
         self.old_calls = 0
         self.memory: list = []  # pyprof.prof.memory_timeline.MemoryRun of this process's memory lines, in file order
         self.host: list = []  # pyprof.prof.host_time.HostRun of this process's host lines, in file order
-        self.window: list = []  # pyprof.prof.window.WindowRun of its window line (its input's profiled window)
-        self.program: list = []  # pyprof.prof.program.ProgramRun: its own step times around the capture
+        self.window: list = []  # pyprof.prof.load.window.WindowRun of its window line (its input's profiled window)
+        self.program: list = []  # pyprof.prof.load.program.ProgramRun: its own step times around the capture
         self.devices: set = set()  # CUDA device ids its activities ran on
         # Communication kernels (is_comm): their indices in the timeline arrays and their short names, in input
         # order (the ranks view matches the n-th collective of a name across ranks)
@@ -224,7 +224,7 @@ class Aggregate:
         # input name -> the schema of its records (parse's header line; None: no header, records before schema
         # 3), for the inputs read from a file: what a view says of the side lines an input lacks
         self.schemas: dict[str, int | None] = {}
-        # input name -> its join line (pyprof.prof.joined: times from a timing pass), for the inputs that have one
+        # input name -> its join line (pyprof.prof.load.joined: times from a timing pass), for the inputs that have one
         self.joins: dict = {}
 
     def select(self, worker: str | None) -> list[WorkerData]:
@@ -312,9 +312,9 @@ def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:
     import sys
 
     from pyprof.common import open_input
-    from pyprof.prof.contract import Header
-    from pyprof.prof.input_names import input_names
-    from pyprof.prof.reader import read_records
+    from pyprof.prof.load.contract import Header
+    from pyprof.prof.load.input_names import input_names
+    from pyprof.prof.load.reader import read_records
 
     streams = []
     try:
@@ -347,8 +347,8 @@ class _Numbered:
 def numbered_file(path: str, display: str) -> _Numbered:
     """One input of ``aggregate``: the records of the file at ``path`` (opened when first read), and its side
     lines."""
-    from pyprof.prof.contract import Header
-    from pyprof.prof.reader import read_records
+    from pyprof.prof.load.contract import Header
+    from pyprof.prof.load.reader import read_records
 
     side: list = []
     header = Header()

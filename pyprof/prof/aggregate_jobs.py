@@ -6,7 +6,7 @@ report's table of every activity, collected); the main process merges them in fi
 (``WorkerData.merge``). So that a chunk's numbers are the one-pass numbers:
 
 - a kernel's share of its op call's FLOPs depends on the call's other kernels, which lie within WINDOW lines of
-  the call's start (pyprof.prof.share): a worker models the LOOKBACK = 2 x WINDOW lines before its chunk and the
+  the call's start (pyprof.prof.model.share): a worker models the LOOKBACK = 2 x WINDOW lines before its chunk and the
   WINDOW lines after it too, and counts only its own;
 - an op call that runs across a seam is counted once: a call is its ``call_id``, the same on both sides, and the
   merge takes off a chunk's count of a call the chunks before it counted.
@@ -29,14 +29,14 @@ from pyprof import forked
 from pyprof.common import InputError, no_cyclic_gc
 from pyprof.record import END_PREFIX, HEADER_PREFIX
 from pyprof.prof.aggregate import Aggregate, WorkerData, _add_record, attach_side, set_dist
-from pyprof.prof.contract import Header
-from pyprof.prof.coverage import Coverage
-from pyprof.prof.modeller import Modeller
-from pyprof.prof.reader import read_lines_of
-from pyprof.prof.roofline import Peaks
-from pyprof.prof.side import read_side
-from pyprof.prof.rows import rows
-from pyprof.prof.share import WINDOW
+from pyprof.prof.load.contract import Header
+from pyprof.prof.table.coverage import Coverage
+from pyprof.prof.model.modeller import Modeller
+from pyprof.prof.load.reader import read_lines_of
+from pyprof.prof.model.roofline import Peaks
+from pyprof.prof.load.side import read_side
+from pyprof.prof.table.rows import rows
+from pyprof.prof.model.share import WINDOW
 
 #: Bytes per chunk, at most: large, since each chunk also models 3 x WINDOW lines around it (about 8% more at
 #: 2.7 kB a record), and a chunk's result (groups, one timeline entry per activity) crosses a pipe.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from pyprof.prof import registry
+from pyprof.prof.model import registry
 
 FAMILIES = [f for f in registry.Family if f not in (registry.Family.OTHER, registry.Family.TRANSFER)]
 _TABLE_MADE = re.compile(r"^(pointwise_|reduce_|foreach_|cast_to_|max_pool|avg_pool|adaptive_)")

@@ -1,5 +1,5 @@
 """``pyprof prof`` (also ``python -m pyprof.prof``): argument parsing and turning errors into messages and exit codes; the work
-is done by pyprof.prof.per_kernel, summary and views."""
+is done by pyprof.prof.table.per_kernel, summary and views."""
 from __future__ import annotations
 
 import argparse
@@ -11,9 +11,9 @@ from typing import Iterator, Sequence
 
 from pyprof.common import (OutputError, UsageError, open_input, parsed_args, refuse_overwriting_inputs,
                            run_command, write_stdout)
-from pyprof.prof.columns import DEFAULT, help_text, parse_columns
+from pyprof.prof.table.columns import DEFAULT, help_text, parse_columns
 from pyprof.common import printable
-from pyprof.prof.formats import PROG
+from pyprof.prof.table.formats import PROG
 
 EPILOG = """columns (-c, comma separated, or 'all'):
 {cols}
@@ -146,9 +146,9 @@ def _run(args, out) -> int:
     """The prof command proper: errors are raised, run_command turns them into messages and exit codes."""
     import pyprof.prof  # noqa: F401  (registers the built-in formulas)
     from pyprof.prof.plugins import load_plugin
-    from pyprof.prof.per_kernel import run_stream
-    from pyprof.prof.roofline import Peaks
-    from pyprof.prof.summary import summarize_stream
+    from pyprof.prof.table.per_kernel import run_stream
+    from pyprof.prof.model.roofline import Peaks
+    from pyprof.prof.table.summary import summarize_stream
 
     for spec in args.plugin:
         load_plugin(spec)
@@ -168,7 +168,7 @@ def _run(args, out) -> int:
         raise UsageError("--spill is the folder of --engine's tasks: give --engine dask or dask://HOST:PORT")
     refuse_overwriting_inputs(["-"], args.file or ["-"])  # stdout appended to an input (>> net.dict)
     for path in args.file:
-        if args.view != "ranks":  # the ranks view parses exports on the way (pyprof.prof.rank_summary)
+        if args.view != "ranks":  # the ranks view parses exports on the way (pyprof.prof.ranks.rank_summary)
             _not_an_export(path)
     fmt, args.width = output_format(args)
     if not args.file and sys.stdin.isatty():
@@ -244,7 +244,7 @@ def _views(args, fmt: str, peaks, out) -> int:
 
 def _unknown_gpus(args, names) -> None:
     """One stderr line naming the GPUs the peaks table lacks (their roofline columns are na), unless --quiet."""
-    from pyprof.prof.roofline import unknown_gpu_line
+    from pyprof.prof.model.roofline import unknown_gpu_line
 
     line = unknown_gpu_line(names)
     if line and not args.quiet:
@@ -270,9 +270,9 @@ def _print_views(args, tables: list, coverage, fmt: str, out) -> int:
 
 
 def _rank_files(files: list[str], engine: str | None) -> bool:
-    """Whether --view ranks summarises each file on its own (pyprof.prof.rank_files): several files, an engine,
+    """Whether --view ranks summarises each file on its own (pyprof.prof.ranks.rank_files): several files, an engine,
     or one export (parsed on the way); not stdin."""
-    from pyprof.prof.reader import is_records
+    from pyprof.prof.load.reader import is_records
 
     if "-" in files:
         if engine is not None:
@@ -283,12 +283,12 @@ def _rank_files(files: list[str], engine: str | None) -> bool:
 
 def _ranks(args, files: list[str], fmt: str, peaks, out) -> int:
     """--view ranks over rank files summarised one file a task: in -j processes here, or on Dask (--engine)."""
-    from pyprof.prof.rank_files import job_tables, summarize_files
+    from pyprof.prof.ranks.rank_files import job_tables, summarize_files
 
     if args.engine is None:
         summaries = summarize_files(files, peaks, _jobs(args.jobs, files))
     else:
-        from pyprof.prof.rank_dask import scheduler_address, summarize_files_dask
+        from pyprof.prof.ranks.rank_dask import scheduler_address, summarize_files_dask
 
         address = scheduler_address(args.engine)
         if address is not None and args.jobs:

@@ -1,4 +1,4 @@
-"""The program's own step against the captured one (pyprof.prof.program's lines, pyprof.prof.steps' steps), and
+"""The program's own step against the captured one (pyprof.prof.load.program's lines, pyprof.prof.steps' steps), and
 what that makes of the capture's figures. Kernel time barely moves under a capture; the host's time per op does,
 so a captured step is longer, and the extra is GPU idle time that the program does not have.
 

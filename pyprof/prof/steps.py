@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pyprof.prof.aggregate import KERNEL, MEMCPY, NO_STEP, WorkerData
-from pyprof.prof.window import WindowRun, window_of
+from pyprof.prof.load.window import WindowRun, window_of
 
 
 @dataclass(frozen=True)

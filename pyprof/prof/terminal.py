@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import IO
 
 from pyprof.common import printable
-from pyprof.prof.formats import FORMATS, PROG, cut
+from pyprof.prof.table.formats import FORMATS, PROG, cut
 from pyprof.prof.tables import Table
 
 

@@ -3,7 +3,7 @@ pass (``aggregate(..., observe=table)``) and embedded column by column, so a pag
 carries numbers and small ids rather than a million objects.
 
 Text columns (kernel, op, direction, layer, line, worker) are interned: each column is a list of ids into its
-own list of strings. The op, line and layer strings are the views' group keys (pyprof.prof.groups), so a row of
+own list of strings. The op, line and layer strings are the views' group keys (pyprof.prof.table.groups), so a row of
 the operators or lines table and the activities it drills down to are matched by the same text.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from array import array
 
 import numpy as np
 
-from pyprof.prof.groups import callsite_key, dir_key, kernel_key, kernel_labels, layer_path, op_key
+from pyprof.prof.table.groups import callsite_key, dir_key, kernel_key, kernel_labels, layer_path, op_key
 from pyprof.prof.views.helpers import short_lines
 
 #: A known-unknown number in the integer columns (no FLOPs modelled, no Tensor Core verdict).

@@ -15,7 +15,7 @@ import pyprof
 from pyprof import cleanup
 from pyprof.common import (PARSED_EXPORT_HELD, InputError, OutputError, TellingWrites, UsageError, output_stream,
                            parsed_args, refuse_overwriting_inputs, run_command, write_error)
-from pyprof.prof.reader import is_records  # (also where it was for its callers: report.cli.is_records)
+from pyprof.prof.load.reader import is_records  # (also where it was for its callers: report.cli.is_records)
 
 PROG = "pyprof report"
 #: Workers beyond this many get no per-worker tables of their own (the page would grow with each).
@@ -84,10 +84,10 @@ class Source(NamedTuple):
 def records_sources(inputs: list[str], stack: ExitStack) -> list[Source]:
     """A Source per input: records as they are, an export parsed into a temporary file
     that ``stack`` removes when it closes, stdin (``-``) spooled first so that it can be sniffed and read twice.
-    The name is the one prof's views give the input (pyprof.prof.input_names: the base name, or as many
+    The name is the one prof's views give the input (pyprof.prof.load.input_names: the base name, or as many
     trailing folders as set it apart from the other inputs). Raises InputError for a folder, an unreadable file
     or an export parse refuses."""
-    from pyprof.prof.input_names import input_names
+    from pyprof.prof.load.input_names import input_names
 
     tmpdir = None
     sources = []
@@ -230,7 +230,7 @@ def _write(path: str, out: IO[str], body: Callable[[], object]) -> None:
 
 
 def _numbered(path: str, given: str) -> Iterator[tuple[int, dict]]:
-    from pyprof.prof.reader import read_records
+    from pyprof.prof.load.reader import read_records
 
     with open(path, "rb") as f:
         yield from read_records(f, given)

@@ -41,7 +41,7 @@ def load(path: str, views: bool = False):
     from pyprof.prof import views as view_registry
     from pyprof.prof.aggregate import aggregate, numbered_file
     from pyprof.report.activity_table import ActivityTable
-    from pyprof.prof.reader import is_records
+    from pyprof.prof.load.reader import is_records
 
     if os.path.isdir(path):
         raise InputError(path, "is a directory")

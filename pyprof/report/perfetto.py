@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import IO, Iterable, Iterator
 
 from pyprof.common import BoundedDict, InputError
-from pyprof.prof.modeller import Modeller
-from pyprof.prof.coverage import Coverage
-from pyprof.prof.results import first_name
-from pyprof.prof.rows import rows as model_rows
-from pyprof.prof.tensorcores import TC_TEXT
+from pyprof.prof.model.modeller import Modeller
+from pyprof.prof.table.coverage import Coverage
+from pyprof.prof.model.results import first_name
+from pyprof.prof.table.rows import rows as model_rows
+from pyprof.prof.model.tensorcores import TC_TEXT
 from pyprof.report.page import json_text
 
 #: Synthetic process ids of the GPU rows: far above any OS pid (Linux caps pids at 2**22), so a GPU never

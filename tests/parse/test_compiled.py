@@ -15,7 +15,7 @@ from parse_output import records_of
 
 from pyprof.parse import parse_file
 from pyprof.prof.aggregate import aggregate
-from pyprof.prof.groups import callsite_key, op_key
+from pyprof.prof.table.groups import callsite_key, op_key
 from pyprof.prof.views import build
 from pyprof.record import read_lines
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pyprof.common import InputError
-from pyprof.prof.contract import Header
-from pyprof.prof.reader import read_records
+from pyprof.prof.load.contract import Header
+from pyprof.prof.load.reader import read_records
 from pyprof.record import header_line
 
 ROOT = Path(__file__).resolve().parents[2]

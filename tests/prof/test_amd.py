@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from shared_files import EXTERNAL
-from pyprof.prof.per_kernel import run_stream
+from pyprof.prof.table.per_kernel import run_stream
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # The shared corpus beside the repository (tests/parse/parse_synth.py): read in place, never copied.

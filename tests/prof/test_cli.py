@@ -166,7 +166,7 @@ def test_group_by_layer_says_it_is_self_time(dict_file):
 
 def test_help_lists_every_column():
     p = prof("-h")
-    from pyprof.prof.columns import COLUMNS
+    from pyprof.prof.table.columns import COLUMNS
 
     assert p.returncode == 0 and all(f"\n{c} " in p.stdout for c in COLUMNS)
 
@@ -202,8 +202,8 @@ def test_import_does_not_import_torch():
 
 
 def test_docs_name_every_column_and_formula():
-    from pyprof.prof import registry
-    from pyprof.prof.columns import COLUMNS
+    from pyprof.prof.model import registry
+    from pyprof.prof.table.columns import COLUMNS
 
     prof_md = open(os.path.join(ROOT, "docs", "prof.md")).read()
     formulas_md = open(os.path.join(ROOT, "docs", "formulas.md")).read()

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from pyprof.common import InputError
-from pyprof.prof import parallel
-from pyprof.prof.columns import COLUMNS
-from pyprof.prof.per_kernel import run_stream
+from pyprof.prof.table import parallel
+from pyprof.prof.table.columns import COLUMNS
+from pyprof.prof.table.per_kernel import run_stream
 from pyprof.record import read_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -214,7 +214,7 @@ def test_a_header_longer_than_the_ends_read_is_read_whole(lenet, tmp_path, monke
     """check_file_ending reads ENDS_BYTES at each end of a file; parse's header line may be longer (a GPU's name
     is the export's text). It is read whole, so a file and a pipe of the same records give the same rows, where
     the file was refused as 'a damaged header line' (fuzz seed 2719, a 3 MB header)."""
-    from pyprof.prof import contract
+    from pyprof.prof.load import contract
     from pyprof.record import header_line
 
     path, lines = lenet
@@ -240,7 +240,7 @@ def test_a_first_record_longer_than_the_ends_read_still_needs_its_end_line(tmp_p
     """Records of schema 2 (no header) ask for parse's end line by their first record; one longer than the bytes
     check_file_ending reads is read whole, so a file cut short is refused before any row, as a short one is."""
     from pyprof.common import InputError
-    from pyprof.prof import contract
+    from pyprof.prof.load import contract
 
     monkeypatch.setattr(contract, "ENDS_BYTES", 1024)
     rec_ = {"schema": 2, "kind": "kernel", "kShortName": "k" * 3000, "kDuration": 10, "tid": 1}

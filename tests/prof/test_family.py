@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from pyprof.common import UsageError
-from pyprof.prof import registry
-from pyprof.prof.coverage import Coverage
-from pyprof.prof.modeller import Modeller
-from pyprof.prof.registry import COUNTED_FAMILIES, Family
+from pyprof.prof.model import registry
+from pyprof.prof.table.coverage import Coverage
+from pyprof.prof.model.modeller import Modeller
+from pyprof.prof.model.registry import COUNTED_FAMILIES, Family
 
 from .helpers import S, T, rec
 

@@ -7,8 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from pyprof.prof import registry  # noqa: E402
-from pyprof.prof.args import Args  # noqa: E402
+from pyprof.prof.model import registry  # noqa: E402
+from pyprof.prof.model.args import Args  # noqa: E402
 
 from .helpers import S, T  # noqa: E402
 

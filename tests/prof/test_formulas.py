@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from pyprof.prof import registry
-from pyprof.prof.args import Args
-from pyprof.prof.modeller import Modeller
+from pyprof.prof.model import registry
+from pyprof.prof.model.args import Args
+from pyprof.prof.model.modeller import Modeller
 
 from .helpers import D, L, S, T, rec, split_name
 
@@ -478,7 +478,7 @@ def test_unusable_arguments_are_na_with_a_reason(op, args):
 def test_every_table_made_formula_has_its_cost_written_here():
     """The cost tables above are this file's own: every op pyprof makes from a table has its entry (the names,
     not the costs, are read from pyprof), so a new op cannot go untested."""
-    from pyprof.prof.formulas import loss, optim, pointwise, reduce
+    from pyprof.prof.model.formulas import loss, optim, pointwise, reduce
 
     assert set(UNARY_COST) == set(pointwise.UNARY) and set(BINARY_COST) == set(pointwise.BINARY)
     assert set(TERNARY_COST) == set(pointwise.TERNARY) and set(COMPARE_COST) == set(pointwise.COMPARE)

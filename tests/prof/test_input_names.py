@@ -11,8 +11,8 @@ import pytest
 
 from pyprof.parse import parse_file
 from pyprof.prof.aggregate import aggregate_files
-from pyprof.prof.input_names import input_names
-from pyprof.prof.rank_files import job_tables, summarize_files
+from pyprof.prof.load.input_names import input_names
+from pyprof.prof.ranks.rank_files import job_tables, summarize_files
 from pyprof.prof.views import build
 from pyprof.report.cli import records_sources
 

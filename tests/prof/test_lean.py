@@ -12,12 +12,12 @@ import sys
 import pytest
 
 from pyprof.common import InputError
-from pyprof.prof import reader
-from pyprof.prof.columns import COLUMNS, compile_row
-from pyprof.prof.modeller import Modeller
-from pyprof.prof.coverage import Coverage
-from pyprof.prof.rows import lean_decoder, process_lines
-from pyprof.prof.roofline import Peaks
+from pyprof.prof.load import reader
+from pyprof.prof.table.columns import COLUMNS, compile_row
+from pyprof.prof.model.modeller import Modeller
+from pyprof.prof.table.coverage import Coverage
+from pyprof.prof.table.rows import lean_decoder, process_lines
+from pyprof.prof.model.roofline import Peaks
 
 from .helpers import T, rec
 

@@ -9,13 +9,13 @@ import random
 
 import pytest
 
-from pyprof.prof.columns import COLUMNS, compile_row, round_text, row_function
-from pyprof.prof.coverage import Coverage
-from pyprof.prof.formats import FORMATS
-from pyprof.prof.modeller import Modeller
-from pyprof.prof.per_kernel import run_stream
-from pyprof.prof.roofline import Peaks
-from pyprof.prof.rows import rows
+from pyprof.prof.table.columns import COLUMNS, compile_row, round_text, row_function
+from pyprof.prof.table.coverage import Coverage
+from pyprof.prof.table.formats import FORMATS
+from pyprof.prof.model.modeller import Modeller
+from pyprof.prof.table.per_kernel import run_stream
+from pyprof.prof.model.roofline import Peaks
+from pyprof.prof.table.rows import rows
 from pyprof.record import defaults_of
 
 from .helpers import T, parsed, rec

@@ -1,10 +1,10 @@
 """Which kernel of an op call carries the numbers, backward roles, memcpys, legacy records, roofline."""
 from __future__ import annotations
 
-from pyprof.prof.modeller import Modeller, candidates
-from pyprof.prof.peaks import lookup
-from pyprof.prof.reader import from_legacy
-from pyprof.prof.roofline import Peaks, peak_tflops, roofline
+from pyprof.prof.model.modeller import Modeller, candidates
+from pyprof.prof.model.peaks import lookup
+from pyprof.prof.load.reader import from_legacy
+from pyprof.prof.model.roofline import Peaks, peak_tflops, roofline
 
 from .helpers import S, T, rec
 
@@ -138,7 +138,7 @@ def test_dtype_from_kernel_name_for_emit_nvtx_markers():
 
 
 def test_helper_kernel_names():
-    from pyprof.prof.modeller import is_helper
+    from pyprof.prof.model.modeller import is_helper
 
     for name in ["void nchwToNhwcKernel<__half, __half, float, true, false, (cudnnKernelDataType_t)0>(int)",
                  "void splitKreduce_kernel<32, 16, int, float, __nv_bfloat16>(cublasSplitKParams<float>)",
@@ -176,7 +176,7 @@ def test_autocast_takes_the_kernels_precision():
 def test_first_layer_backward_is_weight_gradient_only():
     """pyprof markers say which tensors need a gradient: a convolution whose input needs none (the first
     layer) runs one backward GEMM, the weight gradient, though it is the first main kernel of its node."""
-    from pyprof.prof.modeller import _gradient_present
+    from pyprof.prof.model.modeller import _gradient_present
 
     x = {"type": "tensor", "shape": [8, 3, 32, 32], "dtype": "float16", "grad": False}
     w = {"type": "tensor", "shape": [16, 3, 3, 3], "dtype": "float16", "grad": True}
@@ -194,7 +194,7 @@ def test_the_no_arguments_reason_names_the_tool_that_recorded_the_record():
     import io
     import json
 
-    from pyprof.prof.per_kernel import run_stream
+    from pyprof.prof.table.per_kernel import run_stream
 
     base = dict(op="mm", mod="aten", args=[])
     recs = [rec("k", seq=(1,), marker=[{"pyprof": 1, "mod": "torch", "op": "mm", "call": 3}], seqMarker=[], **base),

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from pyprof.common import MAX_FIELD_CHARS, printable
-from pyprof.prof.formats import FORMATS
+from pyprof.prof.table.formats import FORMATS
 
 COLUMNS = ["idx", "kernel", "sil"]
 HEADERS = ["Idx", "Kernel", "Sil(ns)"]

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from pyprof.prof import parallel, per_kernel
-from pyprof.prof.columns import COLUMNS
-from pyprof.prof.per_kernel import run_stream
+from pyprof.prof.table import parallel, per_kernel
+from pyprof.prof.table.columns import COLUMNS
+from pyprof.prof.table.per_kernel import run_stream
 
 from .helpers import L, S, T, rec
 
@@ -253,7 +253,7 @@ def test_parallel_replays_more_when_a_call_started_before_its_first_replay(tmp_p
     """A worker first replays FIRST_LOOKBACK lines; a chunk that continues a call begun before those (its
     thread's first record there is not numbered 0) makes it replay LOOKBACK lines, and the rows are the serial
     run's: each call's 8000 FLOPs (foreach add: 1 per element of the first list, 4·1000) shared by duration."""
-    from pyprof.prof.roofline import Peaks
+    from pyprof.prof.model.roofline import Peaks
 
     path = tmp_path / "in.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in _interleaved()) + "\n")

@@ -8,12 +8,12 @@ import json
 
 import pytest
 
-from pyprof.prof.peaks import GpuPeaks, lookup
-from pyprof.prof.coverage import Coverage
-from pyprof.prof.rows import rows
-from pyprof.prof.modeller import Modeller
-from pyprof.prof.roofline import Peaks, roofline
-from pyprof.prof.summary import summarize
+from pyprof.prof.model.peaks import GpuPeaks, lookup
+from pyprof.prof.table.coverage import Coverage
+from pyprof.prof.table.rows import rows
+from pyprof.prof.model.modeller import Modeller
+from pyprof.prof.model.roofline import Peaks, roofline
+from pyprof.prof.table.summary import summarize
 
 from .helpers import T, rec
 
@@ -125,7 +125,7 @@ def test_corpus_device_names_are_known():
 
 
 def test_gpu_features_by_architecture():
-    from pyprof.prof.gpu_features import capability, feature_for
+    from pyprof.prof.model.gpu_features import capability, feature_for
 
     v100, t4, a100, l4, h100 = (capability(lookup(n)) for n in ("Tesla V100-SXM2-32GB", "Tesla T4",
                                                                  "NVIDIA A100-SXM4-80GB", "NVIDIA L4", "NVIDIA H100"))

@@ -1,4 +1,4 @@
-"""The ranks view of a job's rank files summarised one file a task (pyprof.prof.rank_files, rank_dask): the
+"""The ranks view of a job's rank files summarised one file a task (pyprof.prof.ranks.rank_files, rank_dask): the
 same tables as one aggregate over all of them in this process, in worker processes and on a Dask local cluster;
 on eight rank files made from the two-rank DDP run's traces (tests/data/dist: 2 ranks on 2 H200s), so that
 their stragglers follow by arithmetic from the sources' own kernel starts.
@@ -28,7 +28,7 @@ from pyprof.common import InputError, UsageError
 from pyprof.parse import parse_file
 from pyprof.prof.aggregate import aggregate_files
 from pyprof.prof.cli import main
-from pyprof.prof.rank_files import job_tables, summarize_files
+from pyprof.prof.ranks.rank_files import job_tables, summarize_files
 from pyprof.prof.views import build
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,7 +140,7 @@ def test_cli_dask_local_cluster_gives_the_same_output_as_one_process(job, tmp_pa
 
 def test_parquet_summary_reads_back_as_written(job, tmp_path):
     pytest.importorskip("pyarrow")
-    from pyprof.prof.rank_parquet import read_summary, write_summary
+    from pyprof.prof.ranks.rank_parquet import read_summary, write_summary
 
     (summary,) = summarize_files([str(job[3])])
     write_summary(summary, str(tmp_path / "s.parquet"))
@@ -179,14 +179,14 @@ def test_usage_errors(job, capsys, monkeypatch):
     assert main(["--view", "ranks", "--engine", "dask", *paths]) == 2
     err = capsys.readouterr().err.strip().split("\n")
     assert len(err) == 4 and "pip install pyprof[cluster]" in err[-1]
-    from pyprof.prof.rank_dask import summarize_files_dask
+    from pyprof.prof.ranks.rank_dask import summarize_files_dask
 
     with pytest.raises(UsageError):
         summarize_files_dask(paths)
 
 
 def test_importing_pyprof_imports_no_dask():
-    code = ("import sys, pyprof, pyprof.prof.cli, pyprof.prof.views, pyprof.prof.rank_files, pyprof.prof.rank_dask, "
+    code = ("import sys, pyprof, pyprof.prof.cli, pyprof.prof.views, pyprof.prof.ranks.rank_files, pyprof.prof.ranks.rank_dask, "
             "pyprof.report.cli; print(sorted(m for m in ('dask', 'distributed', 'pyarrow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"

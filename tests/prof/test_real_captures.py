@@ -16,9 +16,9 @@ import sys
 import pytest
 
 from pyprof.record import read_lines
-from pyprof.prof.modeller import Modeller
-from pyprof.prof.registry import COUNTED_FAMILIES
-from pyprof.prof.tensorcores import tc_used
+from pyprof.prof.model.modeller import Modeller
+from pyprof.prof.model.registry import COUNTED_FAMILIES
+from pyprof.prof.model.tensorcores import tc_used
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from pyprof.common import UsageError
-from pyprof.prof import registry
+from pyprof.prof.model import registry
 
 
 def test_duplicate_names_are_refused_naming_both():
@@ -13,7 +13,7 @@ def test_duplicate_names_are_refused_naming_both():
         def my_mm(a):  # pragma: no cover - never registered
             pass
     msg = str(e.value)
-    assert "pyprof.prof.formulas.gemm.mm" in msg and "my_mm" in msg
+    assert "pyprof.prof.model.formulas.gemm.mm" in msg and "my_mm" in msg
 
 
 def test_a_refused_registration_registers_none_of_its_names():

@@ -7,14 +7,14 @@ import json
 
 import pytest
 
-from pyprof.prof.columns import COLUMNS
-from pyprof.prof.modeller import Modeller
-from pyprof.prof.coverage import Coverage
-from pyprof.prof.rows import rows
-from pyprof.prof.per_kernel import run_stream
-from pyprof.prof.roofline import Peaks
-from pyprof.prof.share import WINDOW, apportion
-from pyprof.prof.groups import op_key
+from pyprof.prof.table.columns import COLUMNS
+from pyprof.prof.model.modeller import Modeller
+from pyprof.prof.table.coverage import Coverage
+from pyprof.prof.table.rows import rows
+from pyprof.prof.table.per_kernel import run_stream
+from pyprof.prof.model.roofline import Peaks
+from pyprof.prof.model.share import WINDOW, apportion
+from pyprof.prof.table.groups import op_key
 
 from .helpers import S, T, captures, parsed, rec
 

@@ -8,8 +8,8 @@ torch = pytest.importorskip("torch")
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
-from pyprof.prof.modeller import Modeller  # noqa: E402
-from pyprof.prof.registry import COUNTED_FAMILIES  # noqa: E402
+from pyprof.prof.model.modeller import Modeller  # noqa: E402
+from pyprof.prof.model.registry import COUNTED_FAMILIES  # noqa: E402
 
 
 def _entry(v):

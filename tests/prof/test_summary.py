@@ -11,10 +11,10 @@ import sys
 import pytest
 
 from shared_files import EXTERNAL
-from pyprof.prof import parallel
-from pyprof.prof.reader import read_records
-from pyprof.prof.groups import GROUP_KEYS, kernel_labels
-from pyprof.prof.summary import summarize, summarize_stream
+from pyprof.prof.table import parallel
+from pyprof.prof.load.reader import read_records
+from pyprof.prof.table.groups import GROUP_KEYS, kernel_labels
+from pyprof.prof.table.summary import summarize, summarize_stream
 from pyprof.record import read_lines
 
 from .helpers import parsed
@@ -168,12 +168,12 @@ def test_group_keys_and_samples_read_only_the_keys_they_declare(rel):
     """Lean decoding builds only GroupBy.reads, SAMPLE_KEYS and the model's keys: a key function or ``sample``
     that read another key would get None for it and group silently wrong. Of a forward link, lean decoding keeps
     reader._Fwd's keys."""
-    from pyprof.prof.coverage import Coverage
-    from pyprof.prof.groups import SAMPLE_KEYS, sample
-    from pyprof.prof.modeller import Modeller
-    from pyprof.prof.reader import _Fwd
-    from pyprof.prof.roofline import Peaks
-    from pyprof.prof.rows import rows
+    from pyprof.prof.table.coverage import Coverage
+    from pyprof.prof.table.groups import SAMPLE_KEYS, sample
+    from pyprof.prof.model.modeller import Modeller
+    from pyprof.prof.load.reader import _Fwd
+    from pyprof.prof.model.roofline import Peaks
+    from pyprof.prof.table.rows import rows
 
     records = read_records(io.BytesIO(parsed(rel)), "x")
     n = n_fwd = 0
@@ -200,7 +200,7 @@ def test_ideal_times_on_the_grid_add_up_the_same_in_any_order():
     """Each ideal time is a multiple of 2**-10 ns (groups.on_grid): added up forward, backward or in chunks of 97
     (as workers add theirs), the sum is the exact one, the integer sum of the multiples / 1024. The same times off
     the grid give three different sums."""
-    from pyprof.prof.groups import IDEAL_GRID, on_grid
+    from pyprof.prof.table.groups import IDEAL_GRID, on_grid
 
     raw = [(k % 977) ** 2.5 / 3.0 + 0.1 for k in range(1, 20000)]  # ns; 5.6e10 in all, far below 2**43
 

@@ -16,7 +16,7 @@ from functools import lru_cache
 import pytest
 
 from shared_files import CORPUS, require_shared
-from pyprof.prof.tensorcores import (FAMILIES, HELPER, dtype_from_kernel_name, family_of, library_helper,
+from pyprof.prof.model.tensorcores import (FAMILIES, HELPER, dtype_from_kernel_name, family_of, library_helper,
                                      tc_state, tc_used)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

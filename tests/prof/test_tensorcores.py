@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pyprof.prof.tensorcores import tc_state, tc_used
+from pyprof.prof.model.tensorcores import tc_state, tc_used
 
 TC = [
     # H200 captures (tests/data/kineto): cuBLASLt, cuDNN, CUTLASS, cuDNN SDPA
@@ -102,7 +102,7 @@ def test_amd_vector_alu_matrix_kernels_are_eligible_but_unused(name):
 
 @pytest.mark.parametrize("name", AMD_HELPERS)
 def test_tensile_helpers_multiply_nothing(name):
-    from pyprof.prof.kernels import is_helper
+    from pyprof.prof.model.kernels import is_helper
 
     assert tc_used(name) is None and tc_state(name, True, "float16") is None and is_helper(name)
 

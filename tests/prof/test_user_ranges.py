@@ -14,7 +14,7 @@ from shared_files import CORPUS, require_shared
 
 from pyprof.parse import parse_records
 from pyprof.prof.aggregate import aggregate
-from pyprof.prof.groups import is_comm, layer_key, op_key
+from pyprof.prof.table.groups import is_comm, layer_key, op_key
 from pyprof.prof.views.flat import operators
 from pyprof.prof.views.layers import layers
 

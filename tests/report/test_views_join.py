@@ -1,4 +1,4 @@
-"""The overview's note on a joined input (pyprof parse FULL --timing LIGHT, its join line: pyprof.prof.joined), on
+"""The overview's note on a joined input (pyprof parse FULL --timing LIGHT, its join line: pyprof.prof.load.joined), on
 the committed captures tests/parse/test_join.py joins: AdamW foreach as attribution, fused as timing pass, so the
 optimizer's kernels do not pair on either side.
 

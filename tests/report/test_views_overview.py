@@ -10,7 +10,7 @@ import pytest
 from report_helpers import DATA, kernel
 
 from pyprof.prof.aggregate import aggregate
-from pyprof.prof.occupancy import est_occupancy, limits
+from pyprof.prof.model.occupancy import est_occupancy, limits
 from pyprof.prof.steps import steps
 from pyprof.prof.views import build
 

@@ -12,7 +12,7 @@ import pytest
 from report_helpers import ROOT, kernel
 
 from pyprof.prof.aggregate import aggregate
-from pyprof.prof.roofline import Peaks
+from pyprof.prof.model.roofline import Peaks
 from pyprof.prof.views import build
 from shared_files import CORPUS
 

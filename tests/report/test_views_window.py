@@ -61,7 +61,7 @@ def test_the_profilers_zero_occupancy_is_absent_and_computed_instead(corpus, par
 
 
 def test_a_nonzero_profiler_occupancy_is_kept():
-    from pyprof.prof.occupancy import kernel_occupancy
+    from pyprof.prof.model.occupancy import kernel_occupancy
 
     # the profiler's own figure where it gives one (no limits needed); its 0 with no launch data: na, not 0
     assert kernel_occupancy({"est_occupancy_pct": 37.5}, None) == 0.375
@@ -103,7 +103,7 @@ def test_a_capture_whose_gpu_ran_one_memset_is_busy_a_few_millionths(corpus, par
 
 
 def _with_window(recs, start_ns, end_ns, source="capture", launches=1):
-    from pyprof.prof.window import WindowRun
+    from pyprof.prof.load.window import WindowRun
 
     (w,) = aggregate([("x", recs)]).workers.values()
     w.window.append(WindowRun(1, start_ns, end_ns, source, launches))
@@ -261,7 +261,7 @@ def test_an_nvprof_export_is_bounded_by_its_first_and_last_api_call(corpus, pars
 
 def test_a_process_that_only_launched_is_named_beside_one_that_ran():
     from pyprof.prof.aggregate import WorkerData
-    from pyprof.prof.window import WindowRun
+    from pyprof.prof.load.window import WindowRun
 
     agg = aggregate([("x", [kernel(1000, 100)])])
     idle = agg.workers["x:2"] = WorkerData("x:2")  # a second process: 7 launches, no GPU activity

@@ -15,7 +15,7 @@ import tiny_inputs as tiny
 pytest.importorskip("distributed")
 pytest.importorskip("pyarrow")
 
-from pyprof.prof import rank_dask  # noqa: E402
+from pyprof.prof.ranks import rank_dask  # noqa: E402
 from pyprof.prof.cli import main  # noqa: E402
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from pyprof.diff.cli import main as diff_main
 from pyprof.prof.cli import main as prof_main
-from pyprof.prof.formats import FORMATS, formula_safe
+from pyprof.prof.table.formats import FORMATS, formula_safe
 
 REPROS = "fuzz-repros-2026-12"
 #: The names the reproducer 11 gives its kernel and op, and its module (README: "kernel, op and module names").

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pyprof.common import UsageError
 from pyprof.prof.aggregate import Aggregate
-from pyprof.prof.columns import ABOVE_ROOFLINE
+from pyprof.prof.table.columns import ABOVE_ROOFLINE
 from pyprof.prof.tables import Table
 # Importing the view modules registers their views; this order is the order of --view all.
 from pyprof.prof.views import overview, flat, layers, idle, host, memory, recommend, workers, ranks  # noqa: F401  isort: skip

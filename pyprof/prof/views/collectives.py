@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pyprof.prof.rank_summary import RankSummary
+from pyprof.prof.ranks.rank_summary import RankSummary
 from pyprof.prof.steps import no_process
 from pyprof.prof.views.helpers import ms
 

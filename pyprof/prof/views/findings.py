@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyprof.prof.aggregate import Aggregate, WorkerData
-from pyprof.prof.gpu_features import Capability, capability
+from pyprof.prof.model.gpu_features import Capability, capability
 from pyprof.prof.inflation import ProgramStep, program_step
-from pyprof.prof.peaks import GpuPeaks
+from pyprof.prof.model.peaks import GpuPeaks
 from pyprof.prof.steps import steps
 from pyprof.prof.views.helpers import merged, short_lines, total
 from pyprof.prof.views.gaps import launch_times

@@ -1,10 +1,10 @@
 """Flat grouped views: operators (by op, or op + input shapes), kernels (by full name) and GPU time per user
-source line. Backward kernels are charged to their forward op and line (pyprof.prof.groups' keys, the ones of
+source line. Backward kernels are charged to their forward op and line (pyprof.prof.table.groups' keys, the ones of
 ``pyprof prof --group-by``)."""
 from __future__ import annotations
 
 from pyprof.prof.aggregate import Aggregate
-from pyprof.prof.groups import kernel_labels
+from pyprof.prof.table.groups import kernel_labels
 from pyprof.prof.tables import Table
 from pyprof.prof.user_ranges import USER_RANGE
 from pyprof.prof.views.view_registry import view
@@ -94,7 +94,7 @@ def operators_shapes(agg: Aggregate, worker: str | None = None) -> Table:
 
 @view("kernels")
 def kernels(agg: Aggregate, worker: str | None = None) -> Table:
-    """Per kernel (by full name, labelled by pyprof.prof.groups.kernel_labels): calls, total/mean/min/max
+    """Per kernel (by full name, labelled by pyprof.prof.table.groups.kernel_labels): calls, total/mean/min/max
     time, TC share, roofline %, estimated occupancy."""
     ws = agg.select(worker)
     cols = [("kernel", "Kernel"), ("calls", "Calls"), ("total_ms", "Total (ms)"), ("mean_us", "Mean (us)"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from pyprof.prof.aggregate import WorkerData
-from pyprof.prof.groups import merged as merge_groups
+from pyprof.prof.table.groups import merged as merge_groups
 
 
 def ms(ns: float | None) -> float | None:
@@ -25,13 +25,13 @@ def _round(v: float | None, digits: int) -> float | None:
 
 
 def modelled_cols(g) -> list:
-    """A group's (pyprof.prof.groups.Group) FLOPs, TFLOP/s, roofline % and TC %, rounded as the tables show them:
+    """A group's (pyprof.prof.table.groups.Group) FLOPs, TFLOP/s, roofline % and TC %, rounded as the tables show them:
     None (na) where the group's numbers say none is known or applies, as ``pyprof prof --group-by`` shows them."""
     return [g.known_flops, _round(g.tflops, 3), _round(g.roofline_pct, 2), _round(g.tc_pct, 2)]
 
 
 def merged(workers: list[WorkerData], attr: str) -> dict:
-    """The named groups (a dict of pyprof.prof.groups.Group) of several workers, summed key by key."""
+    """The named groups (a dict of pyprof.prof.table.groups.Group) of several workers, summed key by key."""
     return merge_groups([getattr(w, attr) for w in workers])
 
 

@@ -3,7 +3,7 @@ FLOPs, roofline and TC share; backward kernels charged to their forward op's lay
 from __future__ import annotations
 
 from pyprof.prof.aggregate import Aggregate
-from pyprof.prof.groups import Group
+from pyprof.prof.table.groups import Group
 from pyprof.prof.tables import Table
 from pyprof.prof.user_ranges import USER_RANGE
 from pyprof.prof.views.view_registry import view

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from pyprof.prof.aggregate import Aggregate
-from pyprof.prof.groups import callsite_key, layer_key, op_key
+from pyprof.prof.table.groups import callsite_key, layer_key, op_key
 from pyprof.prof.memory_timeline import Timeline, series, timelines
 from pyprof.prof.tables import Table
 from pyprof.prof.views.absent import older_inputs, older_note

@@ -8,7 +8,7 @@ from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.inflation import program_step
 from pyprof.prof.tables import Table
 from pyprof.prof.steps import Step, busy_pct, no_process, span_window, steps
-from pyprof.prof.window import window_of
+from pyprof.prof.load.window import window_of
 from pyprof.prof.views.view_registry import view
 from pyprof.prof.views.helpers import ms
 from pyprof.record import launched_no_gpu
@@ -135,7 +135,7 @@ def _program_note(w, many: bool) -> str | None:
 
 def _join_note(name: str, run, many: bool) -> str:
     """Where an input's times come from when parse joined a timing pass to it (its join line,
-    pyprof.prof.joined): only what the line counts."""
+    pyprof.prof.load.joined): only what the line counts."""
     whose = f"{name}: " if many else ""
     steps = f"{run.steps} ProfilerStep ranges" if run.steps_by == "ProfilerStep" else "the whole window"
     return (f"{whose}Times from a timing pass ({run.timing}, {run.timing_format}): {run.matched} of its "

@@ -5,7 +5,7 @@ much). The inputs of one ``pyprof prof --view ranks`` or ``pyprof report`` are o
 from __future__ import annotations
 
 from pyprof.prof.aggregate import Aggregate, pick
-from pyprof.prof.rank_summary import RankSummary, summarize_worker
+from pyprof.prof.ranks.rank_summary import RankSummary, summarize_worker
 from pyprof.prof.tables import Table
 from pyprof.prof.views.collectives import job_order, judge, verdict
 from pyprof.prof.views.helpers import ms, pct
@@ -33,7 +33,7 @@ def ranks(agg: Aggregate, worker: str | None = None) -> list[Table]:
 
 
 def rank_tables(summaries: list[RankSummary], inputs: int, worker: str | None = None) -> list[Table]:
-    """The ranks view (see ``ranks``) of a job's workers, summarised (pyprof.prof.rank_summary): in this process
+    """The ranks view (see ``ranks``) of a job's workers, summarised (pyprof.prof.ranks.rank_summary): in this process
     from an aggregate, or in other processes and machines one rank file each (job_ranks names them). ``inputs``:
     how many inputs the job came in. Raises UsageError for a ``worker`` no summary names."""
     job = job_order(summaries)

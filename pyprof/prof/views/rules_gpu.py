@@ -3,9 +3,9 @@ bandwidth, layout conversions, occupancy. Each checks the evidence it rests on (
 and features) before it speaks; lacking it, it says once what it cannot judge and why (Ctx.cannot)."""
 from __future__ import annotations
 
-from pyprof.prof.args import dtype_info
-from pyprof.prof.gpu_features import feature_for
-from pyprof.prof.groups import Group
+from pyprof.prof.model.args import dtype_info
+from pyprof.prof.model.gpu_features import feature_for
+from pyprof.prof.table.groups import Group
 from pyprof.prof.views.helpers import merged
 from pyprof.prof.views.findings import (FAR_ROOFLINE, HOTSPOT_SHARE, LAYOUT_SHARE, LOW_OCC_SHARE, LOW_OCCUPANCY,
                                         MEM_FAR, MEM_SHARE, MODELLED_SHARE, NEAR_ROOFLINE, NO_SHAPES,

@@ -5,7 +5,7 @@ the one the ranks view computes (views/collectives.py), or why it cannot be judg
 from __future__ import annotations
 
 from pyprof.prof.aggregate import Aggregate
-from pyprof.prof.rank_summary import RankSummary, summarize_worker
+from pyprof.prof.ranks.rank_summary import RankSummary, summarize_worker
 from pyprof.prof.tables import Table
 from pyprof.prof.steps import no_process, steps
 from pyprof.prof.views.collectives import job_order, judge, verdict
