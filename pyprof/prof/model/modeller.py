@@ -226,13 +226,7 @@ class Modeller:
         tid = get("tid")
         if cid is not None:
             st = self._open.get((tid, cid, key))
-            # Resumed: the thread's latest call, however far back it began (its later kernels are counted on its
-            # first), or one begun within WINDOW lines, whose kernels can still share its numbers. Any other is
-            # begun again, as without interleaving.
-            if st is None or (st is not self._calls.get(tid) and line - st.start_line > WINDOW):
-                if st is not None and st.more is not None:  # not settled since: its shares are given now
-                    self._closed.append([st.first, *st.more])
-                    st.first = st.more = None
+            if st is None:
                 st = self._open[(tid, cid, key)] = self._begin(key, cid, line, s.fkey, sub)
             else:
                 st.last_line = line
