@@ -103,17 +103,6 @@ def test_parse_call_id_keeps_a_call_whole_across_a_gap():
     assert add[1].reason.startswith("counted on the first kernels of the same add call")
 
 
-def test_parse_call_id_resumes_a_call_whose_kernels_interleave_with_another_calls():
-    """Two add calls on one thread whose kernels the GPU started interleaved (A, B, A, B): each call's 30 FLOPs
-    (add of two [30] fp32 tensors) are counted once, shared by duration between its two kernels (100 and 200 ns:
-    10 and 20), not begun again at each return with the whole 30 (120 in all where the program did 60)."""
-    a = dict(op="add", mod="torch", args=[T([30]), T([30])], call_id=1)
-    b = dict(op="add", mod="torch", args=[T([30]), T([30])], call_id=2)
-    out = _rows([rec("elementwise_kernel", 100, sub=0, **a), rec("elementwise_kernel", 100, sub=0, **b),
-                 rec("elementwise_kernel", 200, sub=1, **a), rec("elementwise_kernel", 200, sub=1, **b)])
-    assert [m.flops for _i, _d, m, _r in out] == [10, 10, 20, 20]
-
-
 def test_parse_call_id_keeps_a_call_whole_across_inner_sequence_numbers():
     """A Kineto trace's fb::rms_norm is not numbered, the aten ops inside it are: its kernels' first sequence
     numbers differ, yet their call_id says they are one call. add of two [30] fp32 tensors (30 FLOPs) run as kernels
