@@ -104,11 +104,7 @@ class Modeller:
     def __init__(self, share: bool = False) -> None:
         self._resolved: dict[tuple[str, str], Formula | None] = {}
         self._estimates = BoundedDict(200_000)  # (formula, role, argument bytes) -> Estimate
-        self._calls: dict = {}  # tid -> OpCall in progress (the thread's latest)
-        # (tid, call_id, key) -> OpCall: parse's calls stay open for WINDOW lines after their last kernel (the
-        # thread's latest call for as long as it is), so that a call whose kernels interleave with another call's on
-        # its thread (GPU start order) is resumed, not begun again with the whole call's numbers.
-        self._open: dict = {}
+        self._calls: dict = {}  # tid -> OpCall in progress
         self._static = BoundedDict(100_000)  # (kernel, mod, op, dir, args, fwd) -> Static
         self._copies = BoundedDict(10_000)  # (kind, bytes, copy kind) -> Result
         self._args_value = ArgsDecoder()  # raw arguments -> their value, on a miss of ``_static``
@@ -125,7 +121,6 @@ class Modeller:
         record from line ``watch_from`` on (the chunk's) is such a record, or continues such a call,
         ``uncertain`` is set: the worker then replays more lines (parallel.py)."""
         self._calls.clear()
-        self._open.clear()
         self._closed.clear()
         self.blind_until, self.watch_from = blind_until, watch_from
         self.uncertain = False
@@ -224,25 +219,22 @@ class Modeller:
         key = (direction, op, None if cid is not None else (seq[0] if seq else None) if type(seq) is list else seq,
                get("callsite"), akey)
         tid = get("tid")
-        if cid is not None:
-            st = self._open.get((tid, cid, key))
+        st = self._calls.get(tid)
+        if st is None or st.key != key or (st.call_id != cid if cid is not None else
+                                           sub == 0 or line - st.last_line > WINDOW):
+            blind = False
             if st is None:
-                st = self._open[(tid, cid, key)] = self._begin(key, cid, line, s.fkey, sub)
-            else:
-                st.last_line = line
-                if st.blind and line >= self.watch_from:
-                    self.uncertain = True
-            self._calls[tid] = st
+                if sub != 0 and line < self.blind_until:
+                    blind = True
+                    if line >= self.watch_from:
+                        self.uncertain = True
+            elif st.more is not None:
+                self._closed.append([st.first, *st.more])
+            st = self._calls[tid] = OpCall(key, cid, line, line, s.fkey, blind)
         else:
-            st = self._calls.get(tid)
-            if st is None or st.key != key or sub == 0 or line - st.last_line > WINDOW:
-                if st is not None and st.more is not None:
-                    self._closed.append([st.first, *st.more])
-                st = self._calls[tid] = self._begin(key, cid, line, s.fkey, sub, st is None)
-            else:
-                st.last_line = line
-                if st.blind and line >= self.watch_from:
-                    self.uncertain = True
+            st.last_line = line
+            if st.blind and line >= self.watch_from:
+                self.uncertain = True
         if s.helper is not None:
             return s.helper
         if line - st.start_line > WINDOW:
@@ -264,16 +256,6 @@ class Modeller:
         if self._share:
             _add(st, (idx, d, given, st.first[3], s.tc))
         return given
-
-    def _begin(self, key: tuple, cid, line: int, fkey, sub, unseen: bool = True) -> OpCall:
-        """A new op call. In a --jobs worker's replay, a kernel that is not its call's first (subSeqId not 0) and
-        finds nothing of its call before it may continue a call begun before the replay (reset_calls)."""
-        blind = False
-        if unseen and sub != 0 and line < self.blind_until:
-            blind = True
-            if line >= self.watch_from:
-                self.uncertain = True
-        return OpCall(key, cid, line, line, fkey, blind)
 
     def _gradient(self, st: OpCall, s: Static, d: dict, idx: int, sub, op: str) -> Result:
         """A main kernel of a backward GEMM/conv call: the gradient it computes, and its result (the first
@@ -337,17 +319,11 @@ class Modeller:
         those more than WINDOW lines older than ``line``, and, without ``line`` (the end of the input), all.
         Returns the kernels whose result is not the one ``model`` gave them (share mode), in no order."""
         closed = self._closed
-        for st in (*self._calls.values(), *self._open.values()):
+        for st in self._calls.values():
             if st.first is not None and (line is None or line - st.start_line > WINDOW):
                 if st.more is not None:
                     closed.append([st.first, *st.more])
                 st.first = st.more = None
-        if line is None:
-            self._open.clear()
-        else:  # calls that can no longer be resumed: WINDOW lines past their last kernel, and not their thread's latest
-            latest = self._calls
-            for k in [k for k, st in self._open.items() if line - st.last_line > WINDOW and latest.get(k[0]) is not st]:
-                del self._open[k]
         fixes: list = []
         for entries in closed:
             fixes += shares(entries)
@@ -357,13 +333,11 @@ class Modeller:
     def oldest_open(self) -> int | None:
         """The index of the earliest record whose result may still change (a sharing kernel of a call that is
         not closed; call ``settle`` first), or None."""
-        return min((st.first[0] for st in (*self._calls.values(), *self._open.values()) if st.first is not None),
-                   default=None)
+        return min((st.first[0] for st in self._calls.values() if st.first is not None), default=None)
 
     def open_threads(self, before: int) -> set:
         """The threads whose call in progress holds a sharing kernel of index below ``before``."""
-        return {tid for tid, st in self._calls.items() if st.first is not None and st.first[0] < before} | \
-            {tid for (tid, _cid, _key), st in self._open.items() if st.first is not None and st.first[0] < before}
+        return {tid for tid, st in self._calls.items() if st.first is not None and st.first[0] < before}
 
     def _result(self, s: "Static", role: str, op: str) -> Result:
         res = s.results.get(role)
