@@ -405,6 +405,17 @@ def attach_side(workers: dict, key, run, new) -> None:
     getattr(w, run.KIND).append(run)
 
 
+def _first_of_call(ids: dict, group, cid) -> bool:
+    """Whether call ``cid`` is new to ``group`` (an op, or an op with its shapes): each call counts once per group."""
+    seen = ids.get(group)
+    if seen is None:
+        seen = ids[group] = set()
+    if cid in seen:
+        return False
+    seen.add(cid)
+    return True
+
+
 def _new_call(w: WorkerData, d: dict, okey: str, skey: str, is_kernel: bool, optimizer: bool) -> tuple[int, int]:
     """(1 when this activity is the first of its op call in its op's group, the same for its op and shapes
     group), else 0s. A kernel's call is its ``call_id`` (parse's): a group's calls are the distinct call_ids of
@@ -416,20 +427,9 @@ def _new_call(w: WorkerData, d: dict, okey: str, skey: str, is_kernel: bool, opt
     if cid is None:
         new = _old_call(w, d, okey)
         return new, new
-    ids = w.call_ids
-    by_op = ids.get(okey)
-    if by_op is None:
-        by_op = ids[okey] = set()
-    new_op = cid not in by_op
-    if new_op:
-        by_op.add(cid)
+    new_op = _first_of_call(w.call_ids, okey, cid)
     skey = (okey, skey)
-    by_shape = ids.get(skey)
-    if by_shape is None:
-        by_shape = ids[skey] = set()
-    new_shape = cid not in by_shape
-    if new_shape:
-        by_shape.add(cid)
+    new_shape = _first_of_call(w.call_ids, skey, cid)
     if (new_op or new_shape) and w.counted is not None:
         w.counted.append((cid, okey, skey[1], optimizer, callsite_key(d), d.get("host_ns") or 0, new_op, new_shape))
     return new_op, new_shape
