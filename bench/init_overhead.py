@@ -174,7 +174,8 @@ def main() -> None:
     variants = {"bare": None, "init": {}, "init-null": {"sink": NullSink(), "backward": False},
                 "init-ops": {"modules": False, "backward": False}, "init-nobwd": {"backward": False}}
     # Without CUDA, init() never turns on the autograd NVTX mode: init-nobwd would be init again.
-    chosen = [v for v in opts.variants.split(",") if v and (cuda or v not in ("init-nobwd", "emit-nvtx", "emit-nvtx-bwd"))]
+    cuda_only = ("init-nobwd", "emit-nvtx", "emit-nvtx-bwd")
+    chosen = [v for v in opts.variants.split(",") if v and (cuda or v not in cuda_only)]
     for _ in range(3):  # warm-up: allocator, autograd graph, optimizer state
         step()
     ops, modules = count_calls(step)

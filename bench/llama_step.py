@@ -39,7 +39,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--pyprof-step", metavar="WARMUP,STEPS",
-                   help="call pyprof.init() before the loop and pyprof.step(warmup=WARMUP, steps=STEPS) after each step")
+                   help="call pyprof.init() before the loop and pyprof.step(warmup=WARMUP, steps=STEPS) after "
+                        "each step")
     args = p.parse_args()
     window = None
     if args.pyprof_step:

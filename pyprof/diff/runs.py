@@ -4,9 +4,9 @@ prof's views' pass, with the number of steps its times are divided by and its me
 Runs are compared per step, since two captures rarely hold the same number of steps. A worker's steps are the
 overview's (pyprof.prof.steps: ``ProfilerStep#N``, else user step ranges); a capture with neither (a PyTorch
 profiler trace exported without a schedule) is one window, and then counts as many steps as it ran optimizer
-steps (PyTorch's ``Optimizer.step#...`` range, or a ``_foreach_``/``_fused_`` op: pyprof.prof.table.groups.is_optimizer),
-one step of training being one optimizer step. With several workers (ranks) the divisor is the sum of their
-steps: a time per step is the mean rank's.
+steps (PyTorch's ``Optimizer.step#...`` range, or a ``_foreach_``/``_fused_`` op:
+pyprof.prof.table.groups.is_optimizer), one step of training being one optimizer step. With several workers
+(ranks) the divisor is the sum of their steps: a time per step is the mean rank's.
 """
 from __future__ import annotations
 

@@ -32,6 +32,7 @@ def test_parse_writes_the_last_program_mark_of_a_process_as_its_program_line(tmp
 
 
 @pytest.mark.parametrize("body", ['{"unprofiled_step_ns": [-1], "captured_step_ns": [], "how": "x"}',
+                                  '{"unprofiled_step_ns": [9223372036854775808], "captured_step_ns": [], "how": "x"}',
                                   '{"unprofiled_step_ns": "30", "captured_step_ns": [], "how": "x"}',
                                   '{"captured_step_ns": [], "how": "x"}', "[1, 2]", "{not json"])
 def test_a_damaged_program_mark_gives_no_program_line(tmp_path, body):

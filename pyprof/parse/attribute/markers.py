@@ -316,8 +316,8 @@ def _deeper_than(value: Any, limit: int) -> bool:
 #: step for its scalars, with the same lists.
 SPLIT_MIN_CHARS = 2048
 #: How _decode_dict splits a long marker text: None (the reference: the whole text decoded at once), or where the
-#: compiled core is built, _core.split_args (installed by pyprof.parse.write.native; a test compares the two ways): the text
-#: with its "args" list emptied and the list's element texts, or None where the text is not split.
+#: compiled core is built, _core.split_args (installed by pyprof.parse.write.native; a test compares the two ways):
+#: the text with its "args" list emptied and the list's element texts, or None where the text is not split.
 split_args: Callable[[str], tuple[str, tuple[str, ...]] | None] | None = None
 _arg_parts = BoundedDict(1024)  # an element text of a split "args" list -> (its value, its JSON, nests too deep)
 
@@ -355,8 +355,8 @@ def _decode_split(skeleton: str, elements: tuple[str, ...]) -> tuple[dict, str] 
 
 
 #: How _decode_dict checks a JSON marker's nesting: _deeper_than, or where the compiled core is built, the same walk
-#: in C (pyprof.parse.write.native installs native.deeper_than here, which defers to _deeper_than when parse runs without
-#: the core; a test compares the two).
+#: in C (pyprof.parse.write.native installs native.deeper_than here, which defers to _deeper_than when parse runs
+#: without the core; a test compares the two).
 nests_deeper = _deeper_than
 
 

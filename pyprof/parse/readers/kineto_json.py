@@ -364,13 +364,8 @@ class TraceReader:
                 elif key == "distributedInfo" and type(value) is dict and self.dist is None \
                         and not self.events_key:
                     self.dist = value
-            c = self._expect()
-            self.pos += 1
-            if c == _CLOSE_OBJECT:
+            if self._past_separator(_CLOSE_OBJECT, "expected ',' or '}'"):
                 return
-            if c != _COMMA:
-                self.pos -= 1
-                raise self._unexpected("expected ',' or '}'")
             c = self._expect()
 
     def _array(self) -> Iterator[list]:
@@ -384,14 +379,21 @@ class TraceReader:
                 yield self._events()
             else:
                 self._value()  # an element that is not an object: no event
-            c = self._expect()
-            self.pos += 1
-            if c == _CLOSE_ARRAY:
+            if self._past_separator(_CLOSE_ARRAY, "expected ',' or ']'"):
                 return
-            if c != _COMMA:
-                self.pos -= 1
-                raise self._unexpected("expected ',' or ']'")
             self._expect()
+
+    def _past_separator(self, close: int, expected: str) -> bool:
+        """Past what follows a member or element: True at the container's ``close``, False after a comma.
+        Raises InputError (``expected``) at anything else."""
+        c = self._expect()
+        self.pos += 1
+        if c == close:
+            return True
+        if c != _COMMA:
+            self.pos -= 1
+            raise self._unexpected(expected)
+        return False
 
     def _value(self):
         """The JSON value at pos, decoded (None for one longer than MAX_OUTSIDE_BYTES: scanned, not held); pos past

@@ -144,7 +144,8 @@ def _program_lines(source: Source) -> Iterator[str]:
             fields = (body["unprofiled_step_ns"], body["captured_step_ns"], body["how"])
         except (ValueError, TypeError, KeyError, RecursionError):
             continue
-        if all(isinstance(v, list) and all(type(x) is int and x >= 0 for x in v) for v in fields[:2]) \
+        # Step times as the record's int64 fields hold them (prof refuses a file with a larger integer).
+        if all(isinstance(v, list) and all(type(x) is int and 0 <= x < 1 << 63 for x in v) for v in fields[:2]) \
                 and isinstance(fields[2], str) and text.endswith("}"):
             last[pid] = fields
     for pid, fields in last.items():

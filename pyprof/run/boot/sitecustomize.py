@@ -105,15 +105,7 @@ class _Steps:
 
         # Installed, but off until the capture begins: the steps before it are the program's own.
         self._install()
-        if self.backend == "nsys":
-            from pyprof.nvtx.step_window import Window
-
-            # The step ranges bypass the script's counted push/pop (self._nvtx, set below) where there is one.
-            self.window = Window(torch, self.warmup, self.steps, self._markers,
-                                 lambda text: (self._nvtx or (torch.cuda.nvtx.range_push,))[0](text),
-                                 lambda: (self._nvtx or (None, torch.cuda.nvtx.range_pop))[1]())
-            self.timer = self.window.timer
-        else:
+        if self.backend != "nsys":
             from pyprof.nvtx.timing import StepTimer
 
             self.timer = StepTimer(torch)
@@ -157,7 +149,13 @@ class _Steps:
             from torch.optim.optimizer import register_optimizer_step_post_hook
 
             register_optimizer_step_post_hook(self._after_step)
-        if self.window is not None:
+        if self.backend == "nsys":
+            from pyprof.nvtx.step_window import Window
+
+            # The step ranges bypass the script's counted push/pop (set just above) where there is one.
+            push, pop = self._nvtx or (torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop)
+            self.window = Window(torch, self.warmup, self.steps, self._markers, push, pop)
+            self.timer = self.window.timer
             self.window.start()
         atexit.register(self.at_exit)
 
