@@ -144,6 +144,10 @@ PROGRAM_HOW = ("cuda events", "perf_counter")
 #: The text that opens pyprof.step()'s program mark (pyprof.nvtx.step_window): a zero-length range in the domain pyprof,
 #: ``{"pyprof":1,"program":{...}}`` whose object holds program_line's three fields.
 PROGRAM_MARK_PREFIX = '{"pyprof":1,"program":'
+#: The text that opens a graph mark (pyprof.nvtx.graphs): the ranges pyprof pushed while a CUDA graph was captured,
+#: written when profiling started: ``{"pyprof":1,"graph":N,"tid":T,"ranges":[[push, pop, text, id],...]}``, its
+#: int64 payload the clock's reading at the push, the ranges' times on that clock (docs/markers.md, "Graph marks").
+GRAPH_MARK_PREFIX = '{"pyprof":1,"graph":'
 
 
 def program_line(pid: int | None, unprofiled_step_ns: list[int], captured_step_ns: list[int], how: str) -> str:

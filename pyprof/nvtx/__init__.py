@@ -15,7 +15,7 @@ import warnings
 import torch
 
 from pyprof.common import UsageError
-from pyprof.nvtx import inductor, patch
+from pyprof.nvtx import graphs, inductor, patch
 from pyprof.nvtx.emit import Emitter, NvtxSink, RecordingSink
 from pyprof.nvtx.modules import ModuleRanges
 from pyprof.nvtx.step_window import step
@@ -68,6 +68,7 @@ def init(*, modules: bool = True, stack: bool = False, backward: bool = True, op
         state.patches.replace(owner, name, patch.make_wrapper(fn, mod, name, state))
     _patch_compilers()
     inductor.install(state)
+    graphs.install(state)
     if modules:
         # torch warns that global hooks also fire for torch.compile's wrapper module; pyprof names
         # that call after the module it wraps, so the warning says nothing to the user.

@@ -229,8 +229,12 @@ def _summary(path: str, st: Stats) -> str:
     if st.graph_kernels:
         line += (f"; {st.graph_kernels} kernels replayed from CUDA graphs, {st.graph_kernels_tied} of them tied to "
                  "the ranges of their graph node's capture")
-        if st.graph_kernels_tied < st.graph_kernels:
-            line += " (a graph captured before the profiled range: its capture's ranges are not in the export)"
+        if st.graph_kernels_tied == 0:
+            line += (" (graphs captured before the profiled range: their captures' ranges are not in the export; "
+                     "call pyprof.init() before the capture to keep them, docs/capture.md)")
+        elif st.graph_kernels_tied < st.graph_kernels:
+            line += (" (the rest were captured outside pyprof's ranges: backward work, whose autograd ranges come "
+                     "from C++, or a graph captured before pyprof.init())")
     if st.memory_events:
         line += f"; {st.memory_events} memory events (pyprof prof --view memory)"
     return line + _oddities(st)

@@ -9,7 +9,8 @@ import heapq
 from typing import Iterator
 
 from pyprof.common import InputError
-from pyprof.record import PROGRAM_MARK_PREFIX
+from pyprof.record import GRAPH_MARK_PREFIX, PROGRAM_MARK_PREFIX
+from pyprof.parse.readers import graph_marks
 from pyprof.parse.attribute import markers as mk
 from pyprof.parse.readers import nsys_python as py
 from pyprof.parse.readers.activities import Activity, GpuInfo, Launch, MemoryEvent
@@ -105,6 +106,7 @@ class NsysSource(SqliteSource):
             bool(self.rows.all(f"SELECT 1 FROM {py.CALLCHAINS} LIMIT 1"))
         self._sites: dict[int, str] | None = None
         self._calls: dict | None = None  # _calls_by_process, once
+        self._captured: list | None = None  # captured_ranges, once
 
     def _columns(self, table: str) -> set[str]:
         return {row[1] for row in self.rows.all(f"PRAGMA table_info('{table}')")}
@@ -177,16 +179,42 @@ class NsysSource(SqliteSource):
         in the query."""
         if NVTX not in self.cols:
             return iter(())
-        query = self.range_query()
-        if query is not None:
-            return self.rows.stream(query.sql)
-        return self._ranges_with_payloads()
+        plain = self._plain_range_query()
+        rows = self.rows.stream(plain.sql) if plain is not None else self._ranges_with_payloads()
+        captured = self.captured_ranges()
+        # graph captures' ranges from before the profiled range (graph_marks), merged in start order
+        return heapq.merge(rows, captured, key=_second) if captured else rows
+
+    def captured_ranges(self) -> list[tuple]:
+        """The ranges of CUDA graph captures that pyprof wrote into the capture as graph marks
+        (pyprof.parse.readers.graph_marks), as RANGE_ROW tuples in start order; read only where graph nodes were
+        traced (empty otherwise). The sweep takes them with the export's own ranges (the Python feed: the compiled
+        one reads the export's alone)."""
+        if self._captured is None:
+            self._captured = graph_marks.ranges(self._graph_mark_rows(), _PID_MASK, _TID_MASK, self.rows.oddities) \
+                if self._node_rows_exist() and NVTX in self.cols else []
+        return self._captured
+
+    def _graph_mark_rows(self) -> list[tuple]:
+        """(globalTid, start, text, clock reading: its int64 payload) of each graph mark, in start order."""
+        if not {"text", "start", "int64Value"} <= self.cols[NVTX]:
+            return []
+        registered = "textId" in self.cols[NVTX]
+        text = "coalesce(e.text, s.value)" if registered else "e.text"
+        join = " LEFT JOIN StringIds s ON s.id = e.textId" if registered else ""
+        prefix = GRAPH_MARK_PREFIX.replace("'", "''")  # no LIKE wildcard in it; its quotes doubled for SQL
+        return self.rows.all(f"SELECT e.globalTid, e.start, {text}, e.int64Value FROM {NVTX} e{join} WHERE "
+                             f"typeof(e.globalTid) = 'integer' AND typeof(e.start) = 'integer' AND "
+                             f"{text} LIKE '{prefix}%' ORDER BY e.start")
 
     def range_query(self) -> Query | None:
         """The query of :meth:`ranges` when its rows are the ranges as they come (the compiled core reads it too);
-        None without ranges, or when some range has a JSON payload (its text is rebuilt in Python)."""
-        if NVTX not in self.cols:
-            return None
+        None without ranges, when some range has a JSON payload (its text is rebuilt in Python), or with graph
+        captures' ranges to merge in (captured_ranges)."""
+        return None if NVTX not in self.cols or self.captured_ranges() else self._plain_range_query()
+
+    def _plain_range_query(self) -> Query | None:
+        """range_query without the graph captures' ranges."""
         if self._payload is _UNKNOWN:  # looked for once: a scan of every range when none has a payload
             facts = self._facts(NVTX)
             self._payload = self._json_payload(_RANGES) if facts is None else \

@@ -1,0 +1,169 @@
+"""Issue 43: a CUDA graph captured before the profiled range. pyprof.init() keeps the ranges the capture pushed and
+writes them into the capture when profiling starts (graph marks, pyprof.nvtx.graphs); parse places them on the
+profile's timeline and ties the replayed kernels' nodes to them. Captures on an H100 (tests/data/README.md):
+a 3-layer MLP and a Hugging Face Llama's generate() with a static KV cache, each captured before
+cudaProfilerStart, and examples/cuda_graph.py's whole training step."""
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from parse_output import records_of
+
+from pyprof.parse import parse_file
+from pyprof.parse.readers import graph_marks
+from pyprof.prof.aggregate import aggregate
+from pyprof.prof.views import build
+from pyprof.record import GRAPH_MARK_PREFIX, read_lines
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "graphs"
+
+
+def _parse(name: str) -> tuple[list[dict], object]:
+    out = io.StringIO()
+    stats = parse_file(str(DATA / name), out)
+    return [r for r in read_lines(records_of(out.getvalue().splitlines()))], stats
+
+
+def _count(name: str, tmp_path, sql: str) -> int:
+    db = tmp_path / "g.sqlite"
+    db.write_bytes(lzma.decompress((DATA / name).read_bytes()))
+    con = sqlite3.connect(db)
+    (n,) = con.execute(sql).fetchone()
+    con.close()
+    return n
+
+
+def _flops_by_op(recs: list[dict]) -> dict:
+    (ops,) = build(aggregate([("x", recs)]), ["operators"])
+    c = ops.columns
+    out: dict = {}
+    for r in ops.rows:
+        op = str(r[c.index("op")]).split(" ")[0]
+        out[op] = out.get(op, 0) + (r[c.index("flops")] or 0)
+    return out
+
+
+def test_an_mlp_graph_captured_before_the_range_has_its_ops_and_flops(tmp_path):
+    recs, stats = _parse("mlp_prewindow.sqlite.xz")
+    replayed = _count("mlp_prewindow.sqlite.xz", tmp_path,
+                      "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL")
+    # the graph's nodes were created before cudaProfilerStart (negative times in the export)
+    assert _count("mlp_prewindow.sqlite.xz", tmp_path, "SELECT max(start) FROM CUDA_GRAPH_NODE_EVENTS") < 0
+    assert stats.graph_kernels == stats.graph_kernels_tied == replayed == 15
+    # the line of the module call inside the capture (prewindow_mlp.py, run as probe43.py)
+    assert all(r["op"] and r["callsite"].endswith("probe43.py:22") for r in recs)
+    # 3 replays of Linear(256, 512) and Linear(512, 256) on a 64 x 256 batch: 2*64*256*512 FLOPs each, twice
+    assert _flops_by_op(recs)["linear"] == 3 * 2 * (2 * 64 * 256 * 512)
+
+
+def test_generate_with_a_static_cache_replays_decode_graphs_with_their_flops():
+    # transformers compiles the decode step (reduce-overhead: CUDA graphs) during the warm-up generate() calls; the
+    # profiled call's 47 decode forwards are graph replays, the prefill is eager
+    recs, stats = _parse("llama_generate_static.sqlite.xz")
+    assert stats.graph_kernels == stats.graph_kernels_tied == 3666
+    assert all(r["op"] for r in recs if r["kind"] == "kernel")
+    flops = _flops_by_op(recs)
+    # Llama: hidden 1024, 4 layers, 16 heads, 4 KV heads of 64, MLP 2816, vocabulary 32000, batch 4. Weights per
+    # layer: q, o 1024x1024; k, v 1024x256; gate, up 1024x2816; down 2816x1024: 11,272,192 multiply-adds a token.
+    layer = 2 * 1024 * 1024 + 2 * 1024 * 256 + 3 * 1024 * 2816
+    head = 1024 * 32000
+    decode = 2 * 4 * (4 * layer + head)  # one token of each of 4 sequences
+    assert flops["mm"] == 47 * decode  # the replayed graphs' matrix products
+    # the eager prefill: 128 tokens through the layers, the head on the last token alone (logits_to_keep=1)
+    assert flops["linear"] == 2 * 4 * 128 * 4 * layer + 2 * 4 * head
+
+
+def test_a_training_step_graph_ties_its_forward_and_optimizer_but_not_autograd(tmp_path):
+    # examples/cuda_graph.py, the step captured before cudaProfilerStart: pyprof's own ranges (forward ops, the
+    # optimizer's foreach ops) are kept; autograd's backward ranges come from C++ and are not
+    recs, stats = _parse("cuda_graph_prewindow.sqlite.xz")
+    assert stats.graph_kernels == _count("cuda_graph_prewindow.sqlite.xz", tmp_path,
+                                         "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL")
+    tied = [r for r in recs if r["kind"] == "kernel" and r["op"]]
+    assert {r["op"][0] for r in tied} >= {"linear", "scaled_dot_product_attention", "layer_norm", "_foreach_div_"}
+    assert not any(r["dir"] == "bprop" for r in tied)
+    # two replays of one graph: every tied op has its kernels twice
+    counts: dict = {}
+    for r in tied:
+        counts[r["op"][0]] = counts.get(r["op"][0], 0) + 1
+    assert all(n % 2 == 0 for n in counts.values())
+
+
+def test_without_marks_a_graph_from_before_the_range_stays_untied():
+    # captured before graph marks existed: the nodes' ranges are not in the export, and parse says so
+    recs, stats = _parse("cuda_graph_range.sqlite.xz")
+    assert stats.graph_kernels > 0 and stats.graph_kernels_tied == 0
+
+
+# -- the marks, unit by unit ------------------------------------------------------------------------------------
+PID = 77 << 24
+
+
+def _mark(tid: int, ranges: list, graph: int = 1) -> str:
+    return GRAPH_MARK_PREFIX + json.dumps(graph) + "," + json.dumps({"tid": tid, "ranges": ranges})[1:]
+
+
+def test_marks_are_placed_by_the_least_offset_of_the_process():
+    # two marks of one process read the clock at 1,000 and 2,000 and were pushed at 5,100 and 6,000 on the
+    # profile's timeline: offsets 4,100 and 4,000 (the first push waited 100 ns); 4,000 places both
+    rows = [(PID | 5, 5_100, _mark(9, [[10, 20, "a", 1]]), 1_000),
+            (PID | 5, 6_000, _mark(9, [[30, 40, "b", 2]]), 2_000)]
+    odd: dict = {}
+    placed = graph_marks.ranges(rows, ~0xFFFFFF, 0xFFFFFF, odd)
+    assert placed == [(PID | 9, 4_010, 4_020, "a", 1), (PID | 9, 4_030, 4_040, "b", 2)] and not odd
+
+
+@pytest.mark.parametrize("text,clock", [
+    ("{not json", 1), (GRAPH_MARK_PREFIX + '1,"tid":-1,"ranges":[]}', 1),
+    (GRAPH_MARK_PREFIX + '1,"tid":3,"ranges":[[20,10,"a",1]]}', 1),  # pops before it pushes
+    (GRAPH_MARK_PREFIX + '1,"tid":3,"ranges":[[1,2,3,1]]}', 1),  # a text that is not one
+    (GRAPH_MARK_PREFIX + '1,"tid":3,"ranges":[[1,2,"a",1]]}', None),  # no clock reading
+    (GRAPH_MARK_PREFIX + '1,"tid":3,"ranges":[[9223372036854775800,9223372036854775807,"a",1]]}', -100),
+])
+def test_a_damaged_mark_is_left_out_and_counted(text, clock):
+    odd: dict = {}
+    assert graph_marks.ranges([(PID | 5, 1_000, text, clock)], ~0xFFFFFF, 0xFFFFFF, odd) == []
+    assert odd == {graph_marks.DAMAGED: 1}
+
+
+def test_the_capture_records_its_own_threads_ranges_and_writes_them_as_marks():
+    import torch
+
+    import pyprof
+    from pyprof.nvtx import graphs, state
+
+    sink = pyprof.RecordingSink()
+    pyprof.init(sink=sink, modules=False, backward=False)
+    try:
+        graphs.recorder.__init__()
+        torch.ones(2)  # before the capture: not kept
+        graphs.recorder.begin(state.emitter)
+        other = threading.Thread(target=lambda: torch.zeros(2))  # another thread's op during it: not kept
+        other.start()
+        other.join()
+        torch.ones(3).add(1)
+        graphs.recorder.end()
+        torch.ones(4)  # after: not kept
+        (capture,) = graphs.recorder.captures
+        assert [json.loads(r[2])["op"] for r in capture.ranges] == ["ones", "add"]
+        assert all(r[0] <= r[1] for r in capture.ranges) and capture.ranges[0][1] <= capture.ranges[1][0]
+        before = len(sink.events)
+        assert graphs.write_marks(state.emitter) == 1
+        (push, pop) = sink.events[before:]
+        assert push[1].startswith(GRAPH_MARK_PREFIX) and pop == ("pop",)
+        # parse's reading of the mark, pushed at 1,000,000 on the profile's timeline, gives the ranges back moved
+        # by that time less the clock's reading (the push's payload)
+        (a, b) = graph_marks.ranges([(PID, 1_000_000, push[1], push[2])], ~0xFFFFFF, 0xFFFFFF, {})
+        shift = 1_000_000 - push[2]
+        assert (a[1] - shift, a[2] - shift, b[1] - shift) == (capture.ranges[0][0], capture.ranges[0][1],
+                                                             capture.ranges[1][0])
+        assert a[0] == PID | (capture.tid & 0xFFFFFF)
+    finally:
+        pyprof.uninit()
+        graphs.recorder.__init__()
