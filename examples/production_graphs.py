@@ -1,7 +1,8 @@
 """Models built from library configs, run the ways production runs them, CUDA graphs captured before the profiled
 range: ``train`` (a timm ViT-S/16 trained under torch.compile mode="reduce-overhead", captured during warm-up),
 ``generate`` (a Hugging Face Llama's generate() with a static KV cache: transformers compiles its decode step with
-CUDA graphs) and ``eager-generate`` (generate() with the dynamic cache, no graphs: one forward per token).
+CUDA graphs), ``eager-generate`` (generate() with the dynamic cache, no graphs: one forward per token) and ``serve``
+(``--rounds`` eager generate() calls and nothing else: for ``pyprof run --forward-steps``, which keeps the window).
 
     nsys profile -t cuda,nvtx --cuda-graph-trace=node --capture-range=cudaProfilerApi --capture-range-end=stop \\
         -o llama_train python examples/llama_graphs.py train
@@ -60,7 +61,7 @@ def train(args) -> None:
     def step():
         loss_of(compiled).backward()
         opt.step()
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad()  # set to None: a gradient kept would be an output of the last replay, overwritten by the next
 
     if args.flops:
         from torch.utils.flop_counter import FlopCounterMode
@@ -116,6 +117,23 @@ def generate(args, static: bool) -> None:
                   "tokens": args.tokens, "prompt": args.prompt, "batch": args.gen_batch})
 
 
+def serve(args) -> None:
+    """generate() ``--rounds`` times, each timed token by token by a streamer: the loop's own timing, in the process
+    that pyprof run profiles (the rounds outside its window ran with nothing of the capture on)."""
+    model, config = _model(args.layers)
+    model.eval()
+    prompt = torch.randint(0, config.vocab_size, (args.gen_batch, args.prompt), device="cuda")
+    kw = dict(max_new_tokens=args.tokens, min_new_tokens=args.tokens, do_sample=False, pad_token_id=0)
+    rounds = []
+    with torch.inference_mode():
+        for _ in range(args.rounds):
+            clock = _Clock()
+            model.generate(prompt, streamer=clock, **kw)
+            gaps = [b - a for a, b in zip(clock.times, clock.times[1:])]
+            rounds.append({"prefill_s": gaps[0], "per_token_s": gaps[1:], "median_per_token_s": statistics.median(gaps[1:])})
+    _write(args, {"rounds": rounds, "tokens": args.tokens, "prompt": args.prompt, "batch": args.gen_batch})
+
+
 def _write(args, timing: dict) -> None:
     if args.timing:
         json.dump(timing, open(args.timing, "w"), indent=1)
@@ -124,7 +142,8 @@ def _write(args, timing: dict) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("mode", choices=["train", "generate", "eager-generate"])
+    p.add_argument("mode", choices=["train", "generate", "eager-generate", "serve"])
+    p.add_argument("--rounds", type=int, default=4, help="serve: generate() calls")
     p.add_argument("--no-pyprof", action="store_true", help="without pyprof.init()")
     p.add_argument("--no-modules", action="store_true", help="pyprof.init(modules=False)")
     p.add_argument("--layers", type=int, default=4)
@@ -143,6 +162,8 @@ def main() -> None:
         pyprof.init(modules=not args.no_modules)
     if args.mode == "train":
         train(args)
+    elif args.mode == "serve":
+        serve(args)
     else:
         generate(args, static=args.mode == "generate")
 

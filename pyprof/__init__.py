@@ -10,7 +10,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-_CAPTURE_API = ("init", "uninit", "wrap", "layer", "is_initialized", "profiling", "step", "RecordingSink")
+_CAPTURE_API = ("init", "uninit", "wrap", "layer", "is_initialized", "profiling", "step", "forward_steps",
+                "RecordingSink")
 
 
 def __getattr__(name: str):

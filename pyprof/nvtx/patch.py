@@ -146,4 +146,9 @@ def make_wrapper(fn, mod: str, op: str, state, skip_self: bool = False):
     except (AttributeError, TypeError):  # some builtins lack __dict__ or __name__
         pass
     wrapper.__pyprof_wrapped__ = fn
+    # Dynamo knows torch's functions by identity, from a table it builds by name when it is first imported: built
+    # after init(), "torch.conv2d" is this wrapper, and the function it calls is a builtin Dynamo does not know (a
+    # graph break at every call, and reduce-overhead's CUDA graphs cut in pieces). Dynamo reads this attribute as
+    # "trace fn instead", both when it builds the table and when it meets the wrapper in a traced frame.
+    wrapper._torchdynamo_inline = fn
     return wrapper

@@ -29,13 +29,13 @@ class Window:
 
     def __init__(self, torch, warmup: int, steps: int, markers: Callable[[bool], None],
                  push: Callable[[str], object] | None = None, pop: Callable[[], object] | None = None,
-                 mark: bool = False) -> None:
+                 mark: bool = False, unit: str = "step") -> None:
         if warmup < 0 or steps < 0:
             raise UsageError(f"warmup and steps must be 0 or more, not {warmup} and {steps}")
         self.torch, self.warmup, self.steps, self.markers, self.mark = torch, warmup, steps, markers, mark
         self.push = push or torch.cuda.nvtx.range_push
         self.pop = pop or torch.cuda.nvtx.range_pop
-        self.timer = StepTimer(torch)
+        self.timer = StepTimer(torch, unit)
         self.done = 0  # steps ended so far
         self.open = False  # a step range is open
         self.capturing = False
@@ -115,6 +115,55 @@ class Window:
             emitter.pop()
 
 
+class ForwardCounter:
+    """Calls ``at_end()`` where an outermost ``nn.Module`` call returns (one per thread's call stack): the step of a
+    loop that repeats forwards, as generate() does once per token and a serving loop once per batch.
+
+    ``nn.Module.__call__`` is wrapped rather than hooked: global forward hooks run in the order they were added, and
+    the step ranges must close after pyprof's module ranges (NVTX pops the innermost range, whoever pushed it). A
+    call traced by Dynamo is passed through (``is_compiling`` is a constant to it); a call that raises still ends.
+    """
+
+    def __init__(self, at_end: Callable[[], None]) -> None:
+        import threading
+
+        import torch
+
+        self.at_end = at_end
+        self.local = threading.local()
+        self.torch = torch
+        self.original = None
+
+    def install(self) -> None:
+        from pyprof.nvtx.modules import _never_compiled
+
+        module = self.torch.nn.Module
+        original = module.__call__
+        is_compiling = self.torch.compiler.is_compiling
+        local, at_end = self.local, self.at_end
+
+        def __call__(self, *args, **kwargs):
+            if is_compiling():
+                return original(self, *args, **kwargs)
+            depth = getattr(local, "depth", 0)
+            local.depth = depth + 1
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                local.depth = depth
+                if depth == 0:
+                    at_end()
+
+        _never_compiled(__call__)
+        self.original = original
+        module.__call__ = __call__
+
+    def remove(self) -> None:
+        if self.original is not None:
+            self.torch.nn.Module.__call__ = self.original
+            self.original = None
+
+
 class _Helper:
     """pyprof.step()'s window, made at its first call."""
 
@@ -122,6 +171,8 @@ class _Helper:
     settings: tuple[int, int] | None = None
     open_range = False  # without a window: a step range is open
     counted = 0  # without a window: step ranges opened
+    forwards: ForwardCounter | None = None  # forward_steps()'s counter
+    unit = "step"  # what a step is: "forward" under forward_steps()
 
 
 _helper = _Helper()
@@ -159,7 +210,7 @@ def step(*, warmup: int = 0, steps: int = 0) -> None:
             # and present on a CPU build of torch, which has no torch.cuda.nvtx.
             _helper.window = Window(torch, warmup, steps, nvtx.set_markers,
                                     lambda text: nvtx.state.emitter.push_text(text),
-                                    lambda: nvtx.state.emitter.pop(), mark=True)
+                                    lambda: nvtx.state.emitter.pop(), mark=True, unit=_helper.unit)
             _helper.window.markers(False)
             atexit.register(_helper.window.finish)
     elif _helper.settings != (warmup, steps):
@@ -169,6 +220,24 @@ def step(*, warmup: int = 0, steps: int = 0) -> None:
         _helper.window.boundary()
         return
     _plain_range(nvtx)
+
+
+def forward_steps(*, warmup: int = 0, steps: int = 0) -> None:
+    """Call once before an inference loop: from now on each outermost ``nn.Module`` call (a forward of the model:
+    each token of generate(), each batch of a serving loop) is a step, as if ``pyprof.step(warmup=warmup,
+    steps=steps)`` were called where it returns. The program's own times are then per forward (prof's overview:
+    time per output token for decode). Raises UsageError as pyprof.step() does, or when called twice."""
+    if os.environ.get("PYPROF_RUN_BACKEND"):
+        return  # pyprof run counts the steps itself (--forward-steps)
+    if _helper.forwards is not None:
+        raise UsageError("pyprof.forward_steps: called twice")
+    if warmup < 0 or steps < 0 or (steps and not warmup):
+        raise UsageError(f"pyprof.forward_steps: warmup must be 1 or more with steps, and neither negative, not "
+                         f"warmup={warmup}, steps={steps}")
+    _helper.unit = "forward"
+    counter = ForwardCounter(lambda: step(warmup=warmup, steps=steps))
+    counter.install()
+    _helper.forwards = counter
 
 
 def _plain_range(nvtx) -> None:
@@ -188,4 +257,6 @@ def reset() -> None:
     global _helper
     if _helper.window is not None:
         _helper.window.finish()
+    if _helper.forwards is not None:
+        _helper.forwards.remove()
     _helper = _Helper()

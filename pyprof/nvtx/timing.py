@@ -20,9 +20,13 @@ import time
 #: Steps timed per phase at most: a script that runs for days keeps this many events, not one per step.
 MAX_TIMED = 1000
 
-#: How the boundaries were taken (the program line's ``how``).
-HOW_CUDA = "cuda events on the current stream at each step's end (elapsed_time after one synchronize)"
-HOW_CPU = "perf_counter at each step's end (no CUDA: the host's time between step ends)"
+#: How the boundaries were taken (the program line's ``how``), with ``{unit}`` the step's unit: "step", or
+#: "forward" where each outermost module call is one (step_window.ForwardCounter: generate(), serving loops).
+_HOW_CUDA = "cuda events on the current stream at each {unit}'s end (elapsed_time after one synchronize)"
+_HOW_CPU = "perf_counter at each {unit}'s end (no CUDA: the host's time between {unit} ends)"
+HOW_CUDA, HOW_CPU = _HOW_CUDA.format(unit="step"), _HOW_CPU.format(unit="step")
+#: The units a step can be.
+UNITS = ("step", "forward")
 
 #: A step's phase: "unprofiled" (nothing of the capture ran), "captured", or "skipped" (the first step, which pays
 #: for one-time work; the first after the capture, which pays for ending it; a profiler's own warm-up step).
@@ -32,7 +36,8 @@ PHASES = ("unprofiled", "captured", "skipped")
 class StepTimer:
     """Timestamps at step ends, each step labelled with its phase. ``torch``: the torch module (None: perf_counter)."""
 
-    def __init__(self, torch=None) -> None:
+    def __init__(self, torch=None, unit: str = "step") -> None:
+        self.unit = unit
         self.cuda = torch is not None and torch.cuda.is_available()
         self._torch = torch
         self._last = None  # the previous boundary: a CUDA event or a perf_counter_ns value
@@ -41,7 +46,7 @@ class StepTimer:
 
     @property
     def how(self) -> str:
-        return HOW_CUDA if self.cuda else HOW_CPU
+        return (_HOW_CUDA if self.cuda else _HOW_CPU).format(unit=self.unit)
 
     def _mark(self):
         if self.cuda:

@@ -111,6 +111,9 @@ class WorkerData:
         # them across its seam: aggregate_jobs leaves such files to the one pass)
         self.last_call: dict = {}
         self.old_calls = 0
+        # ProfilerStep number -> the most tokens an embedding lookup of that step read (its integer input's size):
+        # a forward of a language model says with it whether it was a prefill or a decode (pyprof.prof.forwards)
+        self.step_tokens: dict[int, int] = {}
         self.memory: list = []  # pyprof.prof.memory_timeline.MemoryRun of this process's memory lines, in file order
         self.host: list = []  # pyprof.prof.host_time.HostRun of this process's host lines, in file order
         self.window: list = []  # pyprof.prof.load.window.WindowRun of its window line (its input's profiled window)
@@ -163,6 +166,9 @@ class WorkerData:
             if nbytes > self.opt_list_bytes.get(key, 0):
                 self.opt_list_bytes[key] = nbytes
         self.opt_ranges |= other.opt_ranges
+        for key, n in other.step_tokens.items():
+            if n > self.step_tokens.get(key, 0):
+                self.step_tokens[key] = n
         self.memory += other.memory
         self.host += other.host
         self.window += other.window
@@ -461,6 +467,20 @@ def _old_call(w: WorkerData, d: dict, okey: str) -> int:
     return 1
 
 
+def _token_count(args) -> int:
+    """The elements of the first integer tensor among an embedding call's arguments: the tokens it looked up (an
+    eager call's ``[batch, sequence]`` input, or a compiled kernel's flattened one); 0 where there is none."""
+    for a in args if type(args) is list else ():
+        if type(a) is dict and a.get("type") == "tensor" and a.get("dtype") in ("int64", "int32"):
+            shape = a.get("shape")
+            if type(shape) is list and all(type(x) is int and x >= 0 for x in shape):
+                n = 1
+                for x in shape:
+                    n *= x
+                return n
+    return 0
+
+
 def _list_bytes(args) -> int:
     """Bytes of the largest tensor list among an op's arguments (0 when none, or a dtype is unknown)."""
     best = 0
@@ -598,6 +618,12 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
     if ti is None:
         ti = w.threads[tid] = len(w.threads)
     ps, us = _step_labels(d.get("ranges"))
+    if ps != NO_STEP:
+        op = d.get("op")
+        if op and type(op) is list and type(op[0]) is str and "embedding" in op[0]:
+            n = _token_count(d.get("args"))
+            if n > w.step_tokens.get(ps, 0):
+                w.step_tokens[ps] = n
     w.start_ns.append(start)
     w.end_ns.append(d.get("end_ns") or start + dur)
     w.launch_ns.append(api if api is not None else start)

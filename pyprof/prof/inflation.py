@@ -25,6 +25,7 @@ class ProgramStep:
     trace_idle_ns: float  # the GPU's idle time per captured step (the trace's: span - busy)
     steps: int  # captured steps in the trace
     how: str
+    unit: str = "step"  # what a step is: "forward" where the program timed each outermost module call
 
     @property
     def inflation(self) -> float:
@@ -62,7 +63,7 @@ def program_step(w) -> ProgramStep | None:
         captured, source = span / len(sts), "the trace's steps"
     n = len(sts)
     return ProgramStep(median(run.unprofiled_step_ns), len(run.unprofiled_step_ns),
-                       captured, source, busy / n, max(0, span - busy) / n, n, run.how)
+                       captured, source, busy / n, max(0, span - busy) / n, n, run.how, run.unit)
 
 
 __all__ = ["ProgramStep", "program_step"]

@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="count steps by the script's own ranges named NAME (torch.profiler.record_function(NAME), "
                         "torch.cuda.nvtx.range(NAME) or range_push/range_pop) instead of optimizer.step(): for "
                         "inference loops, or a step that calls the optimizer more than once"),
+    p.add_argument("--forward-steps", action="store_true",
+                   help="count each outermost nn.Module call (a forward of the model: each token of generate(), "
+                        "each batch of a serving loop) as a step instead of optimizer.step(); --warmup and --steps "
+                        "then count forwards")
     p.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command: python train.py ARGS")
     return p
 
@@ -105,6 +109,9 @@ def _run(args) -> int:
     timing.unlink(missing_ok=True)
     env.update(PYPROF_RUN_BACKEND=backend, PYPROF_RUN_STEPS=str(args.steps), PYPROF_RUN_WARMUP=str(args.warmup),
                PYPROF_RUN_TRACE=str(out / "trace.json"), PYPROF_RUN_TIMING=str(timing))
+    if args.forward_steps and args.step_marker is not None:
+        raise UsageError("--forward-steps and --step-marker: give one way to count steps")
+    env["PYPROF_RUN_FORWARD_STEPS"] = "1" if args.forward_steps else ""
     if args.step_marker is not None:
         if not args.step_marker.strip():
             raise UsageError("--step-marker: give the name of the script's step ranges")

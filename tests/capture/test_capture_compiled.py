@@ -214,3 +214,25 @@ def test_init_loads_no_inductor_and_names_kernels_once_it_loads():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "['fused:gelu', 'mm']"
+
+
+def test_dynamo_first_loaded_after_init_traces_through_the_wrappers():
+    # Dynamo builds its table of torch's functions by name the first time it is imported: after init(), names like
+    # torch.conv2d are pyprof's wrappers. Found on the H100 (PyTorch 2.11): torch.compile(mode="reduce-overhead")
+    # of a timm ViT broke its graph at every conv2d and its CUDA graphs failed. A fresh process, Dynamo imported
+    # after init(): one graph, no break (it was 2 graphs and a break before the wrappers named their function).
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch, pyprof\n"
+        "assert 'torch._dynamo' not in sys.modules\n"
+        "pyprof.init(sink=pyprof.RecordingSink())\n"
+        "import torch._dynamo\n"
+        "m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(),\n"
+        "                        torch.nn.Linear(8 * 6 * 6, 4))\n"
+        "e = torch._dynamo.explain(m)(torch.randn(2, 3, 8, 8))\n"
+        "print(e.graph_count, e.graph_break_count)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["1", "0"]

@@ -70,3 +70,57 @@ def test_step_refuses_a_window_it_cannot_keep():
             steps.step(warmup=2, steps=1)
     finally:
         steps.reset()
+
+
+# An inference loop: a model's forward, then a sampling op outside it, 8 times; forward_steps(warmup=3, steps=2).
+FORWARDS = """
+import json, time, torch, pyprof
+sink = pyprof.RecordingSink()
+pyprof.init(sink=sink, modules=True)
+model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.ReLU())
+x = torch.ones(1, 2)
+pyprof.forward_steps(warmup=3, steps=2)
+for i in range(8):
+    y = model(x)
+    time.sleep(0.02)
+    torch.argmax(y)
+print(json.dumps(sink.events))
+"""
+
+
+def test_forward_steps_make_each_outermost_module_call_a_step(tmp_path):
+    from pyprof.nvtx.timing import _HOW_CPU
+
+    script = tmp_path / "serve.py"
+    script.write_text(FORWARDS)
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    texts = [e[1] if e[0] == "push" else "pop" for e in json.loads(p.stdout)]
+    steps = [t for t in texts if t.startswith("ProfilerStep#")]
+    # a step ends where the outermost call (the Sequential, not its Linear or ReLU) returns: forwards 1-3 are the
+    # warm-up, the window opens at the 3rd one's end; forwards 4 and 5 are captured, each step range holding the
+    # sampling op after the previous forward and then its forward, whose module ranges close before the step's
+    assert steps == ["ProfilerStep#0", "ProfilerStep#1"]
+    first = texts.index("ProfilerStep#0")
+    window = texts[first:texts.index("ProfilerStep#1")]
+    assert '"op":"argmax"' in window[1] and window[3].startswith('{"pyprof":1,"module"')
+    # every range pushed in it closed, the step's own last (just before the next step's push)
+    assert window.count("pop") == sum(1 for t in window if t != "pop") and window[-1] == "pop"
+    program = json.loads(texts[-2])["program"]
+    assert program["how"] == _HOW_CPU.format(unit="forward") and "forward's end" in program["how"]
+    # forwards 2 and 3 unprofiled, 4 and 5 captured: each period holds a 20 ms sleep
+    assert len(program["unprofiled_step_ns"]) == 2 and len(program["captured_step_ns"]) == 2
+    assert min(program["unprofiled_step_ns"] + program["captured_step_ns"]) >= 20_000_000
+
+
+def test_forward_steps_refuse_a_window_they_cannot_keep():
+    from pyprof.nvtx import step_window as steps
+
+    steps.reset()
+    try:
+        with pytest.raises(UsageError, match="warmup must be 1 or more"):
+            steps.forward_steps(warmup=0, steps=2)
+        with pytest.raises(UsageError, match="warmup must be 1 or more"):
+            steps.forward_steps(warmup=-1)
+    finally:
+        steps.reset()

@@ -79,6 +79,25 @@ def test_generate_with_a_static_cache_replays_decode_graphs_with_their_flops():
     assert flops["linear"] == 2 * 4 * 128 * 4 * layer + 2 * 4 * head
 
 
+def test_reduce_overhead_training_replays_with_the_flops_of_flopcountermode(tmp_path):
+    # a timm ViT-S/16 (batch 32, bf16 autocast) trained under torch.compile(mode="reduce-overhead"): CUDA-graph trees
+    # captured its forward and backward graphs during the 3 warm-up steps; 2 steps profiled
+    recs, stats = _parse("vit_reduce_overhead.sqlite.xz")
+    replayed = _count("vit_reduce_overhead.sqlite.xz", tmp_path,
+                      "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE graphNodeId IS NOT NULL")
+    assert stats.graph_kernels == stats.graph_kernels_tied == replayed == 1234
+    assert all(r["op"] for r in recs if r["kind"] == "kernel")
+    expected = json.loads((DATA / "flops_vit_train.json").read_text())["by_op"]  # one eager step, same machine
+    flops = _flops_by_op(recs)
+    # the generated graphs' matrix products, attention and convolutions, twice (2 steps): each equals the count
+    assert flops["addmm"] == 2 * expected["aten.addmm"]
+    assert flops["mm"] == 2 * expected["aten.mm"]
+    assert flops["_scaled_dot_product_cudnn_attention"] == 2 * expected["aten._scaled_dot_product_cudnn_attention"]
+    assert flops["_scaled_dot_product_cudnn_attention_backward"] == \
+        2 * expected["aten._scaled_dot_product_cudnn_attention_backward"]
+    assert flops["convolution"] == 2 * (expected["aten.convolution"] + expected["aten.convolution_backward"])
+
+
 def test_a_training_step_graph_ties_its_forward_and_optimizer_but_not_autograd(tmp_path):
     # examples/cuda_graph.py, the step captured before cudaProfilerStart: pyprof's own ranges (forward ops, the
     # optimizer's foreach ops) are kept; autograd's backward ranges come from C++ and are not

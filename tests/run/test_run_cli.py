@@ -151,3 +151,23 @@ def test_the_script_gets_the_users_blas_setting(tmp_path, setting):
                         sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                        env=env)
     assert f"BLAS setting: {setting}\n" in p.stdout, p.stderr
+
+
+def test_forward_steps_count_each_outermost_module_call(tmp_path):
+    # the same loop without its ranges: --forward-steps makes each model(x) a step (the Sequential, not its three
+    # layers): 7 forwards, 2 before the window, 3 recorded, each holding one forward's three layers' ops
+    script = tmp_path / "infer.py"
+    script.write_text(INFERENCE.replace('        with torch.profiler.record_function("infer"):\n            model(x)',
+                                        "        model(x)"))
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "-o", "out", "--backend", "torch", "--warmup", "2",
+                        "--steps", "3", "--forward-steps", "--", sys.executable, str(script)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    trace = tmp_path / "out" / "trace.json"
+    assert len(_steps_in(trace)) == 3
+    timing = json.loads((tmp_path / "out" / "timing.json").read_text())
+    assert "at each forward's end" in timing["how"]
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "-o", "out", "--backend", "torch",
+                        "--forward-steps", "--step-marker", "infer", "--", sys.executable, str(script)],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "give one way to count steps" in p.stderr

@@ -22,6 +22,12 @@ class ProgramRun:
 
     KIND: ClassVar[str] = "program"  # its side lines' kind, and the WorkerData list it joins
 
+    @property
+    def unit(self) -> str:
+        """What one timed step is: "forward" where each outermost module call was one (pyprof.forward_steps,
+        ``pyprof run --forward-steps``: its ``how`` says "at each forward's end"), else "step"."""
+        return "forward" if "at each forward's end" in self.how else "step"
+
     @classmethod
     def read(cls, d: dict, path: str, lineno: int) -> "ProgramRun":
         """The run of a decoded program line. Raises InputError naming the line for one that is damaged."""

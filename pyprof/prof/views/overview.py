@@ -5,6 +5,7 @@ efficiency and estimated achieved occupancy. Steps are windows that partition ea
 from __future__ import annotations
 
 from pyprof.prof.aggregate import Aggregate
+from pyprof.prof.forwards import forwards
 from pyprof.prof.inflation import program_step
 from pyprof.prof.tables import Table
 from pyprof.prof.steps import Step, busy_pct, no_process, span_window, steps
@@ -64,7 +65,10 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
         sources.add(source)
         n_steps += len(sts)
         head = [w.name] if many else []
-        table.rows += [head + step_row(st) for st in sts]
+        fw = forwards(w)
+        table.rows += [head + (step_row(st) if fw is None or st.label not in fw.kinds else
+                               _row(f"{st.label} {fw.kinds[st.label]} ({fw.tokens[st.label]} tokens)", [st]))
+                       for st in sts]
         if len(sts) > 1:
             table.rows.append(head + _row("mean", sts))
     launched = sum(win.launches for w in workers if not w.totals["records"] and (win := window_of(w.window)))
@@ -102,6 +106,7 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
                            "workers view).")
     table.notes += [_window_note(w, many) for w in workers if steps(w)[0] and window_of(w.window) is not None]
     table.notes += [note for w in workers if (note := _program_note(w, many))]
+    table.notes += [note for w in workers if (note := _forwards_note(w, many))]
     table.notes += [_join_note(name, run, len(agg.inputs) > 1) for name, run in agg.joins.items()
                     if worker is None or len(agg.inputs) == 1 or any(w.name == name or w.name.startswith(name + ":")
                                                                      for w in workers)]
@@ -126,11 +131,37 @@ def _program_note(w, many: bool) -> str | None:
         return None
     whose = f"{w.name}: " if many else ""
     captured = "their median, timed the same way" if p.captured_from == "the same timing" else "the mean span above"
-    return (f"{whose}Program step {ms(p.unprofiled_ns)} ms unprofiled (median of {p.unprofiled_steps} steps run with "
+    u = p.unit
+    return (f"{whose}Program {u} {ms(p.unprofiled_ns)} ms unprofiled (median of {p.unprofiled_steps} {u}s run with "
             f"nothing of the capture on; {p.how}), captured {ms(p.captured_ns)} ms ({captured}): the capture inflated "
-            f"the step {p.inflation:.2f}x. The GPU's busy time per captured step is {ms(p.busy_ns)} ms (kernel time "
-            f"barely moves under a capture), so the program's GPU idle per step is {ms(p.unprofiled_ns)} - "
+            f"the {u} {p.inflation:.2f}x. The GPU's busy time per captured {u} is {ms(p.busy_ns)} ms (kernel time "
+            f"barely moves under a capture), so the program's GPU idle per {u} is {ms(p.unprofiled_ns)} - "
             f"{ms(p.busy_ns)} = {ms(p.program_idle_ns)} ms, where the capture shows {ms(p.trace_idle_ns)} ms.")
+
+
+def _forwards_note(w, many: bool) -> str | None:
+    """What the forward steps were (pyprof.prof.forwards): prefill and decode, and the time per output token."""
+    fw = forwards(w)
+    if fw is None:
+        return None
+    whose = f"{w.name}: " if many else ""
+    head = (f"{whose}Each step is one forward of the model (each outermost module call: pyprof.forward_steps, "
+            "pyprof run --forward-steps).")
+    if not fw.kinds:
+        return head + (f" Every captured forward's embedding lookup read {fw.decode_tokens} tokens: all of one kind, so "
+                       "none is told apart as a prefill or a decode (a window holding a generate() call's first "
+                       "forward shows both)." if fw.decode_tokens else
+                       " No forward has an embedding lookup with its input's shape: prefill and decode cannot be "
+                       "told apart.")
+    text = (f"{head} By the tokens their embedding lookup read: {fw.prefills} prefill, {fw.decodes} decode "
+            f"({fw.decode_tokens} tokens each: one per sequence).")
+    if fw.decode_span_ns is not None:
+        text += f" A decode forward's captured span: median {ms(fw.decode_span_ns)} ms."
+    p = program_step(w)
+    if p is not None and p.unit == "forward":
+        text += (f" Time per output token, the program's own: {ms(p.unprofiled_ns)} ms (its forward, unprofiled, "
+                 f"above: decode forwards are most of them, so the median is a decode's).")
+    return text
 
 
 def _join_note(name: str, run, many: bool) -> str:

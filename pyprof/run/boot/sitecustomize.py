@@ -63,9 +63,10 @@ class _Steps:
     (pyprof.init()'s wrappers installed but off, no profiler), so that they are the program's own step."""
 
     def __init__(self, backend: str, warmup: int, steps: int, trace: str, marker: str | None = None,
-                 timing: str | None = None) -> None:
+                 timing: str | None = None, forwards: bool = False) -> None:
         self.backend, self.warmup, self.steps, self.trace = backend, warmup, steps, trace
         self.marker = marker  # the script's own step ranges' name, counted instead of optimizer steps
+        self.forwards = forwards  # each outermost module call is a step (step_window.ForwardCounter)
         self.timing = timing  # where the step times go at exit (pyprof run reads them)
         self.done = 0  # optimizer steps so far
         self.finished = False
@@ -105,10 +106,11 @@ class _Steps:
 
         # Installed, but off until the capture begins: the steps before it are the program's own.
         self._install()
+        unit = "forward" if self.forwards else "step"
         if self.backend != "nsys":
             from pyprof.nvtx.timing import StepTimer
 
-            self.timer = StepTimer(torch)
+            self.timer = StepTimer(torch, unit)
             activities = [torch.profiler.ProfilerActivity.CPU]
             if torch.cuda.is_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
@@ -123,7 +125,11 @@ class _Steps:
                                                with_stack=True, with_modules=True, profile_memory=True,
                                                on_trace_ready=self._export)
             self.prof.start()
-        if self.marker is not None:
+        if self.forwards:
+            from pyprof.nvtx.step_window import ForwardCounter
+
+            ForwardCounter(lambda: self._after_step(None, None, None)).install()
+        elif self.marker is not None:
             self._count_marked_ranges(torch)
         elif self.backend == "nsys" and hasattr(torch.optim.Optimizer, "profile_hook_step"):
             # The step ranges are NVTX push/pop ranges, so they must open and close outside every other range.
@@ -154,7 +160,7 @@ class _Steps:
 
             # The step ranges bypass the script's counted push/pop (set just above) where there is one.
             push, pop = self._nvtx or (torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop)
-            self.window = Window(torch, self.warmup, self.steps, self._markers, push, pop)
+            self.window = Window(torch, self.warmup, self.steps, self._markers, push, pop, unit=unit)
             self.timer = self.window.timer
             self.window.start()
         atexit.register(self.at_exit)
@@ -240,7 +246,8 @@ class _Steps:
             return
         self.finished = True
         if self.done == 0:
-            what = f"no range named {self.marker!r} closed" if self.marker else "no optimizer.step() ran"
+            what = "no nn.Module was called" if self.forwards else \
+                f"no range named {self.marker!r} closed" if self.marker else "no optimizer.step() ran"
             sys.stderr.write(f"pyprof run: no step was counted ({what}); for a loop without an optimizer, name its "
                              "step ranges with --step-marker NAME\n")
 
@@ -268,7 +275,8 @@ def _boot() -> None:
     os.environ["PYPROF_RUN_ACTIVE"] = str(os.getpid())  # the script's children leave the capture to it
     steps = _Steps(backend, int(os.environ.get("PYPROF_RUN_WARMUP", "0")),
                    int(os.environ.get("PYPROF_RUN_STEPS", "0")), os.environ.get("PYPROF_RUN_TRACE", "trace.json"),
-                   os.environ.get("PYPROF_RUN_STEP_MARKER"), os.environ.get("PYPROF_RUN_TIMING"))
+                   os.environ.get("PYPROF_RUN_STEP_MARKER"), os.environ.get("PYPROF_RUN_TIMING"),
+                   os.environ.get("PYPROF_RUN_FORWARD_STEPS") == "1")
     try:
         steps.start()
     except ImportError as e:  # an interpreter without torch (or pyprof): the script runs, nothing is captured
