@@ -182,8 +182,11 @@ def _page(tables, base, new, out) -> None:
 def _steps_text(run) -> str:
     """A run's steps as the page's summary says them: how many, and how they were found (a run without steps
     says so: its one window is not a step)."""
+    from pyprof.diff.runs import FORWARDS
+
     plural = "" if run.steps == 1 else "s"
-    return f"{run.steps} step{plural} ({', '.join(run.step_sources)})"
+    unit = "forward" if run.step_sources == [FORWARDS] else "step"  # each figure per step is then per forward
+    return f"{run.steps} {unit}{plural} ({', '.join(run.step_sources)})"
 
 
 def _given(files: list[str]) -> str:

@@ -16,10 +16,12 @@ from pyprof.prof.aggregate import Aggregate, WorkerData, aggregate, numbered_fil
 from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
 from pyprof.prof.table.groups import is_optimizer
 from pyprof.prof.model.roofline import Peaks
+from pyprof.prof.forwards import forwards
 from pyprof.prof.steps import no_process, steps
 
 WHOLE = "whole capture"
 OPTIMIZER = "optimizer steps"
+FORWARDS = "forwards of an inference loop"  # steps that are forwards (pyprof.prof.forwards): a time per forward
 
 
 @dataclass
@@ -116,6 +118,8 @@ def load(label: str, sources: list, peaks: Peaks | None = None, jobs: int = 1) -
         n = len(sts)
         if source == WHOLE and opt.count.get(id(w), 0) > 1:
             n, source = opt.count[id(w)], OPTIMIZER
+        elif forwards(w) is not None:
+            source = FORWARDS
         if source not in run.step_sources:
             run.step_sources.append(source)
         run.steps += n

@@ -66,3 +66,45 @@ def test_without_the_programs_forward_timing_the_steps_are_plain_steps(tmp_path)
     table = _overview("serve_prefill_decode", tmp_path, with_timing=False)
     assert [r[0] for r in table.rows if r[0] != "mean"] == [f"ProfilerStep#{i}" for i in range(4)]
     assert not any(n.startswith(("Each step is one forward", "Program ")) for n in table.notes)
+
+
+def _actions(name: str, tmp_path, with_timing: bool = True) -> dict:
+    t = json.loads((DATA / f"{name}.timing.json").read_text())
+    side = [program_line(t["pid"], t["unprofiled_step_ns"], t["captured_step_ns"], t["how"])] if with_timing else []
+    records = tmp_path / "records.dict"
+    with open(records, "w") as out:
+        parse_file(str(DATA / f"{name}.sqlite.xz"), out, side_lines=side)
+    (table,) = build(aggregate_files([str(records)]), ["recommendations"])
+    c = table.columns
+    return {r[c.index("rule")]: r[c.index("action")] for r in table.rows}
+
+
+def test_the_findings_of_a_decode_loop_speak_of_decoding(tmp_path):
+    # 4 ms of host work per token around 0.5 ms of kernels: launch-bound, waiting on the host between forwards
+    actions = _actions("serve_prefill_decode", tmp_path)
+    assert actions["launch_bound"].startswith("Launch-bound decoding: run the decode step as a CUDA graph")
+    assert "sampling" in actions["idle_gaps"] and "zero_grad" not in actions["idle_gaps"]
+    # the same capture without the program's forward timing: nothing says these steps are forwards
+    plain = _actions("serve_prefill_decode", tmp_path, with_timing=False)
+    assert "foreach/fused optimizers" in plain["launch_bound"] and "zero_grad" in plain["idle_gaps"]
+
+
+def test_diff_counts_forwards_where_both_runs_stepped_by_forward(tmp_path):
+    import subprocess
+    import sys
+
+    paths = []
+    for name in ("serve_decode", "serve_prefill_decode"):
+        t = json.loads((DATA / f"{name}.timing.json").read_text())
+        path = tmp_path / f"{name}.dict"
+        with open(path, "w") as out:
+            parse_file(str(DATA / f"{name}.sqlite.xz"), out, side_lines=[
+                program_line(t["pid"], t["unprofiled_step_ns"], t["captured_step_ns"], t["how"])])
+        paths.append(str(path))
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "diff", *paths, "--table", "runs", "--jsonl"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in p.stdout.splitlines()]
+    # 6 decode forwards against 3 decodes and a prefill, each run's times per forward
+    assert [(r["steps"], r["step_source"]) for r in rows] == [(6, "forwards of an inference loop"),
+                                                              (4, "forwards of an inference loop")]

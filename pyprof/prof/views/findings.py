@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from pyprof.prof.aggregate import Aggregate, WorkerData
 from pyprof.prof.model.gpu_features import Capability, capability
+from pyprof.prof.forwards import forwards
 from pyprof.prof.inflation import ProgramStep, program_step
 from pyprof.prof.model.peaks import GpuPeaks
 from pyprof.prof.steps import steps
@@ -91,6 +92,8 @@ class Ctx:
         # program line measured it; pyprof.prof.inflation), else the profiled span (the steps' windows, wall time on
         # the GPU's clock), which includes the capture's own cost.
         self.programs: dict[int, ProgramStep | None] = {id(w): program_step(w) for w in ws}
+        # the steps are forwards of an inference loop (pyprof.prof.forwards): the actions speak of decoding
+        self.inference = any(forwards(w) is not None for w in ws)
         self.trace_span_ns = sum(s.span_ns for w in ws for s in steps(w)[0])
         self.span_ns = sum(self.worker_span_ns(w) for w in ws)
         self.notes: dict[tuple[str, str], str] = {}

@@ -61,6 +61,17 @@ def optimizer(c: Ctx) -> list[Finding]:
         f"{which}(..., fused=True): one kernel reads and writes each parameter and state once", ns)]
 
 
+#: The actions where the steps are forwards of an inference loop (Ctx.inference): a decode forward runs small
+#: kernels for one token per sequence, so its time is the host's launches and the loop's work between forwards.
+_LAUNCH_BOUND_INFERENCE = ("Launch-bound decoding: run the decode step as a CUDA graph (generate(..., "
+                           "cache_implementation='static') compiles it so; torch.compile(mode='reduce-overhead') "
+                           "for a loop of your own), and batch more sequences per forward")
+_IDLE_INFERENCE = ("The GPU waits for the host before this line: between forwards that is sampling and the loop's "
+                   "bookkeeping (a stopping check that reads a GPU value is a synchronisation every token); keep "
+                   "sampling on the GPU, check for the end every few tokens, run the decode step as a CUDA graph, "
+                   "batch more sequences")
+
+
 def idle(c: Ctx) -> list[Finding]:
     """The GPU waiting for the host: short gaps that end with work launched after the GPU went idle
     (launch-bound: computed from the launch times, so it needs them) and long gaps before a line's work."""
@@ -90,7 +101,7 @@ def idle(c: Ctx) -> list[Finding]:
             "launch_bound", f"before {top(_by_site(c, short))}; steps {top(_by_step(c, short))}",
             f"{n_short} gaps under {SHORT_GAP_NS / 1000:.0f} us, each ended by work launched after the GPU went "
             f"idle, leave it idle {_idle_words(c, trace_ns, short_ns)}; {tiny} of {n_k} kernels ran under 10 us",
-            short_ns,
+            short_ns, _LAUNCH_BOUND_INFERENCE if c.inference else
             "Launch-bound: CUDA graphs (torch.compile(mode='reduce-overhead')), torch.compile to fuse kernels, "
             "larger batches, foreach/fused optimizers", short_ns))
     rows = []
@@ -119,7 +130,7 @@ def idle(c: Ctx) -> list[Finding]:
                 f"{int(mine.sum())} gaps of {SHORT_GAP_NS / 1000:.0f} us or more before it, idle "
                 f"{_idle_words(c, trace_ns, ns)}, the largest {fmt_ms(int(g.idle_ns[big]))} in "
                 f"{g.labels[g.step[big]]}{late}",
-                ns,
+                ns, _IDLE_INFERENCE if c.inference else
                 "The GPU waits for the host before this line: profile the CPU between the previous GPU work and it "
                 "(Python work, data loading, zero_grad/optimizer overhead, synchronisations); CUDA graphs or "
                 "torch.compile cut host time, a DataLoader with workers and pin_memory overlaps loading", ns))
