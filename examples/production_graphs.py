@@ -124,6 +124,8 @@ def serve(args) -> None:
     model.eval()
     prompt = torch.randint(0, config.vocab_size, (args.gen_batch, args.prompt), device="cuda")
     kw = dict(max_new_tokens=args.tokens, min_new_tokens=args.tokens, do_sample=False, pad_token_id=0)
+    if args.static:
+        kw["cache_implementation"] = "static"  # the decode step compiled with CUDA graphs in the first calls
     rounds = []
     with torch.inference_mode():
         for _ in range(args.rounds):
@@ -144,6 +146,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("mode", choices=["train", "generate", "eager-generate", "serve"])
     p.add_argument("--rounds", type=int, default=4, help="serve: generate() calls")
+    p.add_argument("--static", action="store_true", help="serve: a static KV cache (decode under CUDA graphs)")
+    p.add_argument("--probe", choices=["counter", "off"], help=argparse.SUPPRESS)
     p.add_argument("--no-pyprof", action="store_true", help="without pyprof.init()")
     p.add_argument("--no-modules", action="store_true", help="pyprof.init(modules=False)")
     p.add_argument("--layers", type=int, default=4)
@@ -160,6 +164,14 @@ def main() -> None:
         import pyprof
 
         pyprof.init(modules=not args.no_modules)
+    if args.probe == "counter":  # what pyprof run --forward-steps installs, alone
+        from pyprof.nvtx.step_window import ForwardCounter
+
+        ForwardCounter(lambda: None).install()
+    elif args.probe == "off":  # pyprof run's wrappers, installed and off, alone
+        from pyprof.nvtx import install_off
+
+        install_off()
     if args.mode == "train":
         train(args)
     elif args.mode == "serve":

@@ -48,6 +48,7 @@ class _Recorder:
         self.dropped = 0
         self.count = 0
         self.emitter = None
+        self.lent = False  # the emitter was turned on for the captures alone (install's capture_begin)
         self.lock = threading.Lock()
 
     def begin(self, emitter) -> None:
@@ -133,15 +134,21 @@ def write_marks(emitter) -> int:
     return n
 
 
-def install(state) -> None:
-    """Record graph captures while ``state.emitter`` is on, and write them when profiling starts."""
-    cls = getattr(torch.cuda, "CUDAGraph", None)
+def install(state, cls=None) -> None:
+    """Record graph captures while ``state.emitter`` is on, or while the wrappers are installed but off, and write
+    them when profiling starts. ``cls``: the graph class whose captures are watched (``torch.cuda.CUDAGraph``)."""
+    cls = cls or getattr(torch.cuda, "CUDAGraph", None)
     if cls is None or not hasattr(cls, "capture_begin"):
         return
     begin, end = cls.capture_begin, cls.capture_end
 
     def capture_begin(self, *args, **kwargs):
         out = begin(self, *args, **kwargs)
+        if state.emitter is None and state.patches.saved and not recorder.active:
+            # The wrappers are installed but off (pyprof run before its window, pyprof.step()'s warm-up): a graph
+            # is captured once and replayed for good, so the markers are on for the capture alone.
+            state.emitter = _capture_emitter(state)
+            recorder.lent = True
         if state.emitter is not None:
             recorder.begin(state.emitter)
         return out
@@ -151,6 +158,9 @@ def install(state) -> None:
             return end(self, *args, **kwargs)
         finally:
             recorder.end()
+            if recorder.lent and not recorder.active:
+                recorder.lent = False
+                state.emitter = None
 
     state.patches.replace(cls, "capture_begin", capture_begin)
     state.patches.replace(cls, "capture_end", capture_end)
@@ -164,6 +174,15 @@ def install(state) -> None:
             return out
 
         state.patches.replace(cudart, "cudaProfilerStart", profiler_start)
+
+
+def _capture_emitter(state):
+    """An emitter for a capture while the markers are off, with the options of the last init() (its sink, its
+    stack setting)."""
+    from pyprof.nvtx.emit import Emitter, NvtxSink
+
+    sink = state.options.get("sink")
+    return Emitter(sink if sink is not None else NvtxSink(), stack=state.options.get("stack", False))
 
 
 def _cudart():

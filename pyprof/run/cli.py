@@ -123,7 +123,9 @@ def _run(args) -> int:
         for suffix in (".nsys-rep", ".qdstrm", ".sqlite"):
             Path(f"{capture}{suffix}").unlink(missing_ok=True)
         window = ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"] if args.steps else []
-        cmd = [_nsys(), "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", *window,
+        # --cuda-graph-trace=node: each kernel a CUDA graph replays is reported with its node, which parse ties to
+        # the ranges of the node's capture (docs/capture.md); without it a replay is one activity
+        cmd = [_nsys(), "profile", "-t", "cuda,nvtx", "-s", "none", "--cpuctxsw=none", "--cuda-graph-trace=node", *window,
                "-o", str(capture), "-f", "true", *command]
     else:
         Path(env["PYPROF_RUN_TRACE"]).unlink(missing_ok=True)

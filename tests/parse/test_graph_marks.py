@@ -186,3 +186,41 @@ def test_the_capture_records_its_own_threads_ranges_and_writes_them_as_marks():
     finally:
         pyprof.uninit()
         graphs.recorder.__init__()
+
+
+def test_a_capture_while_the_markers_are_off_turns_them_on_for_itself():
+    # pyprof run before its window, and pyprof.step()'s warm-up, keep the wrappers installed but off; a graph
+    # captured then (reduce-overhead's warm-up, a server's start-up) is captured once, so its ranges are kept
+    import torch
+
+    import pyprof
+    from pyprof.nvtx import graphs, set_markers, state
+
+    class FakeGraph:  # what a capture does to pyprof: begin, the body's ops, end (no CUDA on this machine)
+        def capture_begin(self):
+            pass
+
+        def capture_end(self):
+            pass
+
+    sink = pyprof.RecordingSink()
+    pyprof.init(sink=sink, modules=False, backward=False)
+    try:
+        graphs.recorder.__init__()
+        graphs.install(state, FakeGraph)
+        set_markers(False)  # as pyprof.step()'s window does for its warm-up steps
+        graphs.install(state, FakeGraph)  # what install_off's init() installed, for the fake class
+        assert state.emitter is None
+        torch.ones(2)  # off: no range
+        g = FakeGraph()
+        g.capture_begin()
+        torch.zeros(3)
+        g.capture_end()
+        torch.ones(4)  # off again
+        assert state.emitter is None
+        (capture,) = graphs.recorder.captures
+        assert [json.loads(r[2])["op"] for r in capture.ranges] == ["zeros"]
+        assert [json.loads(e[1])["op"] for e in sink.events if e[0] == "push"] == ["zeros"]
+    finally:
+        pyprof.uninit()
+        graphs.recorder.__init__()
