@@ -42,6 +42,7 @@ class Headline:
     program_step_ms: float | None = None
     captured_step_ms: float | None = None
     inflation: float | None = None
+    unit: str = "step"  # "forward" where every program line timed forwards (an inference loop's steps)
     top_ops: list[Entry] = field(default_factory=list)
     top_lines: list[Entry] = field(default_factory=list)
     findings: list[Entry] = field(default_factory=list)
@@ -104,6 +105,7 @@ def headline(agg: Aggregate, tables: list[Table], flops_ns: int) -> Headline:
         modelled_pct=round(100.0 * (cov.own_ns + cov.elsewhere_ns) / t, 2) if t else None,
         flops_pct=round(100.0 * flops_ns / t, 2) if t else None,
         program_step_ms=program_ms, captured_step_ms=captured_ms, inflation=inflation,
+        unit="forward" if progs and all(p.unit == "forward" for p in progs) else "step",
         top_ops=_top(by_name.get("operators"), "op", "device_ms"),
         top_lines=_top(by_name.get("lines"), "line", "gpu_ms", "source"),
         findings=_findings(by_name.get("recommendations")))

@@ -108,3 +108,21 @@ def test_diff_counts_forwards_where_both_runs_stepped_by_forward(tmp_path):
     # 6 decode forwards against 3 decodes and a prefill, each run's times per forward
     assert [(r["steps"], r["step_source"]) for r in rows] == [(6, "forwards of an inference loop"),
                                                               (4, "forwards of an inference loop")]
+
+
+def test_the_reports_headline_speaks_of_forwards(tmp_path):
+    from pyprof.report.headline import headline
+
+    t = json.loads((DATA / "serve_prefill_decode.timing.json").read_text())
+    records = tmp_path / "records.dict"
+    with open(records, "w") as out:
+        parse_file(str(DATA / "serve_prefill_decode.sqlite.xz"), out, side_lines=[
+            program_line(t["pid"], t["unprofiled_step_ns"], t["captured_step_ns"], t["how"])])
+    h = headline(aggregate_files([str(records)]), [], 0)
+    # the program's own forward: the median of the timer's unprofiled forwards, in ms
+    assert h.unit == "forward" and h.steps == 4
+    assert h.program_step_ms == round(statistics.median(t["unprofiled_step_ns"]) / 1e6, 4)
+    plain = tmp_path / "plain.dict"
+    with open(plain, "w") as out:
+        parse_file(str(DATA / "serve_prefill_decode.sqlite.xz"), out)
+    assert headline(aggregate_files([str(plain)]), [], 0).unit == "step"

@@ -495,15 +495,17 @@
       if (sub) c.appendChild(el("div", {class: "sub"}, sub));
       cards.appendChild(c);
     }
-    card("Step time", H.step_ms === null ? "na" : fmtv(H.step_ms, "step_ms") + " ms",
-         H.steps ? "mean of " + H.steps + " step" + (H.steps === 1 ? "" : "s") : "no steps found");
+    // a step is a forward where the program timed each forward (an inference loop); older pages' data say nothing
+    const unit = H.unit || "step", Unit = unit[0].toUpperCase() + unit.slice(1);
+    card(Unit + " time", H.step_ms === null ? "na" : fmtv(H.step_ms, "step_ms") + " ms",
+         H.steps ? "mean of " + H.steps + " " + unit + (H.steps === 1 ? "" : "s") : "no steps found");
     // the program's own step, timed with nothing of the capture on (pyprof run); absent in older pages' data
     if (H.program_step_ms !== null && H.program_step_ms !== undefined)
-      card("Program step", fmtv(H.program_step_ms, "step_ms") + " ms",
+      card("Program " + unit, fmtv(H.program_step_ms, "step_ms") + " ms",
            "unprofiled; captured " + fmtv(H.captured_step_ms, "step_ms") + " ms: the capture inflated it " +
-           H.inflation + "x");
+           H.inflation + "x" + (unit === "forward" ? "; a decode forward's is the time per output token" : ""));
     else
-      card("Program step", "na", "not measured: the step above includes the capture's own cost");
+      card("Program " + unit, "na", "not measured: the " + unit + " above includes the capture's own cost");
     card("GPU busy", H.gpu_busy_pct === null ? "na" : fmtv(H.gpu_busy_pct, "busy_pct") + "%",
          "of the steps' time; idle the rest");
     card("GPU time", fmtv(H.gpu_ms, "gpu_ms") + " ms", H.activities.toLocaleString("en-US") + " GPU activities");
