@@ -26,7 +26,7 @@ def test_main_job_runs_on_the_shipped_profile(tmp_path):
     run = subprocess.run(job, shell=True, cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    assert lines[0].split() == ["Key", "Count", "Time(ms)", "Time%", "Comm%", "FLOPs", "TFLOP/s", "Roofline%",
+    assert lines[0].split() == ["Op", "Count", "Time(ms)", "Time%", "Comm%", "FLOPs", "TFLOP/s", "Roofline%",
                                  "TC%"]
     assert len(lines) == 16 and max(map(len, lines)) <= 150
     keys = [re.split(r"\s{2,}", l)[0] for l in lines[1:]]

@@ -52,12 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--csv", action="store_true", help="CSV output")
     g.add_argument("-w", dest="width", type=int, default=0, metavar="WIDTH",
-                   help="columnated output, never wider than WIDTH (the default on a terminal: its width)")
+                   help="columnated output, WIDTH wide where the numbers allow (the default on a terminal: its "
+                        "width)")
     g.add_argument("--jsonl", action="store_true", help="JSON Lines output (null for na)")
     g.add_argument("--space", action="store_true",
                    help="space-separated, one row per line, spaces inside a value written as _ (for awk; the "
                         "default when the output is not a terminal, as a pipe or a file)")
     p.add_argument("--no-header", action="store_true", help="omit the header line")
+    p.add_argument("--exact", action="store_true",
+                   help="columnated output with every number whole (by default counts of FLOPs and bytes of a "
+                        "million or more are shown with an SI prefix, as 2.72T)")
     p.add_argument("--group-by", choices=["op", "layer", "kernel", "callsite", "dir"],
                    help="print a summary grouped by this key instead of one row per kernel")
     p.add_argument("--top", type=int, default=None, metavar="N",
@@ -135,10 +139,11 @@ def output_format(args) -> tuple[str, int]:
         return "jsonl", 0
     if getattr(args, "space", False):  # pyprof diff has no --space
         return "space", 0
+    columns = "columns-exact" if getattr(args, "exact", False) else "columns"  # pyprof diff has no --exact
     if args.width:
-        return "columns", args.width
+        return columns, args.width
     if sys.stdout is not None and sys.stdout.isatty():  # None: started with stdout closed (>&-)
-        return "columns", shutil.get_terminal_size().columns
+        return columns, shutil.get_terminal_size().columns
     return "space", 0
 
 

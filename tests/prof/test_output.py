@@ -77,9 +77,10 @@ def test_columns_never_wider_than_width(name):
 
 
 def test_columns_pad_with_two_spaces():
+    # numbers stand right-aligned, text left-aligned
     assert _write("columns", [(0, "gemm", 500), (10, "k", 7)], width=80) == ("Idx  Kernel  Sil(ns)\n"
-                                                                             "0    gemm    500\n"
-                                                                             "10   k       7\n")
+                                                                             "  0  gemm        500\n"
+                                                                             " 10  k             7\n")
 
 
 def test_jsonl_keeps_names_whole_and_escaped():

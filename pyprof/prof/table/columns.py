@@ -173,7 +173,7 @@ def row_function(cols: list[str], fmt) -> tuple[Callable, bool]:
     one empty field as ``""``, a field of its own kind."""
     if fmt.fields is not None and len(cols) > 1:
         return compile_line(cols, fmt.fields()), True
-    return compile_row(cols, raw=fmt.raw, short_trace=(fmt.name == "columns")), False
+    return compile_row(cols, raw=fmt.raw, short_trace=fmt.name.startswith("columns")), False
 
 
 #: The type of a number column's text value where it has one (where not, the string 'na', or None): the type

@@ -14,9 +14,10 @@ keeps names whole.
 from __future__ import annotations
 
 import csv
-import re
 import io
 import json
+import re
+import textwrap
 from typing import IO, Callable, Sequence
 
 from pyprof.common import MAX_FIELD_CHARS, BoundedDict, UsageError, printable
@@ -233,44 +234,265 @@ class JsonLinesFormat(Format):
 
 @register_format("columns")
 class ColumnsFormat(Format):
-    """Columnated, never wider than ``width`` characters. Text columns give up width first, paths losing their
-    start (``~/lenet.py:25``: the file and line stay), other text its end; a number is never cut (a -w too
-    narrow for the numbers is a usage error naming the width they need). Fields go through
-    ``printable`` first, so that the width of a field is its number of characters (padded here, not by
-    tabulate, whose optional wcwidth mode would count a combining character as no column and pad past
-    ``width``)."""
+    """Columnated for a person at a terminal, ``width`` characters wide where the numbers allow. Numbers are never
+    cut and stand right-aligned; a count of FLOPs or bytes of a million or more is shown with an SI prefix
+    (``2.72T``; the ``columns-exact`` format, ``--exact``, shows it whole). Headers wrap at spaces onto up to three
+    lines rather than being cut. Text columns give up width first, none below TEXT_MIN characters while its text
+    is longer: prose (a finding's evidence, an action) wraps onto further lines, paths lose their start
+    (``~/lenet.py:25``: the file and line stay), other text its end. A table whose numbers and narrowest text do not
+    fit is printed wider than ``width`` rather than refused. Fields go through ``printable`` first, so that the
+    width of a field is its number of characters."""
 
     GAP = 2  # columns are separated by two spaces
+    si = True  # counts of FLOPs and bytes with SI prefixes
 
     def __init__(self, *a, **k):
         super().__init__(*a, **k)
         self._rows: list[tuple] = []
-        n = len(self.columns)
-        if self.width < n + self.GAP * (n - 1):
-            raise UsageError(f"-w {self.width} is too narrow for {n} columns "
-                             f"(at least {n + self.GAP * (n - 1)} needed)")
+        self._si = [self.si and _quantity(c) for c in self.columns]
+        self._header = False  # header() was called: the header is written (at close, sized with the rows)
+
+    def header(self) -> None:
+        self._header = True
 
     def rows(self, rows: list[tuple]) -> None:
-        cells = [tuple([str(v) for v in r]) for r in rows]
+        if self.si:  # counts of FLOPs and bytes with SI prefixes, other floats to 4 significant digits
+            si = self._si
+            cells = [tuple([si_text(v) if q and type(v) in (int, float) else short_float(v) if type(v) is float
+                            else str(v) for v, q in zip(r, si)]) for r in rows]
+        else:
+            cells = [tuple([str(v) for v in r]) for r in rows]
         if not _plain([" ".join(c) for c in cells]):
             cells = [tuple([printable(v) for v in c]) for c in cells]
         self._rows.extend(cells)
 
     def close(self) -> None:
         headers = [printable(h) for h in self.headers]
-        flexible = [j for j, c in enumerate(self.columns) if c in FLEXIBLE]
-        numbers = [j for j in range(len(self.columns)) if all(_NUMBER.fullmatch(r[j]) for r in self._rows)]
-        widths = fit_widths([len(h) for h in headers], self._rows, self.width, self.GAP, flexible, numbers)
-        cuts = [cut_left if c in PATHS or (self._rows and all(_SITE.fullmatch(r[j]) for r in self._rows)) else cut
-                for j, c in enumerate(self.columns)]
-        gap = " " * self.GAP
-        self.stream.write("".join(gap.join([f(v, w).ljust(w) for v, w, f in zip(r, widths, cuts)]).rstrip() + "\n"
-                                  for r in [headers, *self._rows]))
+        columns, rows, same, narrow = self.columns, self._rows, [], []
+        natural = fit_columns(headers, rows, 1 << 30, self.GAP, set(), set())
+        if rows and sum(natural) + self.GAP * (len(columns) - 1) > self.width:
+            # a column that says nothing (na, 0 or - in every row) gives its room to the others; a line says so
+            blank = {j for j in range(len(columns)) if len({r[j] for r in rows}) == 1 and rows[0][j] in _NOTHING}
+            if blank and len(blank) < len(columns):
+                same = [f"{headers[j]} {rows[0][j]}" for j in sorted(blank)]
+                headers, columns, rows = _without(blank, headers, columns, rows)
+        while True:
+            widths, gap_n, numbers, prose, rows = self._layout(headers, columns, rows)
+            text = [j for j in range(len(columns)) if j not in numbers]
+            key = text[0] if text else None
+            others = [j for j in text[1:] if j not in prose]
+            if widths is None or key is None or not others or widths[key] >= min(TEXT_MIN, natural_width(
+                    headers[key], rows, key)):
+                break
+            # the row's key would go below TEXT_MIN characters: a later text column gives way, whole
+            narrow.append(headers[others[-1]])
+            headers, columns, rows = _without({others[-1]}, headers, columns, rows)
+        self._rows = rows
+        if widths is None:
+            self._blocks(headers)
+        else:
+            self._render(headers, columns, rows, widths, gap_n, numbers, prose)
+        if self._header and (same or narrow):
+            said = ([f"the same in every row: {'; '.join(same)}"] if same else []) + \
+                ([f"too narrow to show: {', '.join(narrow)} (a wider terminal, or --csv)"] if narrow else [])
+            self.stream.write(cut(f"(not shown, {'; '.join(said)})", self.width) + "\n")
+        self.stream.flush()
+
+    def _layout(self, headers: list[str], columns: list[str], rows: list[tuple]):
+        """(widths or None for blocks, the gap, the number columns, the prose columns, the rows as shown)."""
+        n = len(columns)
+        numbers = {j for j in range(n) if all(_NUMBER.fullmatch(r[j]) for r in rows)}
+        prose = {j for j, c in enumerate(columns) if c in PROSE and j not in numbers}
+        gap_n = self.GAP
+        widths = fit_columns(headers, rows, self.width, gap_n, numbers, prose)
+        if sum(widths) + gap_n * (n - 1) > self.width:
+            # tighter: one space between columns, and number headers broken inside a word
+            gap_n = 1
+            widths = fit_columns(headers, rows, self.width, gap_n, numbers, prose, break_words=True)
+        if sum(widths) + gap_n * (n - 1) > self.width and self.si:
+            # numbers to 3 significant digits, so that text keeps TEXT_MIN characters where it can
+            rows = [tuple(_shorter(v) if j in numbers else v for j, v in enumerate(r)) for r in rows]
+            widths = fit_columns(headers, rows, self.width, gap_n, numbers, prose, break_words=True)
+        for key_min in (TEXT_MIN, 3):
+            if sum(widths) + gap_n * (n - 1) <= self.width or prose:
+                break
+            # text below TEXT_MIN now that no number can give more room, the row's key (the first text column)
+            # last: the file and line of a path stay
+            widths = fit_columns(headers, rows, self.width, gap_n, numbers, prose, break_words=True,
+                                 text_min=3, key_min=key_min)
+        if prose and (min(widths[j] for j in prose) < PROSE_MIN or sum(widths) + gap_n * (n - 1) > self.width):
+            return None, gap_n, numbers, prose, rows  # sentences this narrow are a word a line: blocks
+        return widths, gap_n, numbers, prose, rows
+
+    def _render(self, headers, columns, rows, widths, gap_n, numbers, prose) -> None:
+        # names that share a start (fused:view+_to_copy+..., _foreach_addcdiv_ and _foreach_addcmul_) stay apart
+        cuts = [cut_left if c in PATHS or (rows and all(_SITE.fullmatch(r[j]) for r in rows)) else
+                cut_middle for j, c in enumerate(columns)]
+        gap = " " * gap_n
+        head = [_wrap(h, w, 3) for h, w in zip(headers, widths)]
+        tall = max((len(h) for h in head), default=1)
+        out = []
+        for i in range(tall if self._header else 0):  # headers bottom-aligned over their columns
+            line = [(h[i - tall + len(h)] if i >= tall - len(h) else "") for h in head]
+            out.append(_line(line, widths, numbers, gap))
+        for r in rows:
+            parts = [_wrap(v, w, 0) if j in prose else [cuts[j](v, w)] for j, (v, w) in enumerate(zip(r, widths))]
+            for i in range(max(len(p) for p in parts) if parts else 1):
+                out.append(_line([p[i] if i < len(p) else "" for p in parts], widths, numbers, gap))
+        self.stream.write("".join(line + "\n" for line in out))
+
+    def _blocks(self, headers: list[str]) -> None:
+        """Each row as a block: its first field, then one ``Header: value`` line per other field, wrapped to the
+        width and indented; a blank line between blocks."""
+        w = max(self.width, PROSE_MIN + 4)
+        out = []
+        for r in self._rows:
+            if out:
+                out.append("")  # (a block's field names are its header: --no-header leaves them)
+            out += textwrap.wrap(r[0], w, subsequent_indent="  ", break_on_hyphens=False) if r and r[0] else [""]
+            for h, v in zip(headers[1:], r[1:]):
+                out += textwrap.wrap(f"{h}: {v}", w, initial_indent="  ", subsequent_indent="    ",
+                                     break_on_hyphens=False) or ["  " + h + ":"]
+        self.stream.write("".join(line + "\n" for line in out))
         self.stream.flush()
 
 
+@register_format("columns-exact")
+class ExactColumnsFormat(ColumnsFormat):
+    """``columns`` with every number whole (``--exact``)."""
+
+    si = False
+
+
+#: What a column that says nothing holds in every row (left out where the table would not fit otherwise).
+_NOTHING = frozenset({"na", "0", "0.0", "-", ""})
+#: The narrowest a text column is made while its text is longer (and a number column could give up room instead).
+TEXT_MIN = 12
+#: Below this width a sentence column reads a word a line: the table is printed a block per row instead.
+PROSE_MIN = 24
+#: Text columns that wrap onto further lines rather than being cut: sentences (the findings' and notes' columns).
+PROSE = frozenset({"about", "evidence", "action", "note"})
+_SI = ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"))
+
+
+def _quantity(column: str) -> bool:
+    """A column whose values are counts of FLOPs or bytes (shown with SI prefixes): not a rate (``tflops``)."""
+    return ("flops" in column or "bytes" in column) and not column.startswith("tflops")
+
+
+def si_text(v) -> str:
+    """A count as a person reads it: three significant digits and an SI prefix from a million up (``2.72T``),
+    whole below."""
+    for scale, prefix in _SI:
+        if abs(v) >= scale:
+            return f"{v / scale:.3g}{prefix}"
+    return str(v)
+
+
+def short_float(v: float) -> str:
+    """A float as a person reads it in a table: 4 significant digits (at most 1 decimal from 100 up, none from
+    1000 up), never in exponent form from 0.001 up."""
+    a = abs(v)
+    if a >= 1000 or v != v or a == float("inf"):
+        return f"{v:.0f}" if a < 1e15 and v == v and a != float("inf") else str(v)
+    if a >= 100:
+        return f"{v:.1f}"
+    if a >= 10:
+        return f"{v:.2f}"
+    if a >= 1 or a == 0:
+        return f"{v:.3f}".rstrip("0").rstrip(".") if a else "0.0"
+    return f"{v:.4g}"
+
+
+_DECIMAL = re.compile(r"-?[0-9]+\.[0-9]+")
+
+
+def _shorter(cell: str) -> str:
+    """A decimal number's text to 3 significant digits (``0.4157`` -> ``0.416``, ``15.31`` -> ``15.3``, ``319.1`` ->
+    ``319``); anything else as it is."""
+    if not _DECIMAL.fullmatch(cell):
+        return cell
+    v = float(cell)
+    a = abs(v)
+    text = f"{v:.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}" if a >= 1 else f"{v:.3g}"
+    return text if len(text) < len(cell) else cell
+
+
+def _without(drop: set, headers: list[str], columns: list[str], rows: list[tuple]):
+    """The table without the columns ``drop``."""
+    keep = [j for j in range(len(columns)) if j not in drop]
+    return [headers[j] for j in keep], [columns[j] for j in keep], [tuple(r[j] for j in keep) for r in rows]
+
+
+def natural_width(header: str, rows: list[tuple], j: int) -> int:
+    """Column ``j``'s width with nothing cut: its longest value or its header."""
+    return max(max((len(r[j]) for r in rows), default=0), len(header), 1)
+
+
+def _line(cells: list[str], widths: list[int], numbers: set, gap: str) -> str:
+    return gap.join([c.rjust(w) if j in numbers else c.ljust(w)
+                     for j, (c, w) in enumerate(zip(cells, widths))]).rstrip()
+
+
+def _wrap(text: str, w: int, most: int) -> list[str]:
+    """``text`` in lines of at most ``w`` characters, broken at spaces (a word longer than ``w`` is cut across
+    lines); at most ``most`` lines (0: as many as it takes), the last cut with ``~``."""
+    if len(text) <= w or w <= 0:
+        return [text[:w] if w > 0 else text]
+    lines = textwrap.wrap(text, w, break_long_words=True, break_on_hyphens=False) or [""]
+    if most and len(lines) > most:
+        lines = lines[:most - 1] + [cut(" ".join(lines[most - 1:]), w)]
+    return lines
+
+
+def fit_columns(headers: list[str], rows: list[tuple], width: int, gap: int, numbers: set, prose: set,
+                break_words: bool = False, text_min: int = TEXT_MIN, key_min: int | None = None) -> list[int]:
+    """Column widths that fit ``width`` in total where they can: each column its natural width (its longest
+    value, and its header's when that fits on one line); if that is too wide, number columns keep their values'
+    width (their headers wrap, down to their longest word), and the text columns share what is left, shrunk from
+    the widest down, none below TEXT_MIN characters while its text is longer (nor below its header's longest
+    word). Too little room for that: the table is wider than ``width``."""
+    n = len(headers)
+    value = [max((len(r[j]) for r in rows), default=0) for j in range(n)]
+    word = [max((len(x) for x in h.split()), default=0) for h in headers]
+    nat = [max(value[j], len(headers[j]), 1) for j in range(n)]
+    budget = width - gap * (n - 1)
+    if sum(nat) <= budget:
+        return nat
+    out = list(nat)
+    for j in numbers:  # a number header wraps at spaces, or (break_words) inside a word: never below 3 characters
+        out[j] = max(value[j], 3 if break_words else word[j], 1)
+    text = [j for j in range(n) if j not in numbers]
+    floor = {j: max(min(nat[j], text_min), min(word[j], text_min), 1) for j in text}
+    if key_min is not None and text:  # the first text column, the row's key, keeps key_min characters
+        floor[text[0]] = max(floor[text[0]], min(nat[text[0]], key_min))
+    room = budget - sum(out[j] for j in numbers)
+    if room <= sum(floor.values()):
+        for j in text:
+            out[j] = floor[j]
+        return out
+    # the cap c such that the text columns, each min(nat, c) and at least its floor, fit the room
+    lo, hi = 1, max((nat[j] for j in text), default=1)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if sum(max(floor[j], min(nat[j], mid)) for j in text) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    for j in text:
+        out[j] = max(floor[j], min(nat[j], lo))
+    spare = room - sum(out[j] for j in text)
+    for j in sorted(text, key=lambda j: -nat[j]):
+        if spare <= 0:
+            break
+        if out[j] < nat[j]:
+            out[j] += 1
+            spare -= 1
+    return out
+
+
 #: A cell that is a number (or says there is none): never cut.
-_NUMBER = re.compile(r"\(?-?[0-9][0-9.,e+-]*\)?%?|na|-|")  # 12, 0.45, 1.2e+09, 491,493, (16,1,1), na
+_NUMBER = re.compile(r"\(?-?[0-9][0-9.,e+-]*[MGTP]?\)?%?|na|-|")  # 12, 0.45, 1.2e+09, 2.72T, 491,493, (16,1,1), na
 #: Columns of paths and ``file:line`` sites: cut from the left, so that the file and line stay (as is any column
 #: whose every cell is a site: ``--group-by callsite``'s key).
 PATHS = frozenset({"trace", "callsite", "line", "path"})
@@ -282,69 +504,16 @@ def cut_left(s: str, w: int) -> str:
     return s if len(s) <= w else "~" + s[len(s) - max(w - 1, 0):] if w > 1 else s[-w:] if w else ""
 
 
+def cut_middle(s: str, w: int) -> str:
+    """``s`` in at most ``w`` characters: its start and its end with ``~`` between them, when longer."""
+    if len(s) <= w:
+        return s
+    if w < 5:
+        return cut(s, w)
+    head = (w - 1) // 2
+    return s[:head] + "~" + s[len(s) - (w - 1 - head):]
+
+
 def cut(s: str, w: int) -> str:
     """``s`` in at most ``w`` characters: cut, with ``~`` as its last one, when longer."""
     return s if len(s) <= w else s[: max(w - 1, 0)] + "~"
-
-
-#: Text columns that give up width first (as the original gave kernel and params the remainder).
-FLEXIBLE = frozenset({"kernel", "params", "trace", "layer", "callsite", "op", "mod", "note", "key",
-                      # the views' text columns (pyprof.report)
-                      "source", "line", "shapes", "path", "about", "evidence", "action"})
-
-
-def fit_widths(header_widths: list[int], rows: list[tuple], width: int, gap: int,
-               flexible: Sequence[int] = (), numbers: Sequence[int] = ()) -> list[int]:
-    """Column widths that fit ``width`` in total: each column its natural width; then the widest flexible
-    (text) columns are shrunk, and only if that is not enough every other column but the ``numbers``
-    (water-filling), which keep their width. Raises UsageError when the numbers alone do not fit."""
-    nat = list(header_widths)
-    for r in rows:
-        for j, v in enumerate(r):
-            if len(v) > nat[j]:
-                nat[j] = len(v)
-    budget = width - gap * (len(nat) - 1)
-    if sum(nat) <= budget:
-        return nat
-    if numbers:
-        # A number column keeps its values whole; its header gives way first when the others need the room.
-        values = {j: max((len(r[j]) for r in rows), default=1) or 1 for j in numbers}
-        others = [j for j in range(len(nat)) if j not in numbers]
-        if budget - sum(nat[j] for j in numbers) < 3 * len(others):
-            nat = [values[j] if j in values else n for j, n in enumerate(nat)]
-        kept = sum(nat[j] for j in numbers)
-        if budget - kept < len(others):  # every other column needs a character at least
-            raise UsageError(f"-w {width} is too narrow for these numbers: at least "
-                             f"{kept + len(others) + gap * (len(nat) - 1)} needed (numbers are never cut)")
-        sub = fit_widths([nat[j] for j in others], [], budget - kept + gap * (len(others) - 1), gap,
-                         [i for i, j in enumerate(others) if j in flexible])
-        out = list(nat)
-        for j, w in zip(others, sub):
-            out[j] = w
-        return out
-    if flexible:
-        fixed = sum(n for j, n in enumerate(nat) if j not in flexible)
-        flex_budget = budget - fixed
-        if flex_budget >= 3 * len(flexible):
-            sub = fit_widths([nat[j] for j in flexible], [], flex_budget + 0, 0)
-            out = list(nat)
-            for j, w in zip(flexible, sub):
-                out[j] = w
-            return out
-    # Find the cap c such that sum(min(n, c)) <= budget, then hand out the rest one by one.
-    lo, hi = 1, max(nat)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if sum(min(n, mid) for n in nat) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    out = [min(n, lo) for n in nat]
-    spare = budget - sum(out)
-    for j in sorted(range(len(nat)), key=lambda j: -nat[j]):
-        if spare <= 0:
-            break
-        if out[j] < nat[j]:
-            out[j] += 1
-            spare -= 1
-    return out

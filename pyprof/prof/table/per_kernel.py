@@ -32,7 +32,7 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
     if header:
         writer.header()
     peaks = peaks or Peaks()
-    if jobs > 1 and fmt != "columns" and parallel.available() and parallel.suits(stream):
+    if jobs > 1 and not fmt.startswith("columns") and parallel.available() and parallel.suits(stream):
         coverage = parallel.run_parallel(stream, path, _chunk_plan(list(columns), fmt), out.write, peaks, jobs,
                                          getattr(out, "commit", None))
         writer.close()
@@ -43,7 +43,7 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
     rows_ = RowStream(Modeller(share=True), row, peaks, need_roof, coverage, lean_decoder(columns))
     with no_cyclic_gc():
         stream_rows(stream, path, rows_, writer.lines if as_lines else writer.rows,
-                    getattr(out, "commit", None) if fmt != "columns" else None)  # columns: sized at the end
+                    getattr(out, "commit", None) if not fmt.startswith("columns") else None)  # columns: sized at the end
     writer.close()
     return coverage
 

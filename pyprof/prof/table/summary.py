@@ -25,6 +25,8 @@ from pyprof.prof.model.roofline import Peaks
 # collective (TorchRec's All2All_Pooled_Req, DDP's allreduce_) reads as communication, not computation.
 SUMMARY_COLUMNS = ["key", "count", "time_ms", "time_pct", "comm_pct", "flops", "tflops", "roofline", "tc_pct"]
 SUMMARY_HEADERS = ["Key", "Count", "Time(ms)", "Time%", "Comm%", "FLOPs", "TFLOP/s", "Roofline%", "TC%"]
+#: The first column's header: what the rows are grouped by (the column key stays ``key`` for CSV and JSON Lines).
+KEY_HEADERS = {"op": "Op", "layer": "Layer", "kernel": "Kernel", "callsite": "Line", "dir": "Direction"}
 
 
 def summarize(records: Iterable[tuple[int, dict]], out: IO[str], group_by: str, fmt: str = "space",
@@ -130,7 +132,7 @@ class _Table:
             table = table[:top]
         labels = kernel_labels(self.shorts) if group_by == "kernel" else {}
         cls = FORMATS[fmt]
-        w = cls(out, SUMMARY_COLUMNS, SUMMARY_HEADERS, width)
+        w = cls(out, SUMMARY_COLUMNS, [KEY_HEADERS.get(group_by, "Key")] + SUMMARY_HEADERS[1:], width)
         w.header()
         body = []
         for k, g in table:
