@@ -94,7 +94,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "temporary folder, removed after; with dask://, a folder the workers share)")
     p.add_argument("--strict", action="store_true",
                    help="exit 1 when any kernel has no modelled FLOPs/bytes (the report says which ops)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no coverage report on stderr")
+    p.add_argument("-q", "--quiet", action="store_true", help="nothing on stderr but errors")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="every note on stderr: how each view's numbers are made, what was not modelled and why "
+                        "(by default one line: how much of the GPU time got modelled numbers)")
     return p
 
 
@@ -110,9 +113,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.discard()
 
 
-def _report(text: str) -> None:
+def _report(text: str, verbose: bool = True, more: int = 0) -> None:
+    """The coverage lines on stderr: all of them with -v, else the first, saying how many notes -v adds (``more``
+    besides the coverage's own)."""
     # The coverage lines quote op names from the input: each line printable, as the rows are.
-    print("\n".join(printable(line) for line in text.split("\n")), file=sys.stderr)
+    lines = [printable(line) for line in text.split("\n")]
+    if not verbose:
+        more += len(lines) - 1
+        lines = lines[:1]
+        if more:
+            lines[0] += f" (-v: {more} more note{'s' if more > 1 else ''})"
+    print("\n".join(lines), file=sys.stderr)
 
 
 def _not_an_export(path: str) -> None:
@@ -200,12 +211,12 @@ def _run(args, out) -> int:
         if stream is not sys.stdin.buffer:
             stream.close()
     out.publish()
-    if args.group_by == "layer" and not args.quiet:
+    if args.group_by == "layer" and args.verbose:
         # The same word means two sums: say which this one is.
         print(f"{PROG}: --group-by layer: each layer's own time (the activities launched directly in it, not in "
               "the layers inside it); --view layers adds those in (inclusive time)", file=sys.stderr)
     if not args.quiet or (args.strict and cov.reasons):
-        _report(cov.text())
+        _report(cov.text(), args.verbose or (args.strict and cov.reasons), int(args.group_by == "layer"))
     _unknown_gpus(args, peaks.unknown)  # the GPUs this process looked up (--jobs workers' are their own)
     if args.strict and cov.reasons:
         print(f"{PROG}: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
@@ -264,10 +275,11 @@ def _print_views(args, tables: list, coverage, fmt: str, out) -> int:
     if args.top:
         for t in tables:
             t.rows = t.rows[:args.top]
-    print_tables(tables, out, None if args.quiet else sys.stderr, fmt, args.width, header=not args.no_header)
+    print_tables(tables, out, sys.stderr if args.verbose else None, fmt, args.width, header=not args.no_header)
     out.publish()
     if not args.quiet or (args.strict and coverage.reasons):
-        _report(coverage.text())
+        _report(coverage.text(), args.verbose or (args.strict and coverage.reasons),
+                0 if args.verbose else sum(len(t.notes) for t in tables))
     if args.strict and coverage.reasons:
         print(f"{PROG}: --strict: some kernels have no modelled FLOPs/bytes (see above)", file=sys.stderr)
         return 1

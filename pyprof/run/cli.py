@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pyprof.common import (InputError, PyprofError, UsageError, output_stream, parsed_args, run_command,
                            users_environment)
-from pyprof.record import program_line
+from pyprof.record import END_PREFIX, HEADER_PREFIX, SIDE_PREFIX, program_line
 
 PROG = "pyprof run"
 BOOT = Path(__file__).resolve().parent / "boot"
@@ -136,7 +136,9 @@ def _run(args) -> int:
     if export is None:
         _note(f"nothing was captured (the script ended before its step {args.warmup + 1}?)")
         return status or 1
-    _analyse(export, out, _source_roots(command), _program_lines(timing))
+    if status:
+        _note(f"the script exited with status {status}")
+    _analyse(export, out, _source_roots(command), _program_lines(timing), failed=bool(status))
     return status
 
 
@@ -210,7 +212,9 @@ def _export(out: Path, backend: str) -> Path | None:
     return sqlite
 
 
-def _analyse(export: Path, out: Path, source_roots: list[str], side: list[str]) -> None:
+def _analyse(export: Path, out: Path, source_roots: list[str], side: list[str], failed: bool = False) -> None:
+    """Parse the capture and write the report; the next commands to run only where there is GPU work to read. A
+    script that failed before any GPU work gets no report (it would be empty)."""
     from pyprof.parse import parse_file
     from pyprof.report.cli import run as report
 
@@ -225,11 +229,29 @@ def _analyse(export: Path, out: Path, source_roots: list[str], side: list[str]) 
         records.unlink(missing_ok=True)
         raise
     _headline(h)
+    if not h.activities:
+        if failed and not _holds_anything(records):
+            records.unlink(missing_ok=True)
+            page.unlink(missing_ok=True)
+            _note("no report: the script failed before any GPU work (its error is above)")
+            return
+        _note(f"wrote {records} and {page}: the host's side alone (CPU ops and steps, no kernel to time or model; "
+              "run on a machine with a CUDA GPU for those)")
+        return
     _note(f"wrote {records} and {page}")
     # The next commands read source text from the folder they run in: the script's, when it is elsewhere, named.
     roots = "".join(f" --source-root {shlex.quote(r)}" for r in source_roots[1:])
     print(f"next:\n  pyprof prof --group-by op {records}\n  pyprof prof --view lines{roots} {records}\n"
           f"  pyprof prof --view recommendations{roots} {records}\n  open {page}", file=sys.stderr)
+
+
+def _holds_anything(records: Path) -> bool:
+    """Whether parse's records hold a GPU activity or the host's side (host or memory lines), beyond the header,
+    window and end lines that every capture has."""
+    kinds = (b'{"pyprof_side":"host"', b'{"pyprof_side":"memory"')
+    with open(records, "rb") as f:
+        return any(not line.startswith((HEADER_PREFIX, END_PREFIX, SIDE_PREFIX)) or line.startswith(kinds)
+                   for line in f if line.strip())
 
 
 def _note(text: str) -> None:

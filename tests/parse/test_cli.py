@@ -48,6 +48,17 @@ def test_not_a_profile_one_line_exit_1_nothing_on_stdout(corpus, name):
     assert "Traceback" not in p.stderr.decode()
 
 
+def test_records_given_to_parse_are_named_as_such(tmp_path):
+    # issue 44: parse given its own output said "malformed JSON trace (trailing garbage)"
+    records = tmp_path / "net.dict"
+    p = run("tests/data/graphs/mlp_prewindow.sqlite.xz")
+    records.write_bytes(p.stdout)
+    p = run(str(records))
+    err = p.stderr.decode().strip().splitlines()
+    assert p.returncode == 1 and p.stdout == b"" and len(err) == 1
+    assert "already parsed" in err[0] and "pyprof prof FILE" in err[0] and str(records) in err[0]
+
+
 def test_truncated_export_refused_before_any_output(corpus, tmp_path):
     data = (corpus / "nsys" / "nsys2026.2_h100_2gpu_torch_nccl.sqlite").read_bytes()
     cut = tmp_path / "cut.sqlite"

@@ -44,7 +44,7 @@ def prof(*argv, stdin=None):
 
 
 def test_default_space_separated(dict_file):
-    p = prof(dict_file)
+    p = prof("-v", dict_file)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     # The original's eight columns in their places (an awk script's $7 is still Params), then what prof is for.
@@ -159,9 +159,9 @@ def test_group_by_op_sorted_by_time_with_top(dict_file):
 
 
 def test_group_by_layer_says_it_is_self_time(dict_file):
-    p = prof("--group-by", "layer", dict_file)
+    p = prof("-v", "--group-by", "layer", dict_file)
     assert p.returncode == 0 and "each layer's own time" in p.stderr and "--view layers adds those in" in p.stderr
-    assert "each layer's own time" not in prof("--group-by", "op", dict_file).stderr
+    assert "each layer's own time" not in prof("-v", "--group-by", "op", dict_file).stderr
 
 
 def test_help_lists_every_column():

@@ -201,7 +201,7 @@ def test_the_no_arguments_reason_names_the_tool_that_recorded_the_record():
             rec("k", seq=(2,), marker=[], seqMarker=["aten::mm, seq = 2, op_id = 7"], **base),
             rec("k", seq=(3,), marker=[], seqMarker=["aten::mm"], **base)]
     want = ["the pyprof marker of mm recorded no arguments",
-            "no arguments recorded for mm: its range is PyTorch's emit_nvtx",
+            "no arguments recorded for mm: its range is autograd's own (emit_nvtx)",
             "the PyTorch profiler recorded no input shapes for mm"]
     # a Modeller per record: the reason is worked out once per op, kernel and arguments
     assert [Modeller().model(r).reason.startswith(w) for r, w in zip(recs, want)] == [True] * 3

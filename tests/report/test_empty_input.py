@@ -67,8 +67,8 @@ def test_report_takes_the_empty_records_and_says_so(empty_records, tmp_path):
 
 def test_prof_view_takes_the_empty_records_and_says_so(empty_records):
     _export, recs = empty_records
-    p = subprocess.run([sys.executable, "-m", "pyprof.prof", "--view", "overview", str(recs)], capture_output=True,
-                       text=True, cwd=ROOT)
+    p = subprocess.run([sys.executable, "-m", "pyprof.prof", "-v", "--view", "overview", str(recs)],
+                       capture_output=True, text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     assert p.stdout.splitlines()[1:] == []  # the header alone
     assert "pyprof prof: overview: No GPU activity in the records" in p.stderr

@@ -33,7 +33,7 @@ def _run(args, cli=("python",)):
 def test_view_all(dict_file, cli):
     if cli == ("pyprof",) and not shutil.which("pyprof"):
         pytest.fail("the pyprof console script is not installed (pip install -e .)")
-    p = _run(["--view", "all", str(dict_file)], cli)
+    p = _run(["-v", "--view", "all", str(dict_file)], cli)
     assert p.returncode == 0, p.stderr
     for title in ("# Overview", "# Operators", "# Kernels", "# GPU time per source line", "# Layers",
                   "# Recommendations", "# Workers"):
@@ -106,7 +106,7 @@ def test_original_pyprof_dict_lines(tmp_path):
             "'device': 0, 'stream': 7, 'grid': (1, 1, 1), 'block': (256, 1, 1)}\n")
     f = tmp_path / "old.dict"
     f.write_text(line * 3)
-    p = _run(["--view", "all", "--jsonl", str(f)])
+    p = _run(["-v", "--view", "all", "--jsonl", str(f)])
     assert p.returncode == 0, p.stderr
     rows = [json.loads(x) for x in p.stdout.splitlines()]
     ops = [r for r in rows if r["view"] == "operators"]

@@ -116,7 +116,7 @@ def test_formula_safe_is_the_one_rule():
 
 
 def test_stderr_newline_stays_on_its_line(repro, capsys):
-    rc, _, err = _run(prof_main, capsys, repro("12-stderr-newline-prof.dict"))
+    rc, _, err = _run(prof_main, capsys, "-v", repro("12-stderr-newline-prof.dict"))
     assert rc == 0
     lines = err.splitlines()
     assert lines and all(line.startswith("pyprof prof: ") for line in lines), lines
@@ -126,7 +126,7 @@ def test_stderr_newline_stays_on_its_line(repro, capsys):
 
 def test_an_ordinary_coverage_note_is_unchanged(repro, capsys):
     """The silent side: a name without anything to escape is quoted as it is."""
-    rc, _, err = _run(prof_main, capsys, repro("11-csv-formula-prof.dict"))
+    rc, _, err = _run(prof_main, capsys, "-v", repro("11-csv-formula-prof.dict"))
     assert rc == 0
     assert f"pyprof prof: not modelled: no formula for {CMD}.{HYPERLINK} 100.0%" in err.splitlines()
 

@@ -28,7 +28,7 @@ def _repro(name: str):
 
 
 def prof_lines(path, *extra) -> Command:
-    return Command("prof", ["--view", "lines", *extra, str(path)], (str(path),), stdout_kind="text")
+    return Command("prof", ["-v", "--view", "lines", *extra, str(path)], (str(path),), stdout_kind="text")
 
 
 def report(path, *extra) -> Command:
@@ -58,7 +58,7 @@ def test_06_07_the_environment_is_not_in_the_page(shared, case, canary, name):
 
 
 def test_06_the_environment_is_not_in_prof_output(shared, case, canary):
-    v = bounded(Command("prof", ["--view", "all", str(_repro("06-infoleak-report-callsite-environ.dict"))],
+    v = bounded(Command("prof", ["-v", "--view", "all", str(_repro("06-infoleak-report-callsite-environ.dict"))],
                         (), stdout_kind="text", must_succeed=True), case, 60)
     keeps_promise(v, must_succeed=True)
     assert canary.encode() not in v.stdout and canary not in v.stderr
@@ -93,7 +93,7 @@ def test_a_fifo_with_a_python_name_under_a_root_does_not_block(tmp_path):
     # past the .py check: opened without blocking (O_NONBLOCK), then refused as no regular file
     os.mkfifo(tmp_path / "train.py")
     records = tiny.records(tmp_path / "r.dict", tiny.record(callsite="train.py:1"))
-    done = _blocks([sys.executable, "-m", "pyprof.prof", "--view", "lines", str(records)], tmp_path)
+    done = _blocks([sys.executable, "-m", "pyprof.prof", "-v", "--view", "lines", str(records)], tmp_path)
     assert done.returncode == 0, done.stderr
     assert b"1 in a file that is not a regular file" in done.stderr
 

@@ -11,6 +11,7 @@ import zlib
 
 from pyprof import cleanup
 from pyprof.common import InputError, expansion_cap, too_expanded
+from pyprof.record import HEADER_PREFIX
 from pyprof.parse.readers.sqlrows import SQLITE_ERRORS, check_at_rest, connect, describe, lossy_text
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -28,6 +29,9 @@ def sniff(head: bytes) -> str:
         return "sqlite"
     if head.startswith(GZIP_MAGIC):
         return "gzip"
+    if head.startswith(HEADER_PREFIX):
+        raise ValueError("already parsed: pyprof parse's records (JSON Lines); `pyprof prof FILE` and `pyprof "
+                         "report FILE` read them")
     if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):  # an array: PyTorch 1.8 previews' events
         return "json"
     if head.startswith(NSYS_REPORT_MAGIC):

@@ -111,8 +111,8 @@ def no_arguments(op: str, d: dict, raw) -> str:
     if source == "pyprof":
         return f"the pyprof marker of {op} recorded no arguments"
     if source == "emit_nvtx":
-        return (f"no arguments recorded for {op}: its range is PyTorch's emit_nvtx (as pyprof.init() runs it "
-                "for aten ops, or by hand) without record_shapes=True, which records names only")
+        return (f"no arguments recorded for {op}: its range is autograd's own (emit_nvtx), which names the op only: "
+                "pyprof.init() leaves its shapes out for their cost, emit_nvtx(record_shapes=True) records them")
     return f"the PyTorch profiler recorded no input shapes for {op} (torch.profiler.profile(record_shapes=True) " \
            "records them)"
 
