@@ -74,7 +74,7 @@ def test_each_step_attributed_to_ops_with_shapes(capture):
 
 def test_flops_per_step_match_flop_counter(capture):
     name, db, out = capture
-    run = _run("pyprof.prof", "--group-by", "op", "-", stdin=out)
+    run = _run("pyprof.prof", "-v", "--group-by", "op", "-", stdin=out)
     reported = re.search(rb"comparable with torch.utils.flop_counter\) (\d+)", run.stderr)
     assert reported, run.stderr.decode()
     per_step = int(reported.group(1)) / len(_steps(db))
