@@ -1,7 +1,8 @@
 from setuptools import Extension, find_packages, setup
 
 # parse's compiled core (docs/parse.md): built where a C compiler and SQLite's headers are present; optional, so an
-# install without them succeeds and parse runs its pure-Python path, which gives the same output.
+# install without them succeeds and parse runs its pure-Python path, which gives the same output several times
+# slower (parse's summary line then says so, and what to install).
 CORE = Extension("pyprof.parse._core", ["pyprof/parse/_core.c", "pyprof/parse/_feed.c",
                                         "pyprof/parse/_attribute.c", "pyprof/parse/_attribute_emit.c",
                                         "pyprof/parse/_attribute_json.c", "pyprof/parse/_sweep.c",

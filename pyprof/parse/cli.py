@@ -241,4 +241,8 @@ def _summary(path: str, st: Stats) -> str:
 
 
 def _oddities(st: Stats) -> str:
-    return "".join(f"; {count} {reason}" for reason, count in sorted(st.oddities.items()))
+    said = "".join(f"; {count} {reason}" for reason, count in sorted(st.oddities.items()))
+    if st.core_missing:
+        said += ("; parsed without the compiled core (the install found no C compiler or no sqlite3.h: install "
+                 "them and reinstall pyprof to parse nsys exports several times faster)")
+    return said

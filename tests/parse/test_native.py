@@ -407,6 +407,30 @@ def test_parse_runs_without_the_core(monkeypatch):
         assert done.stdout == _outcome(EMIT_NVTX, False, monkeypatch)[0]
 
 
+_CLI_WITHOUT_CORE = """
+import sys
+sys.modules["pyprof.parse._core"] = None  # as if it were never built
+from pyprof.parse.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_parse_without_the_core_says_so_once(tmp_path):
+    # issue 44: an install without a C compiler took the slower path silently; the summary now says it, and what
+    # to install (switched off on purpose, PYPROF_PURE_PYTHON=1, it says nothing)
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env.pop(native.PURE_PYTHON_ENV, None)
+    out = str(tmp_path / "r.dict")
+    done = subprocess.run([sys.executable, "-c", _CLI_WITHOUT_CORE, str(EMIT_NVTX), "-o", out], env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert "parsed without the compiled core" in line and "C compiler" in line
+    chosen = subprocess.run([sys.executable, "-m", "pyprof.parse", str(EMIT_NVTX), "-o", out],
+                            env=dict(env, **{native.PURE_PYTHON_ENV: "1"}), capture_output=True, text=True)
+    assert chosen.returncode == 0 and "compiled core" not in chosen.stderr
+
+
 @needs_core
 def test_sweep_worker_same_bytes_both_paths(monkeypatch):
     """With the sweep in a worker process, the core's writer takes attributions by number as the Python writer does:

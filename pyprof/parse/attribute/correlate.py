@@ -64,6 +64,9 @@ class Stats:
     graph_kernels_tied: int = 0  # of those, kernels given the ranges around their graph node's capture
     memory_events: int = 0  # allocations and frees, in memory lines after the records (record.SIDE_KEY)
     kernel_launches: int = 0  # kernel launch calls (the window lines' launches), whether or not their GPU side is in
+    # an nsys export parsed on the pure-Python path because the compiled core was never built (no C compiler or no
+    # sqlite3.h at install): the same output, several times slower, which the user may want to know
+    core_missing: bool = False
     oddities: dict = field(default_factory=dict)  # what of the input was left out or read differently -> count
 
 

@@ -31,6 +31,12 @@ def enabled() -> bool:
     return _core is not None and os.environ.get(PURE_PYTHON_ENV, "") in ("", "0")
 
 
+def not_built() -> bool:
+    """True when the compiled core was never built (an install without a C compiler or SQLite's headers); False
+    when it is built, switched off or not (PYPROF_PURE_PYTHON)."""
+    return _core is None
+
+
 def read_ahead() -> bool:
     """Whether the core's queries are stepped by threads of their own (_ahead.c): where this process may run on
     more than one CPU (on one, the threads would only take turns with the parsing thread), or as

@@ -18,7 +18,7 @@ from typing import Iterator
 
 from pyprof.common import BoundedDict, no_cyclic_gc
 from pyprof.record import ATTRIBUTION, PROGRAM_MARK_PREFIX, SIDE_PREFIX, Record, program_line, window_line
-from pyprof.parse.write import encode, native_lines
+from pyprof.parse.write import encode, native, native_lines
 # CLOCK_SKEW_NS, RECENT and header are the writer's as before (bench/parse_speed.py, prof's per-kernel reader).
 from pyprof.parse.write.lineparts import (API_END_KEY, API_JSON, CLOCK_SKEW_NS, LINE, NO_CALL, RECENT, _LAUNCH, _NAME,
                                     _PLACE, header, no_gpu_name, shape_parts)
@@ -77,6 +77,7 @@ def _output(source: Source, worker: bool | None, raw_markers: bool, piece_chars:
     else:
         stats = Stats(oddities=source.oddities)
         infos = Correlator(source, stats.oddities).launch_infos()
+    stats.core_missing = native.not_built() and type(source).__name__ == "NsysSource"
     records = _merge_lines(source, infos, stats, raw_markers)
     return _merge(source, _pieces(records, piece_chars) if piece_chars else records, stats, piece_chars), stats
 
