@@ -75,8 +75,21 @@ def embed_json(obj) -> str:
             .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
+#: A tip's value longer than this is cut, saying how long it was: an optimizer's foreach call lists every parameter's
+#: shape (52 of them on a small model), and a tip that covers half the screen hides the timeline it explains.
+TIP_VALUE_CHARS = 160
+
+
 def _tip(args: dict) -> str:
-    return "\n".join(f"{k}: {args[k]}" for k in _TIP_KEYS if k in args)
+    return "\n".join(f"{k}: {_tip_value(args[k])}" for k in _TIP_KEYS if k in args)
+
+
+def _tip_value(value) -> str:
+    text = str(value)
+    if len(text) <= TIP_VALUE_CHARS:
+        return text
+    more = f"... ({len(text):,} characters; the tables have it whole)"
+    return text[:max(TIP_VALUE_CHARS - len(more), 20)] + more
 
 
 def timeline(trace_events: Iterable[dict], cap: int = TIMELINE_CAP) -> dict:

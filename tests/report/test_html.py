@@ -75,6 +75,18 @@ def test_timeline_cap_and_rows():
     assert len(report_page.timeline(evs, cap=10)["ev"]) == 10 * 6
 
 
+def test_a_tip_keeps_a_long_value_short():
+    # issue 44: a foreach optimizer call's tip listed 52 parameter shapes and covered half the screen
+    shapes = str([[512, 512]] * 52)
+    evs = [{"ph": "X", "name": "k", "pid": 7, "tid": 1, "ts": 1000.0, "dur": 1.0,
+            "args": {"op": "_foreach_add_", "shapes": shapes, "callsite": "train.py:9"}}]
+    (tip,) = [t for t in report_page.timeline(evs)["tips"] if t]
+    assert "op: _foreach_add_" in tip and "callsite: train.py:9" in tip
+    (line,) = [x for x in tip.splitlines() if x.startswith("shapes: ")]
+    assert len(line) <= len("shapes: ") + report_page.TIP_VALUE_CHARS + 10
+    assert f"({len(shapes):,} characters; the tables have it whole)" in line
+
+
 def test_timeline_lanes_nest_ranges_over_launches():
     # A thread's step range holds two op ranges, each holding a launch: three depths, so three lanes; a
     # second row's lone event stays in lane 0.
