@@ -147,7 +147,6 @@ def main() -> None:
     p.add_argument("mode", choices=["train", "generate", "eager-generate", "serve"])
     p.add_argument("--rounds", type=int, default=4, help="serve: generate() calls")
     p.add_argument("--static", action="store_true", help="serve: a static KV cache (decode under CUDA graphs)")
-    p.add_argument("--probe", choices=["counter", "off"], help=argparse.SUPPRESS)
     p.add_argument("--no-pyprof", action="store_true", help="without pyprof.init()")
     p.add_argument("--no-modules", action="store_true", help="pyprof.init(modules=False)")
     p.add_argument("--layers", type=int, default=4)
@@ -164,14 +163,6 @@ def main() -> None:
         import pyprof
 
         pyprof.init(modules=not args.no_modules)
-    if args.probe == "counter":  # what pyprof run --forward-steps installs, alone
-        from pyprof.nvtx.step_window import ForwardCounter
-
-        ForwardCounter(lambda: None).install()
-    elif args.probe == "off":  # pyprof run's wrappers, installed and off, alone
-        from pyprof.nvtx import install_off
-
-        install_off()
     if args.mode == "train":
         train(args)
     elif args.mode == "serve":
