@@ -195,11 +195,19 @@ def test_a_fused_gather_reads_the_rows_it_gathers_not_the_table(fresh_dynamo):
     assert reads == [tokens, tokens * width]  # the ids, and one row per id
 
 
-def test_init_loads_no_inductor_and_names_kernels_once_it_loads():
-    # Inductor takes about a second to import: init() waits for torch.compile to load it (a fresh process)
+def _fresh_process(code: str) -> str:
+    """The stdout of ``code`` run in a Python of its own (torch and Dynamo imported there first); fails with its
+    stderr's end when it fails."""
     import subprocess
     import sys
 
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def test_init_loads_no_inductor_and_names_kernels_once_it_loads():
+    # Inductor takes about a second to import: init() waits for torch.compile to load it (a fresh process)
     code = (
         "import sys, json, torch\n"
         "import pyprof\n"
@@ -211,9 +219,7 @@ def test_init_loads_no_inductor_and_names_kernels_once_it_loads():
         "f(torch.randn(8, 8))\n"
         "ops = [json.loads(e[1])['op'] for e in sink.events if e[0] == 'push' and '\"inductor\"' in e[1]]\n"
         "print(sorted(set(ops)))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip() == "['fused:gelu', 'mm']"
+    assert _fresh_process(code).strip() == "['fused:gelu', 'mm']"
 
 
 def test_dynamo_first_loaded_after_init_traces_through_the_wrappers():
@@ -221,9 +227,6 @@ def test_dynamo_first_loaded_after_init_traces_through_the_wrappers():
     # torch.conv2d are pyprof's wrappers. Found on the H100 (PyTorch 2.11): torch.compile(mode="reduce-overhead")
     # of a timm ViT broke its graph at every conv2d and its CUDA graphs failed. A fresh process, Dynamo imported
     # after init(): one graph, no break (it was 2 graphs and a break before the wrappers named their function).
-    import subprocess
-    import sys
-
     code = (
         "import sys, torch, pyprof\n"
         "assert 'torch._dynamo' not in sys.modules\n"
@@ -233,9 +236,7 @@ def test_dynamo_first_loaded_after_init_traces_through_the_wrappers():
         "                        torch.nn.Linear(8 * 6 * 6, 4))\n"
         "e = torch._dynamo.explain(m)(torch.randn(2, 3, 8, 8))\n"
         "print(e.graph_count, e.graph_break_count)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split() == ["1", "0"]
+    assert _fresh_process(code).split() == ["1", "0"]
 
 
 def test_forward_steps_under_a_compiled_call_count_steps_and_compile_only_the_model():
@@ -244,9 +245,6 @@ def test_forward_steps_under_a_compiled_call_count_steps_and_compile_only_the_mo
     # (init() patching torch) was traced and failed ("InternalTorchDynamoError ... update_wrapper"); with none of
     # them compiled, the model ran eagerly (4.7 ms a token against 1.3). Now the model's forward is compiled and the
     # step's end runs as it is: 2 steps, and no frame of pyprof's compiled (85 frames before, here on the CPU).
-    import subprocess
-    import sys
-
     code = (
         "import json, torch\n"
         "from torch._dynamo.utils import counters\n"
@@ -266,9 +264,7 @@ def test_forward_steps_under_a_compiled_call_count_steps_and_compile_only_the_mo
         "    call(x)\n"
         "steps = [e[1] for e in sink.events if e[0] == 'push' and e[1].startswith('ProfilerStep#')]\n"
         "print(json.dumps([steps, counters['stats']['unique_graphs'], counters['frames']['total']]))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    steps, graphs, frames = json.loads(out.stdout.strip().splitlines()[-1])
+    steps, graphs, frames = json.loads(_fresh_process(code).strip().splitlines()[-1])
     assert steps == ["ProfilerStep#0", "ProfilerStep#1"]
     # the model's forward, compiled once with the markers off and once on (pyprof's wrappers change its guards)
     assert graphs >= 1 and frames <= 2 * graphs

@@ -17,15 +17,24 @@ from pyprof.record import program_line
 DATA = Path(__file__).resolve().parents[1] / "data" / "inference"
 
 
-def _overview(name: str, tmp_path, with_timing: bool = True):
-    """The overview of a capture, with pyprof run's program line from its timing file (as pyprof run joins them)."""
+def _records(name: str, folder, with_timing: bool = True):
+    """A capture parsed into ``folder``, with pyprof run's program line from its timing file (as pyprof run joins
+    them) or without."""
     t = json.loads((DATA / f"{name}.timing.json").read_text())
     side = [program_line(t["pid"], t["unprofiled_step_ns"], t["captured_step_ns"], t["how"])] if with_timing else []
-    records = tmp_path / "records.dict"
+    records = folder / f"{name}{'' if with_timing else '.plain'}.dict"
     with open(records, "w") as out:
         parse_file(str(DATA / f"{name}.sqlite.xz"), out, side_lines=side)
-    (table,) = build(aggregate_files([str(records)]), ["overview"])
+    return records
+
+
+def _view(name: str, tmp_path, view: str, with_timing: bool = True):
+    (table,) = build(aggregate_files([str(_records(name, tmp_path, with_timing))]), [view])
     return table
+
+
+def _overview(name: str, tmp_path, with_timing: bool = True):
+    return _view(name, tmp_path, "overview", with_timing)
 
 
 def test_a_window_over_a_generate_calls_first_forward_tells_prefill_from_decode(tmp_path):
@@ -69,12 +78,7 @@ def test_without_the_programs_forward_timing_the_steps_are_plain_steps(tmp_path)
 
 
 def _actions(name: str, tmp_path, with_timing: bool = True) -> dict:
-    t = json.loads((DATA / f"{name}.timing.json").read_text())
-    side = [program_line(t["pid"], t["unprofiled_step_ns"], t["captured_step_ns"], t["how"])] if with_timing else []
-    records = tmp_path / "records.dict"
-    with open(records, "w") as out:
-        parse_file(str(DATA / f"{name}.sqlite.xz"), out, side_lines=side)
-    (table,) = build(aggregate_files([str(records)]), ["recommendations"])
+    table = _view(name, tmp_path, "recommendations", with_timing)
     c = table.columns
     return {r[c.index("rule")]: r[c.index("action")] for r in table.rows}
 
@@ -93,14 +97,7 @@ def test_diff_counts_forwards_where_both_runs_stepped_by_forward(tmp_path):
     import subprocess
     import sys
 
-    paths = []
-    for name in ("serve_decode", "serve_prefill_decode"):
-        t = json.loads((DATA / f"{name}.timing.json").read_text())
-        path = tmp_path / f"{name}.dict"
-        with open(path, "w") as out:
-            parse_file(str(DATA / f"{name}.sqlite.xz"), out, side_lines=[
-                program_line(t["pid"], t["unprofiled_step_ns"], t["captured_step_ns"], t["how"])])
-        paths.append(str(path))
+    paths = [str(_records(name, tmp_path)) for name in ("serve_decode", "serve_prefill_decode")]
     p = subprocess.run([sys.executable, "-m", "pyprof.cli", "diff", *paths, "--table", "runs", "--jsonl"],
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
@@ -114,15 +111,9 @@ def test_the_reports_headline_speaks_of_forwards(tmp_path):
     from pyprof.report.headline import headline
 
     t = json.loads((DATA / "serve_prefill_decode.timing.json").read_text())
-    records = tmp_path / "records.dict"
-    with open(records, "w") as out:
-        parse_file(str(DATA / "serve_prefill_decode.sqlite.xz"), out, side_lines=[
-            program_line(t["pid"], t["unprofiled_step_ns"], t["captured_step_ns"], t["how"])])
-    h = headline(aggregate_files([str(records)]), [], 0)
+    h = headline(aggregate_files([str(_records("serve_prefill_decode", tmp_path))]), [], 0)
     # the program's own forward: the median of the timer's unprofiled forwards, in ms
     assert h.unit == "forward" and h.steps == 4
     assert h.program_step_ms == round(statistics.median(t["unprofiled_step_ns"]) / 1e6, 4)
-    plain = tmp_path / "plain.dict"
-    with open(plain, "w") as out:
-        parse_file(str(DATA / "serve_prefill_decode.sqlite.xz"), out)
+    plain = _records("serve_prefill_decode", tmp_path, with_timing=False)
     assert headline(aggregate_files([str(plain)]), [], 0).unit == "step"
