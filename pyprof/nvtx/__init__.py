@@ -109,17 +109,13 @@ def install_off(*, ops: bool = True) -> None:
 
 
 def set_markers(on: bool) -> None:
-    """Markers on (``init()`` with the last init()'s options, its defaults if none) or off: the wrappers stay
-    installed and call straight through (install_off), so that a CUDA graph captured while they are off still gets
-    its ranges (pyprof.nvtx.graphs). Wrappers a script already holds (``from torch import add``) read the same
-    state, so they mark again once on."""
-    options = dict(state.options)
-    uninit()
+    """Markers on (``init()`` with the last init()'s options, its defaults if none) or off (``uninit()``: torch as
+    it was, so that the steps timed while they are off cost nothing of pyprof's). Wrappers a script already holds
+    (``from torch import add``) read the same state, so they mark again once on."""
     if on:
-        init(**options)
+        init(**state.options)
     else:
-        install_off(ops=options.get("ops", True))
-        state.options = options
+        uninit()
 
 
 @contextlib.contextmanager

@@ -138,6 +138,13 @@ def test_marks_are_placed_by_the_least_offset_of_the_process():
     assert placed == [(PID | 9, 4_010, 4_020, "a", 1), (PID | 9, 4_030, 4_040, "b", 2)] and not odd
 
 
+def test_a_mark_written_again_at_a_later_profiler_start_counts_once():
+    # --capture-range-end=repeat: every cudaProfilerStart writes the kept captures again; their ranges are one set
+    mark = _mark(9, [[10, 20, "a", 1]])
+    rows = [(PID | 5, 5_000, mark, 1_000), (PID | 5, 9_000, mark, 5_000)]
+    assert graph_marks.ranges(rows, ~0xFFFFFF, 0xFFFFFF, {}) == [(PID | 9, 4_010, 4_020, "a", 1)]
+
+
 @pytest.mark.parametrize("text,clock", [
     ("{not json", 1), (GRAPH_MARK_PREFIX + '1,"tid":-1,"ranges":[]}', 1),
     (GRAPH_MARK_PREFIX + '1,"tid":3,"ranges":[[20,10,"a",1]]}', 1),  # pops before it pushes
@@ -189,12 +196,12 @@ def test_the_capture_records_its_own_threads_ranges_and_writes_them_as_marks():
 
 
 def test_a_capture_while_the_markers_are_off_turns_them_on_for_itself():
-    # pyprof run before its window, and pyprof.step()'s warm-up, keep the wrappers installed but off; a graph
-    # captured then (reduce-overhead's warm-up, a server's start-up) is captured once, so its ranges are kept
+    # pyprof run before its window keeps the wrappers installed but off; a graph captured then (reduce-overhead's
+    # warm-up, a server's start-up) is captured once, so its ranges are kept
     import torch
 
     import pyprof
-    from pyprof.nvtx import graphs, set_markers, state
+    from pyprof.nvtx import graphs, state
 
     class FakeGraph:  # what a capture does to pyprof: begin, the body's ops, end (no CUDA on this machine)
         def capture_begin(self):
@@ -208,8 +215,7 @@ def test_a_capture_while_the_markers_are_off_turns_them_on_for_itself():
     try:
         graphs.recorder.__init__()
         graphs.install(state, FakeGraph)
-        set_markers(False)  # as pyprof.step()'s window does for its warm-up steps
-        graphs.install(state, FakeGraph)  # what install_off's init() installed, for the fake class
+        state.emitter = None  # installed and off, as install_off() leaves pyprof run's boot before its window
         assert state.emitter is None
         torch.ones(2)  # off: no range
         g = FakeGraph()

@@ -20,7 +20,13 @@ def ranges(rows, pid_mask: int, tid_mask: int, oddities: dict) -> list[tuple]:
     reading) each), in start order. The thread is the mark's process with the capturing thread's id."""
     marks = []
     offsets: dict = {}
+    seen: set = set()
     for gtid, start, text, clock in rows:
+        if (gtid & pid_mask, text) in seen:
+            # written again at a later cudaProfilerStart of the same export (--capture-range-end=repeat): the same
+            # ranges, which the sweep would nest inside themselves
+            continue
+        seen.add((gtid & pid_mask, text))
         body = _body(text)
         if body is None or not _int(clock):
             oddities[DAMAGED] = oddities.get(DAMAGED, 0) + 1

@@ -389,32 +389,25 @@ def si_text(v) -> str:
     return str(v)
 
 
-def short_float(v: float) -> str:
-    """A float as a person reads it in a table: 4 significant digits (at most 1 decimal from 100 up, none from
-    1000 up), never in exponent form from 0.001 up."""
+def short_float(v: float, digits: int = 4) -> str:
+    """A float as a person reads it in a table: ``digits`` significant digits, never fewer than its integer part
+    has, never in exponent form from 1 up (15.31, 0.4157, 319.1; with 3: 15.3, 0.416, 319)."""
     a = abs(v)
-    if a >= 1000 or v != v or a == float("inf"):
-        return f"{v:.0f}" if a < 1e15 and v == v and a != float("inf") else str(v)
-    if a >= 100:
-        return f"{v:.1f}"
-    if a >= 10:
-        return f"{v:.2f}"
-    if a >= 1 or a == 0:
-        return f"{v:.3f}".rstrip("0").rstrip(".") if a else "0.0"
-    return f"{v:.4g}"
+    if v != v or a == float("inf") or a >= 1e15:
+        return str(v)
+    if a < 1:
+        return f"{v:.{digits}g}"
+    return f"{v:.{max(digits - len(str(int(a))), 0)}f}"
 
 
 _DECIMAL = re.compile(r"-?[0-9]+\.[0-9]+")
 
 
 def _shorter(cell: str) -> str:
-    """A decimal number's text to 3 significant digits (``0.4157`` -> ``0.416``, ``15.31`` -> ``15.3``, ``319.1`` ->
-    ``319``); anything else as it is."""
+    """A decimal number's text to 3 significant digits where that is shorter; anything else as it is."""
     if not _DECIMAL.fullmatch(cell):
         return cell
-    v = float(cell)
-    a = abs(v)
-    text = f"{v:.0f}" if a >= 100 else f"{v:.1f}" if a >= 10 else f"{v:.2f}" if a >= 1 else f"{v:.3g}"
+    text = short_float(float(cell), 3)
     return text if len(text) < len(cell) else cell
 
 
