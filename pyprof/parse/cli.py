@@ -235,6 +235,11 @@ def _summary(path: str, st: Stats) -> str:
         elif st.graph_kernels_tied < st.graph_kernels:
             line += (" (the rest were captured outside pyprof's ranges: backward work, whose autograd ranges come "
                      "from C++, or a graph captured before pyprof.init())")
+    if st.graph_launch_kernels:
+        line += (f"; {st.graph_launch_kernels} kernels replayed from CUDA graphs without their graph node in the "
+                 "profile: each has the op that launched the graph, not the op captured into it (the PyTorch profiler "
+                 "records no graph node ids up to PyTorch 2.11; Nsight Systems with --cuda-graph-trace=node does, "
+                 "docs/capture.md)")
     if st.memory_events:
         line += f"; {st.memory_events} memory events (pyprof prof --view memory)"
     return line + _oddities(st)

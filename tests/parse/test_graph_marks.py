@@ -10,6 +10,7 @@ import json
 import lzma
 import sqlite3
 import threading
+
 from pathlib import Path
 
 import pytest
@@ -230,3 +231,112 @@ def test_a_capture_while_the_markers_are_off_turns_them_on_for_itself():
     finally:
         pyprof.uninit()
         graphs.recorder.__init__()
+
+
+def test_a_backward_pass_during_a_capture_keeps_each_nodes_range_and_its_forward_ops_number():
+    # autograd's own ranges come from C++ and are lost with a graph captured before the window: the capture keeps
+    # them itself, in emit_nvtx's words, so that parse links the backward kernels to their forward op
+    import torch
+
+    import pyprof
+    from pyprof.nvtx import graphs, state
+
+    class FakeGraph:
+        def capture_begin(self):
+            pass
+
+        def capture_end(self):
+            pass
+
+    sink = pyprof.RecordingSink()
+    pyprof.init(sink=sink, modules=False, backward=False)
+    try:
+        graphs.recorder.__init__()
+        graphs.install(state, FakeGraph)
+        w = torch.randn(4, 3, requires_grad=True)
+        x = torch.randn(2, 3)
+        torch.nn.functional.linear(x, w).sum().backward()  # outside a capture: nothing kept
+        assert graphs.recorder.captures == []
+        g = FakeGraph()
+        g.capture_begin()
+        y = torch.nn.functional.linear(x, w)
+        loss = y.relu().sum()
+        loss.backward()
+        g.capture_end()
+        (capture,) = graphs.recorder.captures  # CPU tensors: the engine ran on this thread
+        texts = [r[2] for r in capture.ranges]
+        # linear made two nodes (t's and addmm's: seq n, n+1), relu one, sum one, each numbered inside its op
+        n = y.grad_fn._sequence_nr()
+        assert [t for t in texts if ", seq = " in t and "Backward" not in t] == \
+            [f"linear, seq = {n - 1}", f"linear, seq = {n}", f"relu, seq = {n + 1}", f"sum, seq = {n + 2}"]
+        # the backward nodes, in the order the engine ran them, each inside the engine's range of the same name
+        nodes = [t for t in texts if "Backward" in t and not t.startswith(graphs.ENGINE_PREFIX)]
+        assert nodes == [f"SumBackward0, seq = {n + 2}", f"ReluBackward0, seq = {n + 1}",
+                         f"{y.grad_fn.name()}, seq = {n}", f"TBackward0, seq = {n - 1}"]
+        assert texts.count(graphs.ENGINE_PREFIX + "SumBackward0") == 1
+        # ranges nest: every numbered range lies inside the range pushed just before it
+        for i, r in enumerate(capture.ranges):
+            if ", seq = " in r[2]:
+                parent = capture.ranges[i - 1]
+                assert parent[0] <= r[0] <= r[1] <= parent[1]
+        assert w.grad is not None
+    finally:
+        pyprof.uninit()
+        graphs.recorder.__init__()
+    assert not getattr(torch.autograd.backward, "_pyprof_graphs", False)  # put back
+
+
+def test_backward_nodes_with_their_autograd_ranges_alone_keep_their_flops(tmp_path):
+    # what a graph captured before the window keeps of its backward pass: each node's range, not the aten ops
+    # inside it. examples/cuda_graph.py's export with the backward thread's aten ranges deleted gives every op the
+    # FLOPs it has with them; cross_entropy's two nodes (NllLossBackward0, LogSoftmaxBackward0) count its backward
+    # once, not twice
+    db = tmp_path / "g.sqlite"
+    db.write_bytes(lzma.decompress((DATA / "cuda_graph_all.sqlite.xz").read_bytes()))
+    con = sqlite3.connect(db)
+    text = "coalesce(e.text, s.value)"
+    deleted = con.execute(
+        f"DELETE FROM NVTX_EVENTS WHERE rowid IN (SELECT e.rowid FROM NVTX_EVENTS e LEFT JOIN StringIds s "
+        f"ON s.id = e.textId WHERE {text} LIKE 'aten::%' AND e.globalTid IN (SELECT e.globalTid FROM NVTX_EVENTS e "
+        f"LEFT JOIN StringIds s ON s.id = e.textId WHERE {text} LIKE 'autograd::engine::evaluate_function:%'))"
+    ).rowcount
+    con.commit()
+    con.close()
+    assert deleted > 1000
+    out = io.StringIO()
+    parse_file(str(db), out)
+    bare = list(read_lines(records_of(out.getvalue().splitlines())))
+    full, _ = _parse("cuda_graph_all.sqlite.xz")
+    assert not any(r.startswith("aten::") for d in bare if d["dir"] == "bprop" for r in d["ranges"])
+    # (AccumulateGrad's kernel, an aten add_ with its range, is named by its node without it: no FLOPs either way)
+    assert {k: v for k, v in _flops_by_op(bare).items() if v} == {k: v for k, v in _flops_by_op(full).items() if v}
+    step = [d for d in bare if "ProfilerStep#1" in d["ranges"]]
+    flops = _flops_by_op(step)
+    expected = json.loads((DATA / "flops_cuda_graph.json").read_text())["flops_per_step"]
+    gemm = flops["linear"] + flops["scaled_dot_product_attention"]
+    assert abs(gemm - expected) <= 0.03 * expected, (gemm, expected)
+
+
+def test_under_the_pytorch_profiler_a_replayed_kernel_has_the_graph_launchs_op_and_parse_says_so():
+    # a Kineto trace from another project (HTA's test data: torch.compile's CUDA graphs replayed): its kernels name
+    # no graph node, so nothing ties them to the ops captured into the graph; parse counts them and says why
+    import gzip
+
+    from shared_files import EXTERNAL, require_shared
+
+    from pyprof.parse.cli import _summary as summary
+
+    require_shared()
+    path = EXTERNAL / "hta_negative_queue_length_rank0.json.gz"
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    launches = {e["args"]["correlation"] for e in events if e.get("name") == "cudaGraphLaunch"}
+    expected = sum(1 for e in events if e.get("cat") == "kernel" and e["args"].get("correlation") in launches)
+    out = io.StringIO()
+    stats = parse_file(str(path), out)
+    assert stats.graph_launch_kernels == expected == 135 and stats.graph_kernels == 0
+    said = summary(str(path), stats)
+    assert f"{expected} kernels replayed from CUDA graphs without their graph node" in said
+    assert "--cuda-graph-trace=node" in said
+    # an nsys export with node-level graph tracing names every node: nothing of the kind is said
+    _, nsys_stats = _parse("cuda_graph_all.sqlite.xz")
+    assert nsys_stats.graph_launch_kernels == 0 and "without their graph node" not in summary("x", nsys_stats)

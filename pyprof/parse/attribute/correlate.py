@@ -62,6 +62,7 @@ class Stats:
     no_launch: int = 0  # activities whose launch call is not in the export (time-windowed captures)
     graph_kernels: int = 0  # kernels replayed from a CUDA graph (nsys --cuda-graph-trace=node)
     graph_kernels_tied: int = 0  # of those, kernels given the ranges around their graph node's capture
+    graph_launch_kernels: int = 0  # kernels of a graph launch whose graph node the profile does not name
     memory_events: int = 0  # allocations and frees, in memory lines after the records (record.SIDE_KEY)
     kernel_launches: int = 0  # kernel launch calls (the window lines' launches), whether or not their GPU side is in
     # an nsys export parsed on the pure-Python path because the compiled core was never built (no C compiler or no

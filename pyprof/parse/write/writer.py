@@ -29,6 +29,8 @@ from pyprof.parse.side.memory import memory_lines
 
 _SIDE_TEXT = SIDE_PREFIX.decode()
 #: Exports smaller than this are swept in-process: a worker process is not worth starting.
+#: The runtime and driver calls that launch a CUDA graph (with their versioned spellings).
+GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
 WORKER_MIN_BYTES = 16 << 20
 #: The free cores the compiled core's sweep worker needs to pay off: the core alone keeps about 1.4 busy (its
 #: reading threads), and on 2 cores a 50k-kernel export parsed no faster with the worker (0.71-0.77 s against
@@ -247,17 +249,18 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
                 call_json = f"{api_json}{api_start}{api_end_key}{api_end}"
             else:
                 call_json = encode.part(_LAUNCH, (api, api_start, api_end))
-            info = (pid, tid, call_json, head, tail, call, flags, att)
+            info = (pid, tid, call_json, head, tail, call, flags, att,
+                    api is not None and api.startswith(GRAPH_LAUNCH_APIS))
             recent.add(key, info)
         else:
             info = recent.get(key)
         stats.records += 1
         if info is None:
             stats.no_launch += 1
-            pid, tid, call_json, head, tail, call, flags, att = (act.pid, None, no_call, empty_head, empty_tail, None,
-                                                                 0, None)
+            pid, tid, call_json, head, tail, call, flags, att, by_graph = (act.pid, None, no_call, empty_head,
+                                                                           empty_tail, None, 0, None, False)
         else:
-            pid, tid, call_json, head, tail, call, flags, att = info
+            pid, tid, call_json, head, tail, call, flags, att, by_graph = info
             if pid is None:
                 pid = act.pid
         node = act.attribution_key
@@ -276,6 +279,8 @@ def _merge_lines(source: Source, infos: Iterator[tuple], stats: Stats, raw_marke
                 stats.graph_kernels_tied += tied and is_kernel
                 # each replay is a call of its own: subSeqId counts from 0 in every graph launch
                 call = None if node_call is None else (node_call, key)
+        elif by_graph:
+            stats.graph_launch_kernels += act.kind == "kernel"
         sub = call_id = None
         if call is not None:
             call_id = call_ids.get(call)

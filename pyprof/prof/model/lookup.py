@@ -2,6 +2,8 @@
 method spellings reduced to the function's name; docs/formulas.md, "Lookup")."""
 from __future__ import annotations
 
+import re
+
 from pyprof.record import COMPILED_MOD, FUSED_PREFIX
 
 _DUNDER = {"radd": "add", "iadd": "add", "rsub": "rsub", "isub": "sub", "rmul": "mul", "imul": "mul",
@@ -12,6 +14,9 @@ _DUNDER = {"radd": "add", "iadd": "add", "rsub": "rsub", "isub": "sub", "rmul": 
            "or": "bitwise_or", "ior": "bitwise_or", "ror": "bitwise_or", "xor": "bitwise_xor",
            "ixor": "bitwise_xor", "rxor": "bitwise_xor", "invert": "bitwise_not", "neg": "neg", "abs": "abs",
            "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift", "imatmul": "matmul"}
+#: An autograd node's name (``NllLossBackward0``): the op whose backward it is, in CamelCase.
+_NODE = re.compile(r"([A-Z][A-Za-z0-9]*?)Backward\d*\Z")
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 
 
 def candidates(mod: str, op: str) -> list[str]:
@@ -27,6 +32,12 @@ def candidates(mod: str, op: str) -> list[str]:
         name = name.split(".", 1)[0]  # aten::add.Tensor -> add
         out += [op, f"{ns}::{name}"]
         base = name
+    elif _NODE.match(op):
+        # A backward kernel whose innermost range is its autograd node (no aten op range inside it: a graph
+        # captured before the profiled range, pyprof.nvtx.graphs): the node names the aten op it differentiates
+        # (NllLossBackward0 -> nll_loss), so that the node of the forward op's own kind carries its numbers.
+        base = _CAMEL.sub("_", _NODE.match(op).group(1)).lower()
+        out += [f"aten::{base}", f"aten::_{base}"]
     else:
         if mod:
             out.append(f"{mod}.{op}")
