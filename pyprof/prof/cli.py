@@ -52,12 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--csv", action="store_true", help="CSV output")
     g.add_argument("-w", dest="width", type=int, default=0, metavar="WIDTH",
-                   help="columnated output, WIDTH wide where the numbers allow (the default on a terminal: its "
-                        "width)")
+                   help="columnated output, WIDTH wide where the numbers allow (the default: on a terminal its "
+                        "width; in a pipe or a file every column whole, two or more spaces apart)")
     g.add_argument("--jsonl", action="store_true", help="JSON Lines output (null for na)")
     g.add_argument("--space", action="store_true",
-                   help="space-separated, one row per line, spaces inside a value written as _ (for awk; the "
-                        "default when the output is not a terminal, as a pipe or a file)")
+                   help="space-separated, one row per line, spaces inside a value written as _ (for awk)")
     p.add_argument("--no-header", action="store_true", help="omit the header line")
     p.add_argument("--exact", action="store_true",
                    help="columnated output with every number whole (by default counts of FLOPs and bytes of a "
@@ -142,8 +141,8 @@ def _not_an_export(path: str) -> None:
 
 
 def output_format(args) -> tuple[str, int]:
-    """(format, width) the options ask for: without one, columnated to the terminal's width when stdout is a
-    terminal, and the space-separated form when it is piped or redirected (as ``ls`` does)."""
+    """(format, width) the options ask for: without one, columnated, to the terminal's width when stdout is a
+    terminal and at no width when it is piped or redirected (nothing cut; formats.ColumnsFormat)."""
     if args.csv:
         return "csv", 0
     if args.jsonl:
@@ -155,7 +154,7 @@ def output_format(args) -> tuple[str, int]:
         return columns, args.width
     if sys.stdout is not None and sys.stdout.isatty():  # None: started with stdout closed (>&-)
         return columns, shutil.get_terminal_size().columns
-    return "space", 0
+    return columns, 0
 
 
 def _run(args, out) -> int:

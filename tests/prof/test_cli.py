@@ -43,16 +43,16 @@ def prof(*argv, stdin=None):
                           cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
 
 
-def test_default_space_separated(dict_file):
-    p = prof("-v", dict_file)
+def test_space_separated_for_awk(dict_file):
+    p = prof("-v", "--space", dict_file)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     # The original's eight columns in their places (an awk script's $7 is still Params), then what prof is for.
-    assert lines[0].split() == ["Idx", "Direction", "Sub", "Module", "Op", "Kernel", "Params", "Sil(ns)", "TC",
+    assert lines[0].split() == ["Idx", "Direction", "Sub", "Module", "Op", "Kernel", "Params", "Time(ns)", "TC",
                                 "FLOPs", "TFLOP/s", "Roofline%"]
     assert all(len(line.split(" ")) == 12 for line in lines)  # one field per column, for awk
     gemm = lines[1].split()
-    assert gemm[6] == "M=64,N=512,K=256,bf16" and gemm[8] == "1"
+    assert gemm[6] == "M=64,N=512,K=256,bf16" and gemm[8] == "yes"
     assert gemm[9] == "16777216" and gemm[10] == "8.389"  # 2*64*512*256 FLOPs in 2000 ns: 8.388608 TFLOP/s
     assert 0 < float(gemm[11]) < 100
     assert lines[3].split()[8:] == ["-", "na", "na", "na"]  # my_op: no formula, so nothing to divide
@@ -62,8 +62,8 @@ def test_default_space_separated(dict_file):
 def test_csv_parses_back(dict_file):
     p = prof("--csv", "-c", "idx,op,kernel,params,sil,tc,flops,bytes,roofline,note", dict_file)
     rows = list(csv.reader(io.StringIO(p.stdout)))
-    assert rows[0] == ["Idx", "Op", "Kernel", "Params", "Sil(ns)", "TC", "FLOPs", "Bytes", "Roofline%", "Note"]
-    assert rows[1][2] == GEMM and rows[1][3] == "M=64,N=512,K=256,bf16" and rows[1][5] == "1"
+    assert rows[0] == ["Idx", "Op", "Kernel", "Params", "Time(ns)", "TC", "FLOPs", "Bytes", "Roofline%", "Note"]
+    assert rows[1][2] == GEMM and rows[1][3] == "M=64,N=512,K=256,bf16" and rows[1][5] == "yes"
     assert rows[1][6] == str(2 * 64 * 512 * 256)
     assert rows[2][5] == "-" and rows[3][6] == "na" and rows[3][9] == "no formula for torch.my_op"
     assert len(rows) == 5
@@ -138,7 +138,7 @@ def test_original_pyprof_dict_line(tmp_path):
     f.write_text(line + "\n")
     p = prof("--csv", "-c", "op,params,tc,flops,grid", str(f))
     assert p.returncode == 0, p.stderr
-    assert list(csv.reader(io.StringIO(p.stdout)))[1] == ["linear", "M=64,N=512,K=256,fp16", "1",
+    assert list(csv.reader(io.StringIO(p.stdout)))[1] == ["linear", "M=64,N=512,K=256,fp16", "yes",
                                                           str(2 * 64 * 512 * 256), "(1,1,1)"]
 
 

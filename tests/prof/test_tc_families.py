@@ -194,7 +194,7 @@ def test_deepseek_trace_end_to_end(tmp_path):
             "helper" if "grouped_gemm::cuda::utils::" in name or "FlashAttnBwdP" in name else None
         if key:
             by_name.setdefault(key, []).append(tc[i])
-    assert by_name["gemm"] == ["1"] * gemms
+    assert by_name["gemm"] == ["yes"] * gemms
     assert by_name["helper"] == ["-"] * helpers
 
 

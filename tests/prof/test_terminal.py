@@ -8,6 +8,7 @@ import os
 import pty
 import select
 import struct
+import re
 import subprocess
 import sys
 import termios
@@ -67,15 +68,47 @@ def test_on_a_terminal_the_table_is_columnated_to_its_width(records):
     assert "max_pool2d" in text and "max_pool2d " in lines[8]
 
 
-def test_through_a_pipe_the_form_awk_reads_is_unchanged(records):
+def test_through_a_pipe_the_table_is_aligned_whole_and_splits_on_two_spaces(records):
+    # off a terminal: the columnated table at no width (nothing cut), columns two or more spaces apart, so that
+    # a person reads it and a script splits it; the awk form (spaces in values as _) is --space
+    p = subprocess.run([sys.executable, "-m", "pyprof.prof", "-q", "--group-by", "op", str(records)],
+                       capture_output=True, text=True, cwd=ROOT)
+    lines = p.stdout.splitlines()
+    assert p.returncode == 0 and lines[0].split()[:2] == ["Op", "Count"]
+    rows = [re.split(r"  +", x.strip()) for x in lines]
+    assert len({len(r) for r in rows}) == 1  # every line splits into as many fields as there are headers
+    ops = [r[0] for r in rows[1:]]
+    assert any(" " in op for op in ops)  # "conv2d (bprop)": spaces kept, not _
+    # aligned: each field of the second column (Count, a number: right-aligned) ends where its header ends
+    ends = {[m.end() for m in re.finditer(r"\S+(?: \S+)*", x)][1] for x in lines}
+    assert len(ends) == 1
+    # the per-kernel table likewise: the call site column whole (a terminal would cut its start)
     p = subprocess.run([sys.executable, "-m", "pyprof.prof", "-q", "-c", "idx,op,callsite", str(records)],
                        capture_output=True, text=True, cwd=ROOT)
     lines = p.stdout.splitlines()
-    assert p.returncode == 0 and len(lines) == 125
-    assert all(len(x.split()) == 3 for x in lines)  # one field per column: spaces in values are _
+    assert len(lines) == 125 and all(len(re.split(r"  +", x.strip())) == 3 for x in lines)
+    assert all(x.rstrip().endswith(".py:" + x.rstrip().rsplit(":", 1)[1]) for x in lines[1:] if ".py:" in x)
     forced = subprocess.run([sys.executable, "-m", "pyprof.prof", "-q", "--space", "-c", "idx,op,callsite",
                              str(records)], capture_output=True, text=True, cwd=ROOT)
-    assert forced.stdout == p.stdout
+    assert all(len(x.split()) == 3 for x in forced.stdout.splitlines()) and "_" in forced.stdout
+
+
+def test_through_a_pipe_a_long_table_goes_out_in_aligned_blocks():
+    # a table of a million kernels is not held whole off a terminal: rows go out in blocks, each aligned to the
+    # widest field so far (a later block may widen a column; an earlier one is never misaligned)
+    import io
+
+    from pyprof.prof.table.formats import FORMATS
+
+    out = io.StringIO()
+    f = FORMATS["columns"](out, ["idx", "op"], ["Idx", "Op"], 0)
+    f.BLOCK_ROWS = 3
+    f.header()
+    f.rows([(0, "a"), (1, "bb"), (2, "c")])
+    assert out.getvalue() == "Idx  Op\n  0  a\n  1  bb\n  2  c\n"  # written before close: the first block
+    f.rows([(1234, "a  b"), (5, "")])
+    f.close()
+    assert out.getvalue().splitlines()[4:] == ["1234  a b", "   5  -"]  # runs of spaces as one, empty as -
 
 
 def test_space_on_a_terminal_asks_for_the_awk_form(records):
@@ -91,7 +124,8 @@ def test_no_file_at_a_terminal_says_what_to_do_instead_of_waiting():
 def test_the_help_says_which_form_goes_where():
     p = subprocess.run([sys.executable, "-m", "pyprof.prof", "-h"], capture_output=True, text=True, cwd=ROOT)
     text = " ".join(p.stdout.split())  # argparse wraps the help lines
-    assert "the default on a terminal" in text and "the default when the output is not a terminal" in text
+    assert "the default: on a terminal its width; in a pipe or a file every column whole" in text
+    assert "(for awk)" in text
 
 
 def test_prof_counts_kernels_as_parse_and_sqlite3_do(records, tmp_path):

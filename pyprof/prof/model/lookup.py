@@ -32,12 +32,6 @@ def candidates(mod: str, op: str) -> list[str]:
         name = name.split(".", 1)[0]  # aten::add.Tensor -> add
         out += [op, f"{ns}::{name}"]
         base = name
-    elif _NODE.match(op):
-        # A backward kernel whose innermost range is its autograd node (no aten op range inside it: a graph
-        # captured before the profiled range, pyprof.nvtx.graphs): the node names the aten op it differentiates
-        # (NllLossBackward0 -> nll_loss), so that the node of the forward op's own kind carries its numbers.
-        base = _CAMEL.sub("_", _NODE.match(op).group(1)).lower()
-        out += [f"aten::{base}", f"aten::_{base}"]
     else:
         if mod:
             out.append(f"{mod}.{op}")
@@ -52,3 +46,10 @@ def candidates(mod: str, op: str) -> list[str]:
     out.append(f"aten::{base}")
     seen = set()
     return [c for c in out if not (c in seen or seen.add(c))]
+
+
+def node_op(op: str) -> str | None:
+    """The aten op an autograd node's name says it differentiates (``NllLossBackward0`` -> ``aten::nll_loss``),
+    or None for any other name."""
+    m = _NODE.match(op)
+    return f"aten::{_CAMEL.sub('_', m.group(1)).lower()}" if m else None

@@ -32,7 +32,7 @@ from pyprof.prof.model.args import Args
 from pyprof.prof.model.kernels import autocast, fill_dtypes, is_helper, named_role
 from pyprof.prof.load.reader import ArgsDecoder, Raw
 from pyprof.prof.model.registry import GRAD_FAMILIES, TC_FAMILIES, Estimate, Formula, NotModelled
-from pyprof.prof.model.lookup import candidates
+from pyprof.prof.model.lookup import candidates, node_op
 from pyprof.prof.model.results import Result, Static, as_list, copy_result, first_dtype, no_arguments
 from pyprof.prof.model.share import WINDOW, Fix, shares
 from pyprof.prof.model.tensorcores import tc_state
@@ -350,6 +350,13 @@ class Modeller:
                                            est.tc_dims)
         return res
 
+    def _node_formula(self, op: str) -> Formula | None:
+        """The formula of the aten op an autograd node's name says it differentiates (lookup.node_op), if any."""
+        aten = node_op(op)
+        if aten is None:
+            return None
+        return self.resolve("", aten) or self.resolve("", "aten::_" + aten[len("aten::"):])
+
     def _static_info(self, long_name: str, mod: str, op: str, direction: str, args, fwd, fkey, d: dict,
                      raw) -> "Static":
         formula = self.resolve(mod, op) if op else None
@@ -360,7 +367,10 @@ class Modeller:
             f_ops, f_mods = as_list(f.get("op")), as_list(f.get("mod"))
             ff = self.resolve(f_mods[0] if f_mods else "", f_ops[0]) if f_ops else None
             if ff is not None and not (formula is not None and args):
-                if formula is not None and formula.family != ff.family:
+                # A kernel whose innermost range is its autograd node (no aten op inside it: a graph captured
+                # before the profiled range, pyprof.nvtx.graphs) is of the kind of op the node differentiates.
+                own = formula if formula is not None else self._node_formula(op)
+                if own is not None and own.family != ff.family:
                     # The backward op has no arguments and its forward link names another kind of op: not
                     # the op's own forward (another autograd node of the same forward call, e.g. the
                     # LogSoftmaxBackward0 of a cross_entropy). Its shapes are not borrowed; the kernel joins

@@ -180,7 +180,7 @@ def tc_used(name: str) -> bool | None:
 
 
 #: How the TC column shows a kernel's Tensor Core state (docs/prof.md): used, eligible but not used, not applicable.
-TC_TEXT = {True: "1", False: "0", None: "-"}
+TC_TEXT = {True: "yes", False: "no", None: "-"}
 
 
 def tc_state(name: str, matrix_role: bool, dtype: str | None) -> bool | None:

@@ -241,16 +241,24 @@ class ColumnsFormat(Format):
     is longer: prose (a finding's evidence, an action) wraps onto further lines, paths lose their start
     (``~/lenet.py:25``: the file and line stay), other text its end. A table whose numbers and narrowest text do not
     fit is printed wider than ``width`` rather than refused. Fields go through ``printable`` first, so that the
-    width of a field is its number of characters."""
+    width of a field is its number of characters.
+
+    ``width`` 0 (output to a pipe or a file) fits no width: nothing is cut, wrapped or left out, and rows go out
+    in blocks of BLOCK_ROWS, each aligned to the widest field so far, so that a table of a million kernels is never
+    held whole. Columns are then two or more spaces apart, a run of spaces inside a field is written as one and an
+    empty field as ``-``, so a script splits a line on runs of two spaces (``awk -F '  +'``)."""
 
     GAP = 2  # columns are separated by two spaces
     si = True  # counts of FLOPs and bytes with SI prefixes
+    #: Off a terminal (width 0), rows are written in blocks of this many.
+    BLOCK_ROWS = 4096
 
     def __init__(self, *a, **k):
         super().__init__(*a, **k)
         self._rows: list[tuple] = []
         self._si = [self.si and _quantity(c) for c in self.columns]
         self._header = False  # header() was called: the header is written (at close, sized with the rows)
+        self._widths: list[int] | None = None  # width 0: the widths of the blocks written so far
 
     def header(self) -> None:
         self._header = True
@@ -265,8 +273,29 @@ class ColumnsFormat(Format):
         if not _plain([" ".join(c) for c in cells]):
             cells = [tuple([printable(v) for v in c]) for c in cells]
         self._rows.extend(cells)
+        if not self.width and len(self._rows) >= self.BLOCK_ROWS:
+            self._block()
+
+    def _block(self) -> None:
+        """Width 0: the rows held so far, aligned to the widest field of every block so far (the header first)."""
+        headers = [_SPACES.sub(" ", printable(h)) or "-" for h in self.headers]
+        rows = [tuple([_SPACES.sub(" ", v) or "-" for v in r]) for r in self._rows]
+        self._rows = []
+        first = self._widths is None
+        widths = [max(natural_width(headers[j] if self._header else "", rows, j),
+                      0 if first else self._widths[j]) for j in range(len(headers))]
+        self._widths = widths
+        numbers = {j for j in range(len(headers)) if rows and all(_NUMBER.fullmatch(r[j]) for r in rows)}
+        out = [_line(headers, widths, numbers, " " * self.GAP)] if first and self._header else []
+        out += [_line(list(r), widths, numbers, " " * self.GAP) for r in rows]
+        self.stream.write("".join(line + "\n" for line in out))
 
     def close(self) -> None:
+        if not self.width:
+            if self._rows or self._widths is None:
+                self._block()
+            self.stream.flush()
+            return
         headers = [printable(h) for h in self.headers]
         columns, rows, same, narrow = self.columns, self._rows, [], []
         natural = fit_columns(headers, rows, 1 << 30, self.GAP, set(), set())
@@ -485,6 +514,7 @@ def fit_columns(headers: list[str], rows: list[tuple], width: int, gap: int, num
 
 
 #: A cell that is a number (or says there is none): never cut.
+_SPACES = re.compile(r"  +")
 _NUMBER = re.compile(r"\(?-?[0-9][0-9.,e+-]*[MGTP]?\)?%?|na|-|")  # 12, 0.45, 1.2e+09, 2.72T, 491,493, (16,1,1), na
 #: Columns of paths and ``file:line`` sites: cut from the left, so that the file and line stay (as is any column
 #: whose every cell is a site: ``--group-by callsite``'s key).
