@@ -11,7 +11,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 _CAPTURE_API = ("init", "uninit", "wrap", "layer", "is_initialized", "profiling", "step", "forward_steps",
-                "RecordingSink")
+                "RecordingSink", "ProfilerSink")
 
 
 def __getattr__(name: str):

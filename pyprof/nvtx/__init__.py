@@ -16,12 +16,12 @@ import torch
 
 from pyprof.common import UsageError
 from pyprof.nvtx import graphs, inductor, patch
-from pyprof.nvtx.emit import Emitter, NvtxSink, RecordingSink
+from pyprof.nvtx.emit import Emitter, NvtxSink, ProfilerSink, RecordingSink
 from pyprof.nvtx.modules import ModuleRanges
 from pyprof.nvtx.step_window import forward_steps, step
 
 __all__ = ["init", "uninit", "wrap", "layer", "is_initialized", "profiling", "step", "forward_steps",
-           "RecordingSink"]
+           "RecordingSink", "ProfilerSink"]
 
 
 class _State:

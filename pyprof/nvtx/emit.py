@@ -6,7 +6,9 @@ attributes are built once per distinct (callable, call site, argument signature)
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import threading
 
 import nvtx
 
@@ -54,6 +56,38 @@ class NvtxSink:
             # The call id travels as the NVTX int64 payload so the registered text stays shared.
             attrs.payload = call_id
             self.domain.push_range(attrs)
+
+
+class ProfilerSink:
+    """Emits ranges into the PyTorch profiler's trace, as record_function ranges (``user_annotation`` events),
+    for a capture without Nsight Systems (``pyprof run --backend torch``). The profiler's own Python frames name a
+    function by its first line, not by the line that called the op; pyprof's marker names that line. The call id
+    has no place in a record_function range and is dropped."""
+
+    def __init__(self):
+        import torch
+
+        self._range = torch._C._profiler._RecordFunctionFast
+        self._open = threading.local()  # each thread's open ranges, innermost last
+
+    def attributes(self, message: str) -> str:
+        try:
+            return payload.profiler_literal(json.loads(message))
+        except ValueError:  # a plain text (a layer's range): its double quotes, which would break the trace, as '
+            return message.replace('"', "'")
+
+    def push(self, attrs, call_id: int) -> None:
+        r = self._range(attrs)
+        r.__enter__()
+        stack = getattr(self._open, "stack", None)
+        if stack is None:
+            stack = self._open.stack = []
+        stack.append(r)
+
+    def pop(self) -> None:
+        stack = getattr(self._open, "stack", None)
+        if stack:
+            stack.pop().__exit__(None, None, None)
 
 
 class RecordingSink:

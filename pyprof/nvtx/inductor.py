@@ -21,7 +21,7 @@ import json
 import sys
 import threading
 
-from pyprof.nvtx import emit
+from pyprof.nvtx import emit, payload
 from pyprof.nvtx.inductor_marker import kernel_nodes, marker
 
 _KINETO = _profiler_type = _record_function = None  # set by install: torch's, looked up once
@@ -102,7 +102,7 @@ class _Kernel:
         key = ("profiler", site)
         text = self.texts.get(key)
         if text is None:
-            text = self.texts[key] = repr({**self.data, "site": site})
+            text = self.texts[key] = payload.profiler_literal({**self.data, "site": site})
         return text
 
     def sited(self, site: str, emitter):

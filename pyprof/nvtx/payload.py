@@ -179,3 +179,20 @@ def _tensor_text(x) -> str:
 def module_marker(qualname: str, type_name: str) -> str:
     """Return the JSON text of an ``nn.Module`` range."""
     return json.dumps({"pyprof": MARKER_VERSION, "module": qualname, "type": type_name}, separators=(",", ":"))
+
+
+def profiler_literal(value) -> str:
+    """A marker as the PyTorch profiler's range name: a Python literal without a double quote in it (parse reads
+    it as it reads the original PyProf's markers, with ``ast.literal_eval``). The profiler writes range names into
+    its JSON trace without escaping them, so a JSON marker's quotes would break the trace."""
+    if isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'").replace('"', "\\x22") + "'"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{profiler_literal(str(k))}: {profiler_literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(profiler_literal(v) for v in value) + "]"
+    if value is None or isinstance(value, (bool, int)):
+        return repr(value)
+    if isinstance(value, float):
+        return repr(value) if math.isfinite(value) else profiler_literal(str(value))
+    return profiler_literal(str(value))

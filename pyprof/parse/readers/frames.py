@@ -7,10 +7,11 @@ import re
 
 #: Frames that are never the user's call site: torch's own (pyprof.init() skips the same), builtins, frozen
 #: modules, and apex.pyprof's wrapper between the user's call and torch's function (its nvmarker.py, in the call
-#: stacks its traceMarker recorded); paths are relative to their sys.path folder ("torch/...") or absolute
+#: stacks its traceMarker recorded), and pyprof's own capture (its wrappers, pyprof run's boot module, in a PyTorch
+#: profiler's Python frames); paths are relative to their sys.path folder ("torch/...") or absolute
 #: (".../site-packages/torch/").
 INTERNAL = re.compile(r"^(?:torch/|<|.*/site-packages/torch/|.*/torch/(?:nn|autograd|optim|_|utils|cuda)/"
-                      r"|(?:.*/)?apex/pyprof/)")
+                      r"|(?:.*/)?apex/pyprof/|(?:.*/)?pyprof/(?:nvtx|run/boot)/)")
 
 
 def internal_file(path: str) -> bool:

@@ -228,7 +228,10 @@ class KinetoSource(Source):
             mine = sorted(ops.get(thread, ()), key=lambda r: (r[1], -r[2]))
             open_frames: list = []  # (end, site or None), outermost first
             k = 0
+            backward_until = None  # the end of the open autograd node: its ops take their forward op's line
             for r in mine:
+                if r[5].backward and (backward_until is None or r[2] > backward_until):
+                    backward_until = r[2]
                 while k < len(frames) and frames[k][1] <= r[1]:
                     _t, start, end, name = frames[k]
                     while open_frames and open_frames[-1][0] <= start:
@@ -237,6 +240,11 @@ class KinetoSource(Source):
                     k += 1
                 while open_frames and open_frames[-1][0] <= r[1]:
                     open_frames.pop()
+                if backward_until is not None and r[1] <= backward_until:
+                    # Backward work runs where backward() was called, or on autograd's thread: the frames
+                    # around it (the caller's, named by the line it was on when the profiler started) are not
+                    # its line. Its forward link gives the forward op's, as under Nsight Systems.
+                    continue
                 site = next((s for end, s in reversed(open_frames) if s is not None and end >= r[2]), None)
                 if site is not None and r[5].site is None:
                     r[5].site = site

@@ -81,7 +81,7 @@ class _Steps:
         wrapped callables, and off at once (pyprof.nvtx.install_off): nothing of the capture is on."""
         from pyprof import nvtx
 
-        nvtx.install_off(ops=self.backend == "nsys")
+        nvtx.install_off()
 
     def _markers(self, on: bool) -> None:
         """pyprof.init()'s markers on (the capture's start) or off (its end). On: init() again, whole, after
@@ -98,8 +98,11 @@ class _Steps:
         if self.backend == "nsys":
             pyprof.init()
         else:
-            # The profiler records eager ops itself; what torch.compile generates is named by pyprof alone.
-            pyprof.init(ops=False, modules=False, backward=False)
+            # The profiler records the ops and modules itself, but names a Python frame by its function's first
+            # line: pyprof's op ranges, in its trace, name the calling line (and what torch.compile generates).
+            from pyprof.nvtx.emit import ProfilerSink
+
+            pyprof.init(modules=False, backward=False, sink=ProfilerSink())
 
     def start(self) -> None:
         import torch
