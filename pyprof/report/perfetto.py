@@ -24,6 +24,10 @@ from pyprof.report.page import json_text
 #: Synthetic process ids of the GPU rows: far above any OS pid (Linux caps pids at 2**22), so a GPU never
 #: shares a process row with a CPU process.
 GPU_PID_BASE = 1 << 30
+#: What a CPU range slice's times are, in its args: a reader of the trace takes a slice for a measured one otherwise.
+RANGE_TIMES = ("from the first launch call made inside the range to the end of its last: the records carry the "
+               "range's name, not its push and pop times, so the range began at or before the slice and ended at or "
+               "after it")
 #: Launches remembered to draw a graph launch (one call, many kernels) once: bounded, see _Launches.
 _LAUNCH_MEMORY = 65536
 
@@ -100,7 +104,8 @@ class _RangeSlices:
         while len(self.open) > depth:
             (name, call), t0, t1 = self.open.pop()
             st.ranges += 1
-            args = {"range": name} if call is None else {"range": name, "call": call}
+            args = {"range": name, "drawn": RANGE_TIMES} if call is None else \
+                {"range": name, "call": call, "drawn": RANGE_TIMES}
             out.append({"ph": "X", "name": name, "cat": "range", "pid": self.pid, "tid": self.tid, "ts": _us(t0),
                         "dur": _us(t1 - t0), "args": args})
 

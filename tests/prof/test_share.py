@@ -42,6 +42,19 @@ def test_a_pointwise_call_shares_by_duration():
     assert out[0][3][0] == out[1][3][0]  # the same TFLOP/s: 10/100 = 20/200
 
 
+def test_a_kernel_that_only_sorts_or_copies_shares_the_bytes_not_the_flops():
+    """The same add run as a radix sort (100 ns), a copy (50 ns) and the kernel that adds (150 ns): the 30 FLOPs
+    all on the adding kernel, the 360 bytes by duration (120, 60, 180); the totals stay the call's."""
+    kw = dict(op="add", mod="torch", args=[T([30]), T([30])])
+    sort = "void cub::DeviceRadixSortOnesweepKernel<cub::DeviceRadixSortPolicy<long, int, unsigned int>>"
+    out = _rows([rec(sort, 100, sub=0, **kw), rec("direct_copy_kernel_cuda", 50, sub=1, **kw),
+                 rec("vectorized_elementwise_kernel", 150, sub=2, **kw)])
+    assert [(m.flops, m.bytes) for _i, _d, m, _r in out] == [(0, 120), (0, 60), (30, 180)]
+    # a call made only of such kernels keeps sharing its FLOPs by duration (they are all it ran)
+    out = _rows([rec(sort, 100, sub=0, **kw), rec(sort, 200, sub=1, **kw)])
+    assert [m.flops for _i, _d, m, _r in out] == [10, 20]
+
+
 def test_helpers_keep_their_result_and_backward_gemms_share_per_gradient():
     """A backward linear whose dgrad runs as one kernel and whose wgrad runs as two (split-K: a third main
     kernel continues the gradient before it): each gradient is 2·64·512·256 = 16777216 FLOPs; the wgrad

@@ -162,6 +162,8 @@ def test_cpu_ranges_are_slices_that_nest_around_their_launches(resnet):
     ranges = [e for e in evs if e.get("cat") == "range"]
     steps_in_records = {r for d in resnet for r in d.get("ranges") or () if r.startswith("ProfilerStep#")}
     assert steps_in_records  # the capture has its steps: the check below is not vacuous
+    # each slice says its times are drawn from its launches, not measured (a Perfetto user would take them so)
+    assert all("not its push and pop times" in e["args"]["drawn"] for e in ranges)
     assert sorted(e["name"] for e in ranges if e["name"].startswith("ProfilerStep#")) == sorted(steps_in_records)
     by_thread: dict = {}
     for e in ranges:

@@ -37,6 +37,18 @@ _MATMUL = re.compile(r"gemm|xmma|nvjet|tensorop|implicit|fprop|dgrad|wgrad|flash
                      r"xdl|wmma|mfma|gtcx", re.IGNORECASE)
 
 
+# Kernels that order, move or set data and do none of an op's arithmetic (a radix sort inside an embedding's
+# backward, a copy, a fill), unless they also say they multiply matrices.
+_NO_ARITHMETIC = re.compile(r"radix|sort|memset|memcpy|copy_kernel|fill_kernel|transpose|CatArray", re.IGNORECASE)
+
+
+@lru_cache(maxsize=65536)
+def does_arithmetic(name: str) -> bool:
+    """False for a kernel that only orders, moves or sets data (share.py gives it no share of a call's FLOPs)."""
+    name = name[:NAME_SCAN_CHARS]
+    return not _NO_ARITHMETIC.search(name) or bool(_MATMUL.search(name) or TENSILE_GEMM.search(name))
+
+
 def is_helper(name: str) -> bool:
     """True for kernels that only help a GEMM/conv/attention call (transposes, split-K reductions, casts ...)."""
     return _is_helper(name[:NAME_SCAN_CHARS])  # tensorcores.NAME_SCAN_CHARS says why

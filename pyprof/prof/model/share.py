@@ -1,13 +1,16 @@
 """Sharing an op call's FLOPs and bytes among the kernels that do its work, in proportion to their durations.
 
 Every sharing kernel then runs at the call's own rate (its share over its duration is the call's total over
-the call's time), and the shares are integers that add up to the call's totals exactly, so per-op and
+the call's time), except that a kernel that only orders, moves or sets data (a sort, a copy, a fill) takes bytes
+but no FLOPs where the call has a kernel that computes; the shares are integers that add up to the call's totals exactly, so per-op and
 per-step sums do not move. The bookkeeping of which kernels belong to which call is the Modeller's
 (model.py); this module only divides.
 """
 from __future__ import annotations
 
 from typing import NamedTuple
+
+from pyprof.prof.model.kernels import does_arithmetic
 
 #: A call's kernels share its numbers only within this many input lines of its first record; a later kernel
 #: of the call shares nothing (and one more than this after the call's previous kernel starts a new call).
@@ -70,7 +73,7 @@ def shares(entries: list) -> list[Fix]:
             finals = [whole] * len(group)
         else:
             durations = [e[1].get("kDuration") or 0 for e in group]
-            flops, nbytes = apportion(whole.flops, durations), apportion(whole.bytes, durations)
+            flops, nbytes = apportion(whole.flops, _arithmetic(group, durations)), apportion(whole.bytes, durations)
             make, w = type(whole), whole
             finals = [_new(make, (f, b, w.params, e[4], w.reason, w.family, w.dtype, w.role, w.tc_dims))
                       for e, f, b in zip(group, flops, nbytes)]
@@ -78,6 +81,17 @@ def shares(entries: list) -> list[Fix]:
             if final is not given:
                 fixes.append(_new(Fix, (idx, d, given, final)))
     return fixes
+
+
+def _arithmetic(group: list, durations: list) -> list:
+    """The weights a call's FLOPs are shared by: the durations of the kernels that may do its arithmetic
+    (kernels.does_arithmetic), so that a per-kernel row never shows a radix sort doing floating-point work; every
+    kernel's where none or all of them do."""
+    doing = [does_arithmetic(e[1].get("kShortName") or e[1].get("kLongName") or "") for e in group]
+    if all(doing) or not any(doing):
+        return durations
+    weights = [w if do else 0 for w, do in zip(durations, doing)]
+    return weights if any(weights) else [1 if do else 0 for do in doing]
 
 
 # A third of the rows of real records are made again with their share: tuple.__new__ makes those named tuples

@@ -309,15 +309,29 @@
 
   // ---- charts: drawn to the section's width, redrawn when the window resizes --------------------------------
   const charts = [];
-  function legend(names) {
+  function legend(names, colors) {
     const d = el("div", {class: "legend"});
     names.forEach((n, k) => {
-      const s = el("span"); const i = el("i"); i.style.background = COLORS[k % COLORS.length];
+      const s = el("span"); const i = el("i"); i.style.background = colors ? colors[k] : COLORS[k % COLORS.length];
       s.append(i, document.createTextNode(n)); d.appendChild(s);
     });
     return d;
   }
   function colIdx(t, key) { return t.columns.indexOf(key); }
+  // The rows a chart draws: those the filter box leaves, as in the view's table (a table without an op, kernel,
+  // line or layer column is not filtered, and neither is its chart).
+  function chartRows(t) {
+    const fi = t.columns.map((c, i) => FILTER_KEYS.includes(c) ? i : -1).filter(i => i >= 0);
+    return query && fi.length ? t.rows.filter(r => fi.some(i => hit(r[i]))) : t.rows;
+  }
+  // One colour per name across the page (the same op has the same colour in every pie), in the order names are
+  // first drawn; "other" is grey.
+  const nameColors = new Map();
+  function colorOfName(name) {
+    if (name === "other") return "#bab0ac";
+    if (!nameColors.has(name)) nameColors.set(name, COLORS[nameColors.size % COLORS.length]);
+    return nameColors.get(name);
+  }
   function val(v) { return typeof v === "number" && isFinite(v) && v > 0 ? v : 0; }
   function labelOf(t, r) {
     // A chart's label: one column, or several joined (op and input shapes: "linear [[8, 512], ...]").
@@ -333,7 +347,7 @@
   function stackedChart(t, box) {
     const vi = t.chart.values.map(k => colIdx(t, k)).filter(i => i >= 0);
     const wi = colIdx(t, "worker");
-    let rows = t.rows;
+    let rows = chartRows(t);
     if (t.chart.top) {  // the longest rows (lines: forward + backward), not the first
       rows = rows.map(r => [r, vi.reduce((s, i) => s + val(r[i]), 0)]).filter(p => p[1] > 0)
         .sort((a, b) => b[1] - a[1]).slice(0, t.chart.top).map(p => p[0]);
@@ -365,7 +379,7 @@
     box.appendChild(g);
   }
   function topRows(t, vi) {
-    return t.rows.map(r => [r, val(r[vi])]).filter(p => p[1] > 0).sort((a, b) => b[1] - a[1]);
+    return chartRows(t).map(r => [r, val(r[vi])]).filter(p => p[1] > 0).sort((a, b) => b[1] - a[1]);
   }
   function barChart(t, box) {
     const vi = colIdx(t, t.chart.values[0]), key = t.chart.values[0];
@@ -395,7 +409,8 @@
     // Pie and legend side by side: a legend above a small pie leaves most of the section empty.
     const row = el("div", {class: "pierow"});
     const g = svg("svg", {width: 2 * R + 10, height: 2 * R + 10, class: "chart", "data-chart": "pie"});
-    const lg = legend(parts.map(p => short(p[0], 70) + " (" + (100 * p[1] / total).toFixed(1) + "%)"));
+    const lg = legend(parts.map(p => short(p[0], 70) + " (" + (100 * p[1] / total).toFixed(1) + "%)"),
+                      parts.map(p => colorOfName(p[0])));
     lg.classList.add("vertical");
     row.append(g, lg);
     box.appendChild(row);
@@ -405,7 +420,7 @@
       const p = (ang) => (R + 5 + R * Math.cos(ang)).toFixed(2) + " " + (R + 5 + R * Math.sin(ang)).toFixed(2);
       const d = parts.length === 1 ? `M ${R + 5} 5 A ${R} ${R} 0 1 1 ${R + 4.99} 5 Z`
                                    : `M ${R + 5} ${R + 5} L ${p(a)} A ${R} ${R} 0 ${big} 1 ${p(b)} Z`;
-      const path = svg("path", {d: d, fill: COLORS[k % COLORS.length], stroke: "#fff"});
+      const path = svg("path", {d: d, fill: colorOfName(name), stroke: "#fff"});
       path.appendChild(svg("title", {}, name + ": " + fmtv(v, key)));
       g.appendChild(path); a = b;
     });
@@ -443,6 +458,7 @@
     sec.appendChild(box);
     const draw = () => { box.replaceChildren(); CHARTS[t.chart.type](t, box); };
     charts.push(draw);
+    onFilter(draw);
     draw();
   }
 
