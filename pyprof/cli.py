@@ -15,6 +15,7 @@ STAGES = {
     "report": ("pyprof.report.cli", "records or an export -> one self-contained HTML report; --trace: Perfetto JSON"),
     "diff": ("pyprof.diff.cli", "two runs (records or exports) -> the change per step, per op, line or kernel"),
     "run": ("pyprof.run.cli", "run a training script under a capture (no edit needed) -> records and report.html"),
+    "mcp": ("pyprof.agent.server", "serve the headline, views, findings, kernels and diffs to a coding agent (MCP)"),
 }
 
 USAGE = "usage: pyprof {" + ",".join(STAGES) + "} [options] ...   (pyprof STAGE -h for a stage's options)\n\n" + \

@@ -10,8 +10,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The stages in data-flow order; a module may import its own stage, an earlier one and the shared modules. diff
-#: compares two runs' prof aggregates and renders them with report's page: it comes after both.
-FLOW = ("nvtx", "parse", "prof", "report", "diff")
+#: compares two runs' prof aggregates and renders them with report's page: it comes after both; agent (pyprof mcp)
+#: answers from all of them.
+FLOW = ("nvtx", "parse", "prof", "report", "diff", "agent")
 #: Modules every stage may import: what the stages share (the record's layout, errors, helpers, the fork helper,
 #: the temporaries and signals).
 SHARED = {"pyprof.common", "pyprof.cleanup", "pyprof.record", "pyprof.forked"}

@@ -115,7 +115,7 @@ def records_sources(inputs: list[str], stack: ExitStack) -> list[Source]:
     return sources
 
 
-def _tables(sources: list[Source], jobs: int = 0, meanwhile=None, source=None):
+def analyse(sources: list[Source], jobs: int = 0, meanwhile=None, source=None):
     """The views' Tables (all workers, then each worker when there are several), the table of every GPU
     activity, and the headline, from one pass over the records: spread over ``jobs`` worker processes for one
     large records file (pyprof.prof.aggregate_jobs), else in this process. ``meanwhile()`` runs while the
@@ -187,7 +187,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
             firsts = [(s.name, itertools.islice(_numbered(s.path, s.given), share)) for s in sources]
             timeline.append(list(perfetto.source_events(firsts)) if share else None)
 
-        tables, acts, head = _tables(sources, (os.cpu_count() or 1) if jobs is None else jobs,
+        tables, acts, head = analyse(sources, (os.cpu_count() or 1) if jobs is None else jobs,
                                      timeline_events_of_the_firsts, source)
         n_records = len(acts)
         tl_events = timeline[0]
