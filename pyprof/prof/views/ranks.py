@@ -76,10 +76,14 @@ def rank_tables(summaries: list[RankSummary], inputs: int, worker: str | None = 
     return tables
 
 
+#: The stragglers table, built only where collectives were matched across ranks (pyprof.schemas reads it here).
+STRAGGLERS = ("stragglers", "Stragglers: who each collective waited for",
+              [("collective", "Collective"), ("n", "#"), ("last", "Last to arrive"), ("delay_ms", "Delay (ms)"),
+               ("first", "First to arrive")])
+
+
 def _stragglers(matched, talking: list[RankSummary], labels: dict, inputs: int) -> Table:
-    cols = [("collective", "Collective"), ("n", "#"), ("last", "Last to arrive"), ("delay_ms", "Delay (ms)"),
-            ("first", "First to arrive")]
-    t = Table.of("stragglers", "Stragglers: who each collective waited for", cols,
+    t = Table.of(*STRAGGLERS,
                  chart={"type": "bar", "label": ["collective", "n"], "values": ["delay_ms"]})
     for c in sorted(matched.collectives, key=lambda c: -c.delay_ns):
         t.rows.append([c.name, c.n + 1, labels[id(talking[c.last])] if c.delay_ns else None, ms(c.delay_ns),
