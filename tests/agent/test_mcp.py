@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -197,4 +198,17 @@ def test_a_tool_reads_the_file_it_is_given_and_no_source_text(tmp_path):
     assert not any(f.endswith(".py") and "/examples/" in f for f in opened)
 
 
-import os  # noqa: E402  (used by the test above)
+def test_pyprof_mcp_serves_over_stdio(records):
+    # the command itself, as an agent's client starts it: a subprocess on stdin and stdout
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "pyprof.cli", "mcp"], cwd=str(ROOT))
+
+    async def go():
+        async with Client(params) as c:
+            return await c.call_tool("headline", {"path": records["h200"]})
+    r = asyncio.run(go())
+    assert not r.is_error and r.structured_content["headline"]["steps"] == 2
+    bad = subprocess.run([sys.executable, "-m", "pyprof.cli", "mcp", "--source-root", str(ROOT / "nowhere")],
+                         capture_output=True, text=True, input="", cwd=ROOT)
+    assert bad.returncode == 2 and bad.stdout == "" and bad.stderr.count("\n") == 1 and "not a folder" in bad.stderr

@@ -310,12 +310,17 @@ class ColumnsFormat(Format):
             text = [j for j in range(len(columns)) if j not in numbers]
             key = text[0] if text else None
             others = [j for j in text[1:] if j not in prose]
-            if widths is None or key is None or not others or widths[key] >= min(TEXT_MIN, natural_width(
-                    headers[key], rows, key)):
+            squeezed = [j for j in [key] + others if key is not None and
+                        widths is not None and widths[j] < min(TEXT_MIN, natural_width(headers[j], rows, j))]
+            if widths is None or key is None or not others or not squeezed:
                 break
-            # the row's key would go below TEXT_MIN characters: a later text column gives way, whole
-            narrow.append(headers[others[-1]])
-            headers, columns, rows = _without({others[-1]}, headers, columns, rows)
+            # a text column would go below TEXT_MIN characters: a text column gives way, whole, the least telling
+            # first (the module, the direction, ...), then the last of those cut short, then the last
+            cut_short = [j for j in squeezed if j != key]
+            gone = next((j for j in others if columns[j] in GIVE_WAY_FIRST),
+                        cut_short[-1] if cut_short else others[-1])
+            narrow.append(headers[gone])
+            headers, columns, rows = _without({gone}, headers, columns, rows)
         self._rows = rows
         if widths is None:
             self._blocks(headers)
@@ -395,6 +400,9 @@ class ExactColumnsFormat(ColumnsFormat):
 
 #: What a column that says nothing holds in every row (left out where the table would not fit otherwise).
 _NOTHING = frozenset({"na", "0", "0.0", "-", ""})
+#: Text columns of the per-kernel table that give way first where text would be cut below TEXT_MIN (what the other
+#: columns say of a kernel more tellingly: the op names its module, the op's direction is in its name).
+GIVE_WAY_FIRST = ("mod", "dir", "tid", "device", "stream", "seq", "altseq", "layer", "trace", "grid", "block")
 #: The narrowest a text column is made while its text is longer (and a number column could give up room instead).
 TEXT_MIN = 12
 #: Below this width a sentence column reads a word a line: the table is printed a block per row instead.
