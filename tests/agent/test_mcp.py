@@ -188,7 +188,9 @@ def test_a_tool_reads_the_file_it_is_given_and_no_source_text(tmp_path):
     shutil.copy(H200, profile)
     script = tmp_path / "audit.py"
     script.write_text(AUDIT)
-    p = subprocess.run([sys.executable, str(script), str(profile)], capture_output=True, text=True, cwd=ROOT)
+    # the package under test, wherever an installed one lies
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    p = subprocess.run([sys.executable, str(script), str(profile)], capture_output=True, text=True, cwd=ROOT, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     opened = json.loads(p.stdout.splitlines()[-1])
     code = (sys.prefix, sys.base_prefix, str(ROOT / "pyprof"), "/proc/", "/dev/", "/sys/")
