@@ -121,6 +121,33 @@ def test_without_marks_a_graph_from_before_the_range_stays_untied():
     assert stats.graph_kernels > 0 and stats.graph_kernels_tied == 0
 
 
+class FakeGraph:
+    """What a graph capture does to pyprof: begin, the body's ops, end (no CUDA on this machine)."""
+
+    def capture_begin(self):
+        pass
+
+    def capture_end(self):
+        pass
+
+
+@pytest.fixture
+def watched():
+    """pyprof.init() recording into a sink, with FakeGraph's captures watched: (the sink, graphs, nvtx's state)."""
+    import pyprof
+    from pyprof.nvtx import graphs, state
+
+    sink = pyprof.RecordingSink()
+    pyprof.init(sink=sink, modules=False, backward=False)
+    try:
+        graphs.recorder.__init__()
+        graphs.install(state, FakeGraph)
+        yield sink, graphs, state
+    finally:
+        pyprof.uninit()
+        graphs.recorder.__init__()
+
+
 # -- the marks, unit by unit ------------------------------------------------------------------------------------
 PID = 77 << 24
 
@@ -196,94 +223,72 @@ def test_the_capture_records_its_own_threads_ranges_and_writes_them_as_marks():
         graphs.recorder.__init__()
 
 
-def test_a_capture_while_the_markers_are_off_turns_them_on_for_itself():
+def test_a_capture_while_the_markers_are_off_turns_them_on_for_itself(watched):
     # pyprof run before its window keeps the wrappers installed but off; a graph captured then (reduce-overhead's
     # warm-up, a server's start-up) is captured once, so its ranges are kept
     import torch
 
-    import pyprof
-    from pyprof.nvtx import graphs, state
-
-    class FakeGraph:  # what a capture does to pyprof: begin, the body's ops, end (no CUDA on this machine)
-        def capture_begin(self):
-            pass
-
-        def capture_end(self):
-            pass
-
-    sink = pyprof.RecordingSink()
-    pyprof.init(sink=sink, modules=False, backward=False)
-    try:
-        graphs.recorder.__init__()
-        graphs.install(state, FakeGraph)
-        state.emitter = None  # installed and off, as install_off() leaves pyprof run's boot before its window
-        assert state.emitter is None
-        torch.ones(2)  # off: no range
-        g = FakeGraph()
-        g.capture_begin()
-        torch.zeros(3)
-        g.capture_end()
-        torch.ones(4)  # off again
-        assert state.emitter is None
-        (capture,) = graphs.recorder.captures
-        assert [json.loads(r[2])["op"] for r in capture.ranges] == ["zeros"]
-        assert [json.loads(e[1])["op"] for e in sink.events if e[0] == "push"] == ["zeros"]
-    finally:
-        pyprof.uninit()
-        graphs.recorder.__init__()
+    sink, graphs, state = watched
+    state.emitter = None  # installed and off, as install_off() leaves pyprof run's boot before its window
+    torch.ones(2)  # off: no range
+    g = FakeGraph()
+    g.capture_begin()
+    torch.zeros(3)
+    g.capture_end()
+    torch.ones(4)  # off again
+    assert state.emitter is None
+    (capture,) = graphs.recorder.captures
+    assert [json.loads(r[2])["op"] for r in capture.ranges] == ["zeros"]
+    assert [json.loads(e[1])["op"] for e in sink.events if e[0] == "push"] == ["zeros"]
 
 
-def test_a_backward_pass_during_a_capture_keeps_each_nodes_range_and_its_forward_ops_number():
+def test_a_backward_pass_during_a_capture_keeps_each_nodes_range_and_its_forward_ops_number(watched):
     # autograd's own ranges come from C++ and are lost with a graph captured before the window: the capture keeps
     # them itself, in emit_nvtx's words, so that parse links the backward kernels to their forward op
     import torch
 
+    _sink, graphs, _state = watched
+    w = torch.randn(4, 3, requires_grad=True)
+    x = torch.randn(2, 3)
+    torch.nn.functional.linear(x, w).sum().backward()  # outside a capture: nothing kept
+    assert graphs.recorder.captures == []
+    g = FakeGraph()
+    g.capture_begin()
+    y = torch.nn.functional.linear(x, w)
+    loss = y.relu().sum()
+    loss.backward()
+    g.capture_end()
+    (capture,) = graphs.recorder.captures  # CPU tensors: the engine ran on this thread
+    texts = [r[2] for r in capture.ranges]
+    # linear made two nodes (t's and addmm's: seq n, n+1), relu one, sum one, each numbered inside its op
+    n = y.grad_fn._sequence_nr()
+    assert [t for t in texts if ", seq = " in t and "Backward" not in t] == \
+        [f"linear, seq = {n - 1}", f"linear, seq = {n}", f"relu, seq = {n + 1}", f"sum, seq = {n + 2}"]
+    # the backward nodes, in the order the engine ran them, each inside the engine's range of the same name
+    nodes = [t for t in texts if "Backward" in t and not t.startswith(graphs.ENGINE_PREFIX)]
+    assert nodes == [f"SumBackward0, seq = {n + 2}", f"ReluBackward0, seq = {n + 1}",
+                     f"{y.grad_fn.name()}, seq = {n}", f"TBackward0, seq = {n - 1}"]
+    assert texts.count(graphs.ENGINE_PREFIX + "SumBackward0") == 1
+    # ranges nest: every numbered range lies inside the range pushed just before it
+    for i, r in enumerate(capture.ranges):
+        if ", seq = " in r[2]:
+            parent = capture.ranges[i - 1]
+            assert parent[0] <= r[0] <= r[1] <= parent[1]
+    assert w.grad is not None
+
+
+def test_uninit_puts_autograd_back():
+    import torch
+
     import pyprof
-    from pyprof.nvtx import graphs, state
 
-    class FakeGraph:
-        def capture_begin(self):
-            pass
-
-        def capture_end(self):
-            pass
-
-    sink = pyprof.RecordingSink()
-    pyprof.init(sink=sink, modules=False, backward=False)
+    original = torch.autograd.backward
+    pyprof.init(sink=pyprof.RecordingSink(), modules=False, backward=False)
     try:
-        graphs.recorder.__init__()
-        graphs.install(state, FakeGraph)
-        w = torch.randn(4, 3, requires_grad=True)
-        x = torch.randn(2, 3)
-        torch.nn.functional.linear(x, w).sum().backward()  # outside a capture: nothing kept
-        assert graphs.recorder.captures == []
-        g = FakeGraph()
-        g.capture_begin()
-        y = torch.nn.functional.linear(x, w)
-        loss = y.relu().sum()
-        loss.backward()
-        g.capture_end()
-        (capture,) = graphs.recorder.captures  # CPU tensors: the engine ran on this thread
-        texts = [r[2] for r in capture.ranges]
-        # linear made two nodes (t's and addmm's: seq n, n+1), relu one, sum one, each numbered inside its op
-        n = y.grad_fn._sequence_nr()
-        assert [t for t in texts if ", seq = " in t and "Backward" not in t] == \
-            [f"linear, seq = {n - 1}", f"linear, seq = {n}", f"relu, seq = {n + 1}", f"sum, seq = {n + 2}"]
-        # the backward nodes, in the order the engine ran them, each inside the engine's range of the same name
-        nodes = [t for t in texts if "Backward" in t and not t.startswith(graphs.ENGINE_PREFIX)]
-        assert nodes == [f"SumBackward0, seq = {n + 2}", f"ReluBackward0, seq = {n + 1}",
-                         f"{y.grad_fn.name()}, seq = {n}", f"TBackward0, seq = {n - 1}"]
-        assert texts.count(graphs.ENGINE_PREFIX + "SumBackward0") == 1
-        # ranges nest: every numbered range lies inside the range pushed just before it
-        for i, r in enumerate(capture.ranges):
-            if ", seq = " in r[2]:
-                parent = capture.ranges[i - 1]
-                assert parent[0] <= r[0] <= r[1] <= parent[1]
-        assert w.grad is not None
+        assert getattr(torch.autograd.backward, "_pyprof_graphs", False)
     finally:
         pyprof.uninit()
-        graphs.recorder.__init__()
-    assert not getattr(torch.autograd.backward, "_pyprof_graphs", False)  # put back
+    assert torch.autograd.backward is original
 
 
 def test_backward_nodes_with_their_autograd_ranges_alone_keep_their_flops(tmp_path):
