@@ -105,7 +105,7 @@ def view(profiles: Profiles, path: str, name: str, top: int = 10) -> dict:
     tables = [t for t in a.tables if t.name == name and t.worker is None]
     out = {"file": path, "view": name, "tables": [
         {"title": t.title, "rows_total": len(t.rows), "rows": _rows(t, top), "notes": t.notes[:5]} for t in tables],
-        "cite": _cite(a, f"pyprof prof --view {name} --jsonl {_q(path)}")}
+        "cite": _cite(a, _prof(a, f"--view {name} --jsonl"))}
     return _fit(out)
 
 
@@ -117,7 +117,7 @@ def findings(profiles: Profiles, path: str, top: int = 5) -> dict:
     rows = _rows(t, top) if t is not None else []
     return _fit({"file": path, "findings_total": len(t.rows) if t is not None else 0, "findings": rows,
                  "notes": (t.notes[:5] if t is not None else []),
-                 "cite": _cite(a, f"pyprof prof --view recommendations --jsonl {_q(path)}")})
+                 "cite": _cite(a, _prof(a, "--view recommendations --jsonl"))})
 
 
 #: The per-kernel columns an answer about kernels gives (pyprof prof -c): docs/prof.md names each.
@@ -161,7 +161,7 @@ def kernels(profiles: Profiles, path: str, op: str | None = None, line: str | No
     what = " ".join(f"{k}={v}" for k, v in (("op", op), ("line", line)) if v)
     out = {"file": path, "selected": what, "kernels_total": len(rows), "kernels": rows[:max(top, 0)],
            "time_ms": round(sum(r.get("sil") or 0 for r in rows) / 1e6, 4),
-           "cite": {**_cite(a, f"pyprof prof -c {','.join(KERNEL_COLUMNS)} --jsonl {_q(path)}"),
+           "cite": {**_cite(a, _prof(a, f"-c {','.join(KERNEL_COLUMNS)} --jsonl")),
                     "records": "each kernel's idx, its record's index in the file; kernels_total and time_ms count "
                                "every selected record"}}
     return _fit(out, "kernels")
@@ -195,6 +195,14 @@ def _q(path: str) -> str:
     import shlex
 
     return shlex.quote(path)
+
+
+def _prof(a: Analysed, options: str) -> str:
+    """The ``pyprof prof`` command that prints the same rows: of the records file, or of the export parsed on the
+    way (prof reads records only)."""
+    if os.path.realpath(a.records) == os.path.realpath(a.path):
+        return f"pyprof prof {options} {_q(a.path)}"
+    return f"pyprof parse {_q(a.path)} | pyprof prof {options} -"
 
 
 def _cite(a: Analysed, command: str) -> dict:

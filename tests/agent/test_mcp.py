@@ -150,6 +150,18 @@ def test_a_bad_input_is_one_line_marked_as_an_error(records, tmp_path):
     assert "give op or line" in nothing.content[0].text
 
 
+def test_the_cited_command_prints_the_same_rows_for_an_export_too(records):
+    # prof reads records only: for an export the command parses it on the way
+    (r,) = _call([("findings", {"path": str(H200), "top": 2})])
+    got = r.structured_content
+    command = got["cite"]["command"]
+    assert command.startswith(f"pyprof parse {H200} | pyprof prof ") and command.endswith(" -")
+    p = subprocess.run(command + f" --source-root {records['empty_root']}", shell=True, capture_output=True,
+                       text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert [json.loads(x) for x in p.stdout.splitlines()][:2] == got["findings"]
+
+
 def test_an_answer_keeps_to_its_budget_and_says_what_it_left_out(records):
     (r,) = _call([("kernels", {"path": records["h200"], "op": "linear", "top": 10_000})])
     got = r.structured_content
