@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 from contextlib import ExitStack
-from dataclasses import dataclass, field
-from typing import Any
 
 from pyprof.common import InputError, UsageError
 from pyprof.prof.source_lines import SourceText
@@ -28,22 +26,44 @@ _NOTE_CHARS = 120
 KEPT_INPUTS = 4
 
 
-@dataclass
 class Analysed:
-    """One input, analysed once: its records file (the input, or an export parsed into a temporary folder), the
-    views' tables of all workers, and the headline."""
+    """One input: its records (the input, or an export parsed once into a temporary folder that ``stack``
+    removes), and, when an answer first needs them, the views' tables of all workers and the headline, made
+    once."""
 
-    path: str
-    records: str
-    tables: list[Table]
-    headline: Any
-    activities: int
-    stack: ExitStack = field(default_factory=ExitStack)
+    def __init__(self, path: str, source, stack: ExitStack, source_roots: list[str]) -> None:
+        self.path = path
+        self.source = source  # report.cli's Source: the name the views give the input, its records file
+        self.records: str = source.path
+        self.stack = stack
+        self._roots = source_roots
+        self._analysis: tuple | None = None
+
+    def _analysed(self) -> tuple:
+        if self._analysis is None:
+            import pyprof.prof  # noqa: F401  (registers the built-in formulas)
+            from pyprof.report.cli import analyse
+
+            tables, acts, head = analyse([self.source], source=SourceText(self._roots))
+            self._analysis = (tables, head, len(acts))
+        return self._analysis
+
+    @property
+    def tables(self) -> list[Table]:
+        return self._analysed()[0]
+
+    @property
+    def headline(self):
+        return self._analysed()[1]
+
+    @property
+    def activities(self) -> int:
+        return self._analysed()[2]
 
 
 class Profiles:
-    """The inputs an agent asked about, analysed once each and kept by (real path, size, modification time): a
-    file rewritten since is analysed again. ``source_roots``: folders whose source text the lines view may show
+    """The inputs an agent asked about, each parsed once and kept by (real path, size, modification time): a
+    file rewritten since is read again. ``source_roots``: folders whose source text the lines view may show
     (none by default: nothing is read that the caller did not name)."""
 
     def __init__(self, source_roots: list[str] | None = None) -> None:
@@ -59,21 +79,19 @@ class Profiles:
         key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
         hit = self._kept.pop(key, None)
         if hit is None:
-            hit = self._analyse(path)
+            hit = self._read(path)
         self._kept[key] = hit  # the most recent last
         while len(self._kept) > KEPT_INPUTS:
             self._kept.pop(next(iter(self._kept))).stack.close()
         return hit
 
-    def _analyse(self, path: str) -> Analysed:
-        import pyprof.prof  # noqa: F401  (registers the built-in formulas)
-        from pyprof.report.cli import analyse, records_sources
+    def _read(self, path: str) -> Analysed:
+        from pyprof.report.cli import records_sources
 
         stack = ExitStack()
         try:
-            sources = records_sources([path], stack)
-            tables, acts, head = analyse(sources, source=SourceText(self.source_roots))
-            return Analysed(path, sources[0].path, tables, head, len(acts), stack)
+            (source,) = records_sources([path], stack)
+            return Analysed(path, source, stack, self.source_roots)
         except BaseException:
             stack.close()
             raise
@@ -153,7 +171,8 @@ def kernels(profiles: Profiles, path: str, op: str | None = None, line: str | No
     with open(a.records, "rb") as f:
         chosen = [(i, d) for i, (_n, d) in enumerate(read_records(f, a.records)) if wanted(d)]
     buf = io.StringIO()
-    # the records keep their index in the input: run numbers its rows from the pairs' first items
+    # each record's index in the file is its line number for the modeller, so a call's kernels are as far apart as
+    # in the whole file (the CLI's sharing window); run numbers the rows from 0: each takes its index back below
     run(chosen, buf, KERNEL_COLUMNS, "jsonl", header=False)
     rows = [json.loads(x) for x in buf.getvalue().splitlines()]
     for r, (i, _d) in zip(rows, chosen):
@@ -173,16 +192,13 @@ def diff(profiles: Profiles, base: str, new: str, by: str = "op", top: int = 10)
     and what only one run ran."""
     from pyprof.diff.compare import compare
     from pyprof.diff.runs import load
-    from pyprof.report.cli import records_sources
 
     if by not in ("op", "kernel", "line", "layer"):
         raise UsageError(f"by {by!r}: choose one of op, kernel, line, layer")
-    for p in (base, new):
-        profiles.get(p)  # the same checks and the same parse as the other answers
-    with ExitStack() as stack:
-        b = load("base", records_sources([base], stack))
-        n = load("new", records_sources([new], stack))
-        d = compare(b, n, by, top)
+    # each side parsed once, as for the other answers (and kept for them)
+    b = load("base", [profiles.get(base).source])
+    n = load("new", [profiles.get(new).source])
+    d = compare(b, n, by, top)
     out = {"base": base, "new": new, "by": by,
            "tables": [{"table": t.name, "title": t.title, "rows_total": len(t.rows), "rows": _rows(t, top),
                        "notes": t.notes[:5]} for t in d.tables],

@@ -24,13 +24,14 @@ from pyprof.parse.write.lineparts import (API_END_KEY, API_JSON, CLOCK_SKEW_NS, 
                                     _PLACE, header, no_gpu_name, shape_parts)
 from pyprof.parse.attribute.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
 from pyprof.parse.readers.activities import Source, attribution_window
+from pyprof.parse.readers.nsys import NsysSource
 from pyprof.parse.side.host import lines_of as host_lines_of, packed as host_packed
 from pyprof.parse.side.memory import memory_lines
 
 _SIDE_TEXT = SIDE_PREFIX.decode()
-#: Exports smaller than this are swept in-process: a worker process is not worth starting.
 #: The runtime and driver calls that launch a CUDA graph (with their versioned spellings).
 GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
+#: Exports smaller than this are swept in-process: a worker process is not worth starting.
 WORKER_MIN_BYTES = 16 << 20
 #: The free cores the compiled core's sweep worker needs to pay off: the core alone keeps about 1.4 busy (its
 #: reading threads), and on 2 cores a 50k-kernel export parsed no faster with the worker (0.71-0.77 s against
@@ -79,7 +80,7 @@ def _output(source: Source, worker: bool | None, raw_markers: bool, piece_chars:
     else:
         stats = Stats(oddities=source.oddities)
         infos = Correlator(source, stats.oddities).launch_infos()
-    stats.core_missing = native.not_built() and type(source).__name__ == "NsysSource"
+    stats.core_missing = native.not_built() and isinstance(source, NsysSource)  # the core reads nsys exports
     records = _merge_lines(source, infos, stats, raw_markers)
     return _merge(source, _pieces(records, piece_chars) if piece_chars else records, stats, piece_chars), stats
 

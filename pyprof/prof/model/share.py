@@ -2,8 +2,8 @@
 
 Every sharing kernel then runs at the call's own rate (its share over its duration is the call's total over
 the call's time), except that a kernel that only orders, moves or sets data (a sort, a copy, a fill) takes bytes
-but no FLOPs where the call has a kernel that computes; the shares are integers that add up to the call's totals exactly, so per-op and
-per-step sums do not move. The bookkeeping of which kernels belong to which call is the Modeller's
+but no FLOPs where the call has a kernel that computes. The shares are integers that add up to the call's totals
+exactly, so per-op and per-step sums do not move. The bookkeeping of which kernels belong to which call is the Modeller's
 (model.py); this module only divides.
 """
 from __future__ import annotations

@@ -259,6 +259,7 @@ class ColumnsFormat(Format):
         self._si = [self.si and _quantity(c) for c in self.columns]
         self._header = False  # header() was called: the header is written (at close, sized with the rows)
         self._widths: list[int] | None = None  # width 0: the widths of the blocks written so far
+        self._numbers: set[int] = set()  # width 0: the right-aligned columns (numbers in the first block)
 
     def header(self) -> None:
         self._header = True
@@ -277,17 +278,22 @@ class ColumnsFormat(Format):
             self._block()
 
     def _block(self) -> None:
-        """Width 0: the rows held so far, aligned to the widest field of every block so far (the header first)."""
+        """Width 0: the rows held so far, aligned to the widest field of every block so far (the header first); a
+        column is right-aligned where the first block's fields are all numbers."""
         headers = [_SPACES.sub(" ", printable(h)) or "-" for h in self.headers]
-        rows = [tuple([_SPACES.sub(" ", v) or "-" for v in r]) for r in self._rows]
+        # most rows hold no run of spaces and no empty field: those are written as they are
+        rows = [r if "" not in r and "  " not in "\t".join(r) else tuple([_SPACES.sub(" ", v) or "-" for v in r])
+                for r in self._rows]
         self._rows = []
         first = self._widths is None
-        widths = [max(natural_width(headers[j] if self._header else "", rows, j),
-                      0 if first else self._widths[j]) for j in range(len(headers))]
-        self._widths = widths
-        numbers = {j for j in range(len(headers)) if rows and all(_NUMBER.fullmatch(r[j]) for r in rows)}
-        out = [_line(headers, widths, numbers, " " * self.GAP)] if first and self._header else []
-        out += [_line(list(r), widths, numbers, " " * self.GAP) for r in rows]
+        if first:
+            self._widths = [len(h) if self._header else 1 for h in headers]
+            self._numbers = {j for j in range(len(headers)) if rows and all(_NUMBER.fullmatch(r[j]) for r in rows)}
+        if rows:
+            self._widths = [max(w, max(map(len, column))) for w, column in zip(self._widths, zip(*rows))]
+        widths, numbers, gap = self._widths, self._numbers, " " * self.GAP
+        out = [_line(headers, widths, numbers, gap)] if first and self._header else []
+        out += [_line(r, widths, numbers, gap) for r in rows]
         self.stream.write("".join(line + "\n" for line in out))
 
     def close(self) -> None:
@@ -521,8 +527,9 @@ def fit_columns(headers: list[str], rows: list[tuple], width: int, gap: int, num
     return out
 
 
-#: A cell that is a number (or says there is none): never cut.
+#: A run of spaces inside a field (written as one off a terminal).
 _SPACES = re.compile(r"  +")
+#: A cell that is a number (or says there is none): never cut.
 _NUMBER = re.compile(r"\(?-?[0-9][0-9.,e+-]*[MGTP]?\)?%?|na|-|")  # 12, 0.45, 1.2e+09, 2.72T, 491,493, (16,1,1), na
 #: Columns of paths and ``file:line`` sites: cut from the left, so that the file and line stay (as is any column
 #: whose every cell is a site: ``--group-by callsite``'s key).

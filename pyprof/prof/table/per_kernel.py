@@ -32,6 +32,7 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
     if header:
         writer.header()
     peaks = peaks or Peaks()
+    # columns are aligned across the whole table (or, in a pipe, across blocks in order): one process writes them
     if jobs > 1 and not fmt.startswith("columns") and parallel.available() and parallel.suits(stream):
         coverage = parallel.run_parallel(stream, path, _chunk_plan(list(columns), fmt), out.write, peaks, jobs,
                                          getattr(out, "commit", None))
@@ -43,7 +44,8 @@ def run_stream(stream: IO[bytes], path: str, out: IO[str], columns: Sequence[str
     rows_ = RowStream(Modeller(share=True), row, peaks, need_roof, coverage, lean_decoder(columns))
     with no_cyclic_gc():
         stream_rows(stream, path, rows_, writer.lines if as_lines else writer.rows,
-                    getattr(out, "commit", None) if not fmt.startswith("columns") else None)  # columns: sized at the end
+                    # columns to a width are sized at the end; at no width (a pipe) they go out block by block
+                    getattr(out, "commit", None) if not (fmt.startswith("columns") and width) else None)
     writer.close()
     return coverage
 
