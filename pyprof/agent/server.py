@@ -1,5 +1,5 @@
 """``pyprof mcp``: the answers (pyprof.agent.answers) as the tools of a Model Context Protocol server on stdio,
-with the official Python SDK (``pip install "torch-pyprof[agent]"``). A tool's error (a file that is not a
+with the official Python SDK (the ``agent`` extra: ``mcp>=2.3,<3``). A tool's error (a file that is not a
 profile, an unknown view) is its answer, one line, marked as an error; the server goes on."""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def server(source_roots: list[str] | None = None):
         from mcp.server.mcpserver import MCPServer
         from mcp.server.mcpserver.exceptions import ToolError
     except ImportError:
-        raise UsageError('pyprof mcp needs the MCP SDK: pip install "torch-pyprof[agent]"') from None
+        raise UsageError('pyprof mcp needs the MCP SDK 2.x: pip install "mcp>=2.3,<3" (the agent extra)') from None
     from pyprof import __version__
 
     profiles = answers.Profiles(source_roots)

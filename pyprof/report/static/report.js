@@ -87,6 +87,10 @@
   const listeners = [];
   function onFilter(f) { listeners.push(f); }
   function hit(v) { return v !== null && v !== undefined && String(v).toLowerCase().includes(query); }
+  // A view's columns the filter box reads (its op, kernel, line, layer ...), and whether a row passes: a table
+  // without such a column is not filtered, nor is its chart.
+  function filterCols(t) { return t.columns.map((c, i) => FILTER_KEYS.includes(c) ? i : -1).filter(i => i >= 0); }
+  function passes(r, cols) { return !query || !cols.length || cols.some(i => hit(r[i])); }
 
   // ---- every GPU activity: columns, lookups, drill-down constraints -----------------------------------------
   const A = DATA.activities || null;
@@ -217,7 +221,7 @@
     const num = t.columns.map((_, i) => isNumCol(t.rows, i));
     const labelIdx = shown.find(i => !num[i]);  // the first text column carries the tree indentation
     const pathIdx = t.columns.indexOf("path");
-    const filterIdx = t.columns.map((c, i) => FILTER_KEYS.includes(c) ? i : -1).filter(i => i >= 0);
+    const filterIdx = filterCols(t);
     const state = {col: -1, dir: 0, all: false};
     const wrap = el("div", {class: "tablewrap"});
     const table = el("table", {"data-table": t.name});
@@ -239,7 +243,7 @@
     function rows() {
       const idx = [];
       for (let k = 0; k < t.rows.length; k++) {
-        if (query && filterIdx.length && !filterIdx.some(i => hit(t.rows[k][i]))) continue;
+        if (!passes(t.rows[k], filterIdx)) continue;
         idx.push(k);
       }
       if (state.dir === 0) return idx;
@@ -318,11 +322,10 @@
     return d;
   }
   function colIdx(t, key) { return t.columns.indexOf(key); }
-  // The rows a chart draws: those the filter box leaves, as in the view's table (a table without an op, kernel,
-  // line or layer column is not filtered, and neither is its chart).
+  // The rows a chart draws: those the filter box leaves, as in the view's table.
   function chartRows(t) {
-    const fi = t.columns.map((c, i) => FILTER_KEYS.includes(c) ? i : -1).filter(i => i >= 0);
-    return query && fi.length ? t.rows.filter(r => fi.some(i => hit(r[i]))) : t.rows;
+    const cols = filterCols(t);
+    return t.rows.filter(r => passes(r, cols));
   }
   // One colour per name across the page (the same op has the same colour in every pie), in the order names are
   // first drawn; "other" is grey.
