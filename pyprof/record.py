@@ -266,6 +266,9 @@ FIELDS: tuple[Field, ...] = (
     Field("host_ns", None, _T, Part.ATTRIBUTION, "int?", doc="CPU time of op[0]'s range: its call's host time"),
     Field("fwd", None, _T, Part.ATTRIBUTION, "json", doc="bprop: the forward op"),
     Field("ranges", [], _T, Part.ATTRIBUTION, "strings", doc="every enclosing range name, outermost first"),
+    Field("range_ns", [], _T, Part.ATTRIBUTION, "ints",
+          doc="the push and pop times of each of ranges, flat ([push, pop] per range); null where the input has "
+              "none: a replayed CUDA graph node's ranges, pushed at its capture"),
     Field("schema", RECORD_SCHEMA, _W, Part.HEADER, "int", doc="the layout version (in the header line)"),
 )
 

@@ -22,7 +22,8 @@
 /* the slots' and encoders' names, as the Python classes and record.Field.json spell them */
 static const char *A_NAMES[N_A_SLOTS] = {
     "ranges", "layer", "trace", "marker", "reprMarkers", "seqMarker", "seqId", "altSeqId", "dir", "recompute",
-    "mod", "op", "args", "outputs", "waiting", "callsite", "host_ns", "fwd", "call", "until_ns", "info"};
+    "mod", "op", "args", "outputs", "waiting", "callsite", "host_ns", "fwd", "call", "until_ns", "info",
+    "range_ns"};
 static const char *M_NAMES[N_M_SLOTS] = {"kind", "name", "mod", "op", "args", "site", "stack", "seq", "stashed",
                                          "op_id", "raw_sizes", "outputs", "backward", "data", "container",
                                          "_args_json", "_lean_json", "dtypes", "concrete"};
@@ -68,7 +69,7 @@ static PyObject *new_attribution(Attributor *self) {
     PyObject *a = type->tp_alloc(type, 0);
     if (a == NULL) return NULL;
     static const int lists[] = {A_RANGES, A_LAYER, A_TRACE, A_MARKER, A_REPR, A_SEQ_MARKER, A_SEQ_ID, A_ALT_SEQ_ID,
-                                A_MOD, A_OP, A_OUTPUTS};
+                                A_MOD, A_OP, A_OUTPUTS, A_RANGE_NS};
     for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
         PyObject *l = PyList_New(0);
         if (l == NULL) {
@@ -379,6 +380,13 @@ static PyObject *attribute(Attributor *self, PyObject *chain, int counters) {
     }
     if (until != NULL) set_slot(a, self->a_off[A_UNTIL_NS], until);
     PyObject *ranges = A(self, a, A_RANGES), *trace = A(self, a, A_TRACE), *layer = A(self, a, A_LAYER);
+    PyObject *range_ns = A(self, a, A_RANGE_NS);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(chain, i);
+        if (PyList_Append(range_ns, PyTuple_GET_ITEM(row, 1)) < 0 ||
+            PyList_Append(range_ns, PyTuple_GET_ITEM(row, 2)) < 0)
+            goto fail;
+    }
     int in_engine = 0, node;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *row = PyList_GET_ITEM(chain, i), *text = PyTuple_GET_ITEM(row, 3);

@@ -9,7 +9,7 @@
 /* Attribution's slots (correlate.Attribution) the code touches, by name */
 enum { A_RANGES, A_LAYER, A_TRACE, A_MARKER, A_REPR, A_SEQ_MARKER, A_SEQ_ID, A_ALT_SEQ_ID, A_DIR, A_RECOMPUTE,
        A_MOD, A_OP, A_ARGS, A_OUTPUTS, A_WAITING, A_CALLSITE, A_HOST_NS, A_FWD, A_CALL, A_UNTIL_NS, A_INFO,
-       N_A_SLOTS };
+       A_RANGE_NS, N_A_SLOTS };
 /* Marker's slots (markers.Marker) */
 enum { M_KIND, M_NAME, M_MOD, M_OP, M_ARGS, M_SITE, M_STACK, M_SEQ, M_STASHED, M_OP_ID, M_RAW_SIZES, M_OUTPUTS,
        M_BACKWARD, M_DATA, M_CONTAINER, M_ARGS_JSON, M_LEAN_JSON, M_DTYPES, M_CONCRETE, N_M_SLOTS };

@@ -81,7 +81,15 @@ TIP_VALUE_CHARS = 160
 
 
 def _tip(args: dict) -> str:
-    return "\n".join(f"{k}: {_tip_value(args[k])}" for k in _TIP_KEYS if k in args)
+    lines = [f"{k}: {_tip_value(args[k])}" for k in _TIP_KEYS if k in args]
+    if "times" in args:  # a CPU range's slice: whether its ends are measured (perfetto.MEASURED_TIMES) or drawn
+        lines.append("times: " + ("measured, push to pop" if _measured(args) else
+                                  "drawn from its first launch to its last"))
+    return "\n".join(lines)
+
+
+def _measured(args: dict) -> bool:
+    return str(args.get("times", "")).startswith("measured")
 
 
 def _tip_value(value) -> str:
@@ -116,6 +124,7 @@ def timeline(trace_events: Iterable[dict], cap: int = TIMELINE_CAP) -> dict:
             proc[e["pid"]] = e["args"]["name"]
         elif ph == "M" and e.get("name") == "thread_name":
             thread[(e["pid"], e["tid"])] = e["args"]["name"]
+    measured = sum(1 for e in ranges if _measured(e.get("args") or {}))
     xs += ranges
     keys = sorted({(e["pid"], e["tid"]) for e in xs},
                   key=lambda k: (not str(proc.get(k[0], "")).startswith("GPU"), k[0], k[1]))
@@ -145,6 +154,7 @@ def timeline(trace_events: Iterable[dict], cap: int = TIMELINE_CAP) -> dict:
         "rows": [_row_label(proc.get(p), thread.get((p, t)), p, t) for p, t in keys],
         "row_pid": [p for p, _ in keys], "row_tid": [t for _, t in keys], "lanes": lanes,
         "names": list(names), "tips": list(tips), "ev": flat, "t0_us": t0, "cut_at": cap if cut else None,
+        "ranges": len(ranges), "ranges_measured": measured,
     }
 
 
@@ -204,8 +214,13 @@ def render(tables: list[Table], meta: dict, trace_events: list | None, out: IO[s
 def _trace_note(meta: dict, tl: dict) -> str:
     shown = len(tl["ev"]) // 6
     total, drawn = meta.get("trace_total"), meta.get("trace_shown")
+    n, measured = tl.get("ranges", 0), tl.get("ranges_measured", 0)
+    how = ("each from its push to its pop" if measured == n else
+           "each drawn from its first launch to its last: the input has no push and pop times" if measured == 0 else
+           f"{measured:,} of {n:,} from their push to their pop, the others (a replayed CUDA graph's node ranges, "
+           "pushed at its capture) drawn from their launch")
     parts = [f"{shown:,} timeline events (GPU activities, their CPU launch calls, and the CPU ranges around "
-             "them: steps, layers, ops, each drawn from its first launch to its last)"]
+             f"them: steps, layers, ops, {how})"]
     if total is not None and drawn is not None and drawn < total:
         parts.append(f"from the first {drawn:,} of {total:,} GPU activities: the page is capped to stay small")
     if tl.get("cut_at"):

@@ -24,10 +24,14 @@ from pyprof.report.page import json_text
 #: Synthetic process ids of the GPU rows: far above any OS pid (Linux caps pids at 2**22), so a GPU never
 #: shares a process row with a CPU process.
 GPU_PID_BASE = 1 << 30
-#: What a CPU range slice's times are, in its args: a reader of the trace takes a slice for a measured one otherwise.
+#: What a CPU range slice's times are, in its args, where the records do not carry the range's push and pop (records
+#: of an older parse, a replayed CUDA graph node's ranges): a reader of the trace takes a slice for a measured one
+#: otherwise.
 RANGE_TIMES = ("from the first launch call made inside the range to the end of its last: the records carry the "
                "range's name, not its push and pop times, so the range began at or before the slice and ended at or "
                "after it")
+#: The same, where the records carry them (parse writes each range's push and pop in ``range_ns``).
+MEASURED_TIMES = "measured: the range's push to its pop"
 #: Launches remembered to draw a graph launch (one call, many kernels) once: bounded, see _Launches.
 _LAUNCH_MEMORY = 65536
 
@@ -47,33 +51,44 @@ class TraceStats:
     launches: int = 0
     flows: int = 0
     ranges: int = 0
+    ranges_measured: int = 0
     truncated: bool = False
 
 
-def range_stack(d: dict) -> tuple:
-    """The record's enclosing ranges as ((name, call id), ...), outermost first. A pyprof op range carries its
-    marker's call id, so two calls of one op in a row are two slices; other ranges (steps, modules, autograd)
-    are told apart by what encloses them."""
+def range_stack(d: dict, call_start_ns: int, call_end_ns: int) -> tuple:
+    """The record's enclosing ranges as ((name, call id, (push_ns, pop_ns) or None), ...), outermost first. A
+    pyprof op range carries its marker's call id, so two calls of one op in a row are two slices; other ranges
+    (steps, modules, autograd) are told apart by their push time where the record has it, else by what encloses
+    them. Times that do not enclose the launch call (a damaged or hand-made record) are not used."""
     names = d.get("ranges")
     if not names or type(names) is not list:
         return ()
     marks = [m for m in d.get("marker") or () if type(m) is dict]
+    times = d.get("range_ns")
+    if type(times) is not list or len(times) != 2 * len(names):
+        times = None
     keys = []
     mi = 0
-    for n in names:
+    for i, n in enumerate(names):
         call = None
         if mi < len(marks) and n == f"{marks[mi].get('mod')}.{marks[mi].get('op')}":
             call = marks[mi].get("call")
             mi += 1
-        keys.append((str(n), call))
+        span = None
+        if times is not None:
+            push, pop = times[2 * i], times[2 * i + 1]
+            if type(push) is int and type(pop) is int and push <= call_start_ns and call_end_ns <= pop:
+                span = (push, pop)
+        keys.append((str(n), call, span))
     return tuple(keys)
 
 
 class _RangeSlices:
-    """The CPU-side ranges (steps, layers, ops) of one thread as slices: each range from the first to the last
-    launch call made inside it, which is all the records tell of a range (they carry its name, not its push
-    and pop times). Launches are put in order through a bounded heap, then a stack of open ranges is closed
-    where the next launch's stack differs; children lie within their parents, so the slices nest."""
+    """The CPU-side ranges (steps, layers, ops) of one thread as slices: from their push to their pop where the
+    records carry those times, else from the first to the last launch call made inside the range (RANGE_TIMES).
+    Launches are put in order through a bounded heap, then a stack of open ranges is closed where the next
+    launch's stack differs; children lie within their parents (measured ranges nest as they were pushed, and a
+    range drawn from launches lies within the measured ranges around it), so the slices nest."""
 
     def __init__(self, pid: int, tid: int) -> None:
         self.pid, self.tid = pid, tid
@@ -102,10 +117,13 @@ class _RangeSlices:
 
     def _close(self, depth: int, out: list, st: "TraceStats") -> None:
         while len(self.open) > depth:
-            (name, call), t0, t1 = self.open.pop()
+            (name, call, span), t0, t1 = self.open.pop()
             st.ranges += 1
-            args = {"range": name, "drawn": RANGE_TIMES} if call is None else \
-                {"range": name, "call": call, "drawn": RANGE_TIMES}
+            if span is not None:
+                st.ranges_measured += 1
+                t0, t1 = span
+            args = {"range": name} if call is None else {"range": name, "call": call}
+            args["times"] = RANGE_TIMES if span is None else MEASURED_TIMES
             out.append({"ph": "X", "name": name, "cat": "range", "pid": self.pid, "tid": self.tid, "ts": _us(t0),
                         "dur": _us(t1 - t0), "args": args})
 
@@ -268,7 +286,7 @@ def _input_events(numbered: Iterable[tuple[int, dict]], max_events: int | None, 
         a0, a1 = d.get("api_start_ns"), d.get("api_end_ns")
         if a0 is not None and a1 is not None and d.get("tid") is not None:
             pid, tid = rows.cpu_row(d, out)
-            stack = range_stack(d)
+            stack = range_stack(d, a0, a1)
             if stack:
                 slices = threads.get((pid, tid))
                 if slices is None:
@@ -315,6 +333,7 @@ def write_source_trace(sources: Iterable[tuple[str, Iterable[tuple[int, dict]]]]
         out.write(json_text(ev))
         sep = ",\n"
     other = {"producer": "pyprof report --trace", "activities": st.activities, "activities_in_input": st.seen,
-             "cpu_range_slices": st.ranges, "truncated": st.truncated}
+             "cpu_range_slices": st.ranges, "cpu_range_slices_measured": st.ranges_measured,
+             "truncated": st.truncated}
     out.write('\n],"displayTimeUnit":"ns","otherData":' + json_text(other) + "}\n")
     return st

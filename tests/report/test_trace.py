@@ -79,8 +79,9 @@ def test_cap_keeps_valid_json_and_says_so(resnet):
     t = _trace(resnet, max_events=10)
     assert sum(1 for e in t["traceEvents"] if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE) == 10
     slices = sum(1 for e in t["traceEvents"] if e.get("cat") == "range")
+    measured = sum(1 for e in t["traceEvents"] if e.get("cat") == "range" and "push to" in e["args"]["times"])
     assert t["otherData"] == {"producer": "pyprof report --trace", "activities": 10, "activities_in_input": 784,
-                              "cpu_range_slices": slices, "truncated": True}
+                              "cpu_range_slices": slices, "cpu_range_slices_measured": measured, "truncated": True}
     assert slices > 0
 
 
@@ -154,16 +155,24 @@ def test_the_forward_op_of_parses_records_is_whole(resnet):
     assert "torch.nn.functional.conv2d" in fwd_ops and all(len(op.rsplit(".", 1)[-1]) > 1 for op in fwd_ops)
 
 
-def test_cpu_ranges_are_slices_that_nest_around_their_launches(resnet):
-    """Every record's enclosing ranges become slices on its launching thread, from the first launch made in
-    the range to the last: each launch lies inside a slice of each of its ranges, slices on a thread nest (a
-    child never sticks out of its parent), and each training step is one slice."""
-    evs = _trace(resnet)["traceEvents"]
+def _without_range_times(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in d.items() if k != "range_ns"} for d in records]
+
+
+@pytest.mark.parametrize("measured", [True, False])
+def test_cpu_ranges_are_slices_that_nest_around_their_launches(resnet, measured):
+    """Every record's enclosing ranges become slices on its launching thread: from push to pop where parse wrote
+    the ranges' times, else from the first launch made in the range to the last (records without ``range_ns``, as
+    an older parse wrote them). Either way each launch lies inside a slice of each of its ranges, slices on a
+    thread nest (a child never sticks out of its parent), and each training step is one slice."""
+    records = resnet if measured else _without_range_times(resnet)
+    evs = _trace(records)["traceEvents"]
     ranges = [e for e in evs if e.get("cat") == "range"]
     steps_in_records = {r for d in resnet for r in d.get("ranges") or () if r.startswith("ProfilerStep#")}
     assert steps_in_records  # the capture has its steps: the check below is not vacuous
-    # each slice says its times are drawn from its launches, not measured (a Perfetto user would take them so)
-    assert all("not its push and pop times" in e["args"]["drawn"] for e in ranges)
+    # each slice says what its times are (a Perfetto user would take a drawn one for measured otherwise)
+    said = "the range's push to its pop" if measured else "not its push and pop times"
+    assert ranges and all(said in e["args"]["times"] for e in ranges)
     assert sorted(e["name"] for e in ranges if e["name"].startswith("ProfilerStep#")) == sorted(steps_in_records)
     by_thread: dict = {}
     for e in ranges:
@@ -182,3 +191,63 @@ def test_cpu_ranges_are_slices_that_nest_around_their_launches(resnet):
                 open_ends.pop()
             assert not open_ends or t1 <= open_ends[-1] + 1e-6  # nested in the enclosing slice
             open_ends.append(t1)
+
+
+def test_measured_range_slices_are_the_exports_push_and_pop(resnet, tmp_path):
+    # The independent reference: the NVTX push/pop rows of the export itself, read with sqlite3. Each training
+    # step's slice starts at its push and lasts until its pop, to the nanosecond (times in us, ns as the fraction).
+    import lzma
+    import shutil
+    import sqlite3
+
+    db = tmp_path / "resnet.sqlite"
+    with lzma.open(DATA / "resnet.sqlite.xz") as src, open(db, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    con = sqlite3.connect(db)
+    cols = {r[1] for r in con.execute("PRAGMA table_info(NVTX_EVENTS)")}
+    text = "coalesce(e.text, s.value)" if "textId" in cols else "e.text"
+    join = "LEFT JOIN StringIds s ON s.id = e.textId" if "textId" in cols else ""
+    steps = {name: (start, end) for name, start, end in con.execute(
+        f"SELECT {text}, e.start, e.end FROM NVTX_EVENTS e {join} WHERE {text} LIKE 'ProfilerStep#%'")}
+    con.close()
+    evs = _trace(resnet)["traceEvents"]
+    slices = {e["name"]: (e["ts"], e["dur"]) for e in evs if e.get("cat") == "range" and e["name"] in steps}
+    assert len(slices) == len(steps) >= 1
+    for name, (start, end) in steps.items():
+        ts, dur = slices[name]
+        assert round(ts * 1000) == start and round((ts + dur) * 1000) == end, name
+
+
+def test_a_replayed_graph_nodes_ranges_are_drawn_inside_the_measured_step():
+    # A replayed kernel's node ranges were pushed at the graph's capture (parse writes null times for them); the
+    # replay's own step range is measured. The node's slices are drawn at the replay's launch call, inside the
+    # step, and say so.
+    d = {"kind": "kernel", "kShortName": "k", "kLongName": "k", "kDuration": 1000, "start_ns": 9000, "end_ns": 10000,
+         "pid": 1, "tid": 1, "device": 0, "stream": 7, "api": "cudaGraphLaunch", "api_start_ns": 5000,
+         "api_end_ns": 6000, "correlation_id": 3, "ranges": ["ProfilerStep#4", "module:Net", "aten::mm"],
+         "range_ns": [1000, 20000, None, None, None, None]}
+    evs = json.loads(_trace_of([d]))["traceEvents"]
+    ranges = {e["name"]: e for e in evs if e.get("cat") == "range"}
+    step, net, mm = ranges["ProfilerStep#4"], ranges["module:Net"], ranges["aten::mm"]
+    assert (step["ts"], step["dur"]) == (1.0, 19.0) and "push to its pop" in step["args"]["times"]
+    for e in (net, mm):
+        assert (e["ts"], e["dur"]) == (5.0, 1.0) and "not its push and pop times" in e["args"]["times"]
+
+
+@pytest.mark.parametrize("times", [[1000], [1000, "x", 2, 3, 4, 5], [2000, 1000, None, None, None, None], "1,2"])
+def test_range_times_that_do_not_fit_their_ranges_are_not_used(times):
+    # A hand-made or damaged record: times of the wrong length, type or order, or that do not hold the launch call,
+    # are not drawn as measured.
+    d = {"kind": "kernel", "kShortName": "k", "kLongName": "k", "kDuration": 1000, "start_ns": 9000, "end_ns": 10000,
+         "pid": 1, "tid": 1, "device": 0, "stream": 7, "api": "cudaLaunchKernel", "api_start_ns": 5000,
+         "api_end_ns": 6000, "correlation_id": 3, "ranges": ["step", "module:Net", "aten::mm"], "range_ns": times}
+    evs = json.loads(_trace_of([d]))["traceEvents"]
+    ranges = [e for e in evs if e.get("cat") == "range"]
+    assert len(ranges) == 3
+    assert all("not its push and pop times" in e["args"]["times"] for e in ranges)
+
+
+def _trace_of(records: list[dict]) -> str:
+    out = io.StringIO()
+    write_trace(iter(records), out)
+    return out.getvalue()

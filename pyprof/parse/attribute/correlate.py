@@ -79,6 +79,7 @@ class Attribution:
 
     def __init__(self) -> None:
         self.ranges: list = []
+        self.range_ns: list = []  # push and pop of each of ranges, flat: what draws them where they ran
         self.layer: list = []
         self.trace: list = []
         self.marker: list = []
@@ -315,6 +316,9 @@ class Correlator:
         a = Attribution()
         a.until_ns = min(row[2] for row in chain)
         ranges = a.ranges
+        range_ns = a.range_ns
+        for row in chain:
+            range_ns += (row[1], row[2])
         ops: list = []  # (marker, row, index in chain), for each kind of marker
         fwd_seq: list = []
         bwd_seq: list = []

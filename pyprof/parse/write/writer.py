@@ -172,13 +172,18 @@ def _pieces(lines: Iterator[str], piece_chars: int) -> Iterator[str]:
         yield "\n".join(piece)
 
 
-_RANGES, _HOST = ATTRIBUTION.index("ranges"), ATTRIBUTION.index("host_ns")
+_RANGES, _RANGE_NS = ATTRIBUTION.index("ranges"), ATTRIBUTION.index("range_ns")
+_HOST = ATTRIBUTION.index("host_ns")
+
+
 def replayed(node: list, launch: list | None) -> list:
     """The attribution of a kernel replayed from a CUDA graph: its node's (the ranges around the node's capture:
     op, arguments, call site, layer), under the ranges around the graph launch (the step it ran in), and no host
-    time (a replay spends none per op)."""
+    time (a replay spends none per op). The node's ranges have no times in the replay: they were pushed at the
+    capture, which may be long before it."""
     out = list(node)
     out[_RANGES] = list(launch[_RANGES] if launch else []) + list(node[_RANGES])
+    out[_RANGE_NS] = list(launch[_RANGE_NS] if launch else []) + [None] * len(node[_RANGE_NS])
     out[_HOST] = None
     return tuple(out)  # as the sweep hands fields on
 

@@ -60,7 +60,10 @@ window.pyprofTimeline = function (DATA, u) {
     for (let k = 0; k < N; k++) {
       const o = S * k, ts = T.ev[o + 1], dur = T.ev[o + 2];
       if (ts + dur < v0 || ts > v1) continue;
-      const x = label + (ts - v0) * sx, w = Math.max(dur * sx, 0.6);
+      // Cut to the plot: a long slice (a step's range) would otherwise reach far past the window, and so would
+      // whatever is placed by its box (the pointer's tip).
+      const x = Math.max(label + (ts - v0) * sx, label - 1);
+      const w = Math.max(Math.min(label + (ts + dur - v0) * sx, width + 1) - x, 0.6);
       const y = top[T.ev[o]] + T.ev[o + 5] * LANE + 1;
       g.appendChild(u.svg("rect", {x: x.toFixed(2), y: y, width: w.toFixed(2), height: LANE - 2,
                                    fill: color(T.ev[o + 3]), "data-i": k}));
@@ -125,7 +128,7 @@ window.pyprofTimeline = function (DATA, u) {
     // Kept on screen: left of the pointer near the right edge, above it near the bottom.
     const tw = tip.offsetWidth, th = tip.offsetHeight;
     let x = e.clientX + 12, y = e.clientY + 14;
-    if (x + tw > window.innerWidth - 4) x = Math.max(4, e.clientX - tw - 12);
+    if (x + tw > window.innerWidth - 4) x = Math.max(4, Math.min(e.clientX, window.innerWidth) - tw - 12);
     if (y + th > window.innerHeight - 4) y = Math.max(4, e.clientY - th - 10);
     tip.style.left = x + "px";
     tip.style.top = y + "px";
