@@ -134,7 +134,8 @@ def _run(args) -> int:
     status = _child(cmd, env)
     export = _export(out, backend)
     if export is None:
-        _note(f"nothing was captured (the script ended before its step {args.warmup + 1}?)")
+        _note(f"nothing was captured: the script exited with status {status} before its step {args.warmup + 1}"
+              if status else f"nothing was captured (the script ended before its step {args.warmup + 1}?)")
         return status or 1
     if status:
         _note(f"the script exited with status {status}")
