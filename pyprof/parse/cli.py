@@ -237,9 +237,13 @@ def _summary(path: str, st: Stats) -> str:
                      "from C++, or a graph captured before pyprof.init())")
     if st.graph_launch_kernels:
         line += (f"; {st.graph_launch_kernels} kernels replayed from CUDA graphs without their graph node in the "
-                 "profile: each has the op that launched the graph, not the op captured into it (the PyTorch profiler "
-                 "records no graph node ids up to PyTorch 2.11; Nsight Systems with --cuda-graph-trace=node does, "
-                 "docs/capture.md)")
+                 "profile: each has the op that launched the graph, not the op captured into it")
+        if st.graph_untied:  # a reader that ties replays to their capture by order said why these are not
+            line += " (" + "; ".join(f"{n}: {why}" for why, n in sorted(st.graph_untied.items())) + \
+                "; docs/capture.md)"
+        else:
+            line += (" (the PyTorch profiler records no graph node ids up to PyTorch 2.11; Nsight Systems with "
+                     "--cuda-graph-trace=node does, docs/capture.md)")
     if st.memory_events:
         line += f"; {st.memory_events} memory events (pyprof prof --view memory)"
     return line + _oddities(st)

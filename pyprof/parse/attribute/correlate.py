@@ -63,6 +63,8 @@ class Stats:
     graph_kernels: int = 0  # kernels replayed from a CUDA graph (nsys --cuda-graph-trace=node)
     graph_kernels_tied: int = 0  # of those, kernels given the ranges around their graph node's capture
     graph_launch_kernels: int = 0  # kernels of a graph launch whose graph node the profile does not name
+    # of those, the kernels a reader that ties replays to their capture by order (kineto_graphs) left untied, by why
+    graph_untied: dict = field(default_factory=dict)
     memory_events: int = 0  # allocations and frees, in memory lines after the records (record.SIDE_KEY)
     kernel_launches: int = 0  # kernel launch calls (the window lines' launches), whether or not their GPU side is in
     # an nsys export parsed on the pure-Python path because the compiled core was never built (no C compiler or no

@@ -79,6 +79,9 @@ class MemoryEvent(NamedTuple):
 #: ``ranges_decoded = True``.
 RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload")
 
+#: The runtime and driver calls that launch a CUDA graph (with their versioned spellings).
+GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
+
 
 #: What the sweep (correlate.Correlator.launch_infos) yields per launch call, a plain tuple that crosses a
 #: process boundary cheaply: ``(key, api, start_ns, end_ns, pid, tid, attribution, call, flags)``.
@@ -127,6 +130,8 @@ class Source:
     ranges_decoded: bool = False
     #: Launches carry their calling line from their own backtrace (Launch.site); launch_times then yields Launches.
     launch_sites: bool = False
+    #: Kernels replayed from CUDA graphs that the reader could not tie to their capture, by why (kineto_graphs).
+    graph_untied: dict | None = None
     #: The temporary file the reader reads (a decompressed export, stdin spooled to disk): close_source deletes it.
     temp_path: str | None = None
 

@@ -25,6 +25,7 @@ from pyprof.common import BoundedDict, InputError, expansion_cap, no_cyclic_gc
 from pyprof.parse.attribute import markers as mk
 from pyprof.parse.readers.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
 from pyprof.parse.readers.frames import INTERNAL
+from pyprof.parse.readers.kineto_graphs import tie_replays
 from pyprof.parse.readers.kineto_json import UNSET, Args, Event, Guarded, SharedValues, TraceReader, args_of
 from pyprof.record import DIST_KEYS, INT_MAX, INT_MIN
 
@@ -143,6 +144,7 @@ class KinetoSource(Source):
         self._launches.sort(key=lambda x: x.start_ns)
         self._acts.sort(key=lambda a: a.start_ns)
         self._memory.sort(key=lambda m: m.t_ns)
+        self._launches, self._acts, self.graph_untied = tie_replays(self._launches, self._acts)
         self._window_and_launches()
         # GPU events name the device as their process; the process that ran them is the one that launched GPU
         # work. A trace is written per process, so an activity whose launch event is missing (launched before the

@@ -23,14 +23,12 @@ from pyprof.parse.write import encode, native, native_lines
 from pyprof.parse.write.lineparts import (API_END_KEY, API_JSON, CLOCK_SKEW_NS, LINE, NO_CALL, RECENT, _LAUNCH, _NAME,
                                     _PLACE, header, no_gpu_name, shape_parts)
 from pyprof.parse.attribute.correlate import BPROP, HAS_FWD, HAS_OP, NUMBERED, RECOMPUTE, Correlator, Stats
-from pyprof.parse.readers.activities import Source, attribution_window
+from pyprof.parse.readers.activities import GRAPH_LAUNCH_APIS, Source, attribution_window
 from pyprof.parse.readers.nsys import NsysSource
 from pyprof.parse.side.host import lines_of as host_lines_of, packed as host_packed
 from pyprof.parse.side.memory import memory_lines
 
 _SIDE_TEXT = SIDE_PREFIX.decode()
-#: The runtime and driver calls that launch a CUDA graph (with their versioned spellings).
-GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
 #: Exports smaller than this are swept in-process: a worker process is not worth starting.
 WORKER_MIN_BYTES = 16 << 20
 #: The free cores the compiled core's sweep worker needs to pay off: the core alone keeps about 1.4 busy (its
@@ -69,16 +67,16 @@ def _output(source: Source, worker: bool | None, raw_markers: bool, piece_chars:
             from pyprof import forked
 
             worker = forked.available()
-        stats = Stats(oddities=source.oddities)
+        stats = _stats(source)
         records = native_lines.record_lines(source, stats, raw_markers, worker, piece_chars)
         return _merge(source, records, stats, piece_chars), stats
     if worker and source.reopen_args() is not None:  # Kineto traces are read in memory
         from pyprof.parse.attribute.sweep_worker import launch_infos_from_worker
 
-        stats = Stats(oddities=source.oddities)
+        stats = _stats(source)
         infos = launch_infos_from_worker(source, stats.oddities)
     else:
-        stats = Stats(oddities=source.oddities)
+        stats = _stats(source)
         infos = Correlator(source, stats.oddities).launch_infos()
     stats.core_missing = native.not_built() and isinstance(source, NsysSource)  # the core reads nsys exports
     records = _merge_lines(source, infos, stats, raw_markers)
@@ -170,6 +168,11 @@ def _pieces(lines: Iterator[str], piece_chars: int) -> Iterator[str]:
     if piece:
         piece.append("")
         yield "\n".join(piece)
+
+
+def _stats(source: Source) -> Stats:
+    # what the reader counted already: what it left out, and replays it could not tie to their capture
+    return Stats(oddities=source.oddities, graph_untied=dict(source.graph_untied or {}))
 
 
 _RANGES, _RANGE_NS = ATTRIBUTION.index("ranges"), ATTRIBUTION.index("range_ns")
