@@ -52,6 +52,7 @@ class TraceStats:
     flows: int = 0
     ranges: int = 0
     ranges_measured: int = 0
+    origin_ns: int | None = None  # subtracted from every time written (_origin), set by the first record
     truncated: bool = False
 
 
@@ -124,8 +125,8 @@ class _RangeSlices:
                 t0, t1 = span
             args = {"range": name} if call is None else {"range": name, "call": call}
             args["times"] = RANGE_TIMES if span is None else MEASURED_TIMES
-            out.append({"ph": "X", "name": name, "cat": "range", "pid": self.pid, "tid": self.tid, "ts": _us(t0),
-                        "dur": _us(t1 - t0), "args": args})
+            out.append({"ph": "X", "name": name, "cat": "range", "pid": self.pid, "tid": self.tid,
+                        "ts": _us(t0 - st.origin_ns), "dur": _us(t1 - t0), "args": args})
 
     def flush(self, out: list, st: "TraceStats") -> None:
         while self.heap:
@@ -136,6 +137,18 @@ class _RangeSlices:
 def _us(ns: int) -> float:
     # Microseconds as floats, the unit of the format; nanosecond precision survives as the fraction.
     return ns / 1000.0
+
+
+#: A time in microseconds keeps its nanoseconds in a double up to about this many ns (52 days); a PyTorch-profiler
+#: trace's times count from the epoch (1.7e18 ns), where a double's step is a quarter of a microsecond, enough to make
+#: a range end after its parent's end in a viewer.
+EXACT_NS = 4 * 10 ** 15
+
+
+def _origin(first_ns: int) -> int:
+    """What every time written is counted from: 0 for a profile's own clock, else a whole second an hour before
+    the first record (ranges pushed before it stay positive), written in ``otherData`` as ``ts_origin_ns``."""
+    return 0 if first_ns < EXACT_NS else (first_ns // 10 ** 9 - 3600) * 10 ** 9
 
 
 def _shapes(args: list) -> str:
@@ -278,7 +291,9 @@ def _input_events(numbered: Iterable[tuple[int, dict]], max_events: int | None, 
         st.activities += 1
         gpid, gtid = rows.gpu_row(d, out)
         start = d.get("start_ns") or 0
-        ts = _us(start)
+        if st.origin_ns is None:
+            st.origin_ns = _origin(start)
+        ts = _us(start - st.origin_ns)
         name = d.get("kShortName") or d.get("kind") or "activity"
         out.append({"ph": "X", "name": name, "cat": d.get("kind") or "kernel", "pid": gpid, "tid": gtid,
                     "ts": ts, "dur": _us(d.get("kDuration") or (d.get("end_ns") or start) - start),
@@ -295,7 +310,7 @@ def _input_events(numbered: Iterable[tuple[int, dict]], max_events: int | None, 
             if launches.first((pid, d.get("correlation_id"), a0)):
                 st.launches += 1
                 out.append({"ph": "X", "name": d.get("api") or "launch", "cat": "cuda_api", "pid": pid,
-                            "tid": tid, "ts": _us(a0), "dur": _us(a1 - a0),
+                            "tid": tid, "ts": _us(a0 - st.origin_ns), "dur": _us(a1 - a0),
                             "args": {"correlation id": d.get("correlation_id"), "kernel": name}})
             # Flow ids count kernels rather than reuse the correlation id: that id is unique only within a
             # process, and a graph launch gives one id to many kernels, each of which needs its own arrow: the
@@ -303,7 +318,7 @@ def _input_events(numbered: Iterable[tuple[int, dict]], max_events: int | None, 
             st.flows += 1
             # "s" sits inside the launch slice; "f" with bp "e" binds to the kernel slice that encloses its ts.
             out.append({"ph": "s", "name": "launch", "cat": "launch", "id": st.flows, "pid": pid, "tid": tid,
-                        "ts": _us(a0)})
+                        "ts": _us(a0 - st.origin_ns)})
             out.append({"ph": "f", "bp": "e", "name": "launch", "cat": "launch", "id": st.flows, "pid": gpid,
                         "tid": gtid, "ts": ts})
         yield from out
@@ -334,6 +349,6 @@ def write_source_trace(sources: Iterable[tuple[str, Iterable[tuple[int, dict]]]]
         sep = ",\n"
     other = {"producer": "pyprof report --trace", "activities": st.activities, "activities_in_input": st.seen,
              "cpu_range_slices": st.ranges, "cpu_range_slices_measured": st.ranges_measured,
-             "truncated": st.truncated}
+             "truncated": st.truncated, "ts_origin_ns": st.origin_ns or 0}
     out.write('\n],"displayTimeUnit":"ns","otherData":' + json_text(other) + "}\n")
     return st

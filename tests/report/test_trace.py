@@ -81,7 +81,8 @@ def test_cap_keeps_valid_json_and_says_so(resnet):
     slices = sum(1 for e in t["traceEvents"] if e.get("cat") == "range")
     measured = sum(1 for e in t["traceEvents"] if e.get("cat") == "range" and "push to" in e["args"]["times"])
     assert t["otherData"] == {"producer": "pyprof report --trace", "activities": 10, "activities_in_input": 784,
-                              "cpu_range_slices": slices, "cpu_range_slices_measured": measured, "truncated": True}
+                              "cpu_range_slices": slices, "cpu_range_slices_measured": measured, "truncated": True,
+                              "ts_origin_ns": 0}  # an nsys export's own clock: no origin needed
     assert slices > 0
 
 
@@ -251,3 +252,32 @@ def _trace_of(records: list[dict]) -> str:
     out = io.StringIO()
     write_trace(iter(records), out)
     return out.getvalue()
+
+
+def test_a_pytorch_profiler_traces_epoch_times_keep_their_nanoseconds():
+    # A PyTorch-profiler trace counts from the epoch (1.7e18 ns): as microseconds in a double its step is a quarter
+    # of a microsecond, and a range's slice ended after its parent's in a viewer. The trace counts from an origin
+    # written in otherData instead. A real trace from another project (DeepSeek's published H800 profile).
+    from shared_files import CORPUS, require_shared
+
+    require_shared()
+    buf = io.StringIO()
+    parse_file(str(CORPUS / "external-2026-12" / "deepseek_profile-data_train_h800.json"), buf)
+    records = list(read_lines(buf.getvalue().splitlines()))
+    t = json.loads(_trace_of(records))
+    origin = t["otherData"]["ts_origin_ns"]
+    assert origin > 10 ** 18 and origin % 10 ** 9 == 0  # a whole second of the epoch
+    first = next(e for e in t["traceEvents"] if e["ph"] == "X" and e["pid"] >= GPU_PID_BASE)
+    assert round(first["ts"] * 1000) + origin == records[0]["start_ns"]  # to the nanosecond
+    by_thread: dict = {}
+    for e in t["traceEvents"]:
+        if e.get("cat") == "range":
+            by_thread.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    assert sum(map(len, by_thread.values())) > 100
+    for slices in by_thread.values():  # each nests in its parent, to a thousandth of a nanosecond
+        open_ends: list = []
+        for t0, t1 in sorted(slices, key=lambda s: (s[0], -s[1])):
+            while open_ends and open_ends[-1] <= t0 + 1e-6:
+                open_ends.pop()
+            assert not open_ends or t1 <= open_ends[-1] + 1e-6
+            open_ends.append(t1)
