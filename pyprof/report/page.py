@@ -80,16 +80,21 @@ def embed_json(obj) -> str:
 TIP_VALUE_CHARS = 160
 
 
+#: A CPU range slice's ``args.times`` where its ends are the range's own push and pop (the Perfetto export writes
+#: it; perfetto.RANGE_TIMES where they are drawn from the range's launches).
+MEASURED_TIMES = "measured: the range's push to its pop"
+
+
 def _tip(args: dict) -> str:
     lines = [f"{k}: {_tip_value(args[k])}" for k in _TIP_KEYS if k in args]
-    if "times" in args:  # a CPU range's slice: whether its ends are measured (perfetto.MEASURED_TIMES) or drawn
+    if "times" in args:  # a CPU range's slice: whether its ends are measured or drawn
         lines.append("times: " + ("measured, push to pop" if _measured(args) else
                                   "drawn from its first launch to its last"))
     return "\n".join(lines)
 
 
 def _measured(args: dict) -> bool:
-    return str(args.get("times", "")).startswith("measured")
+    return args.get("times") == MEASURED_TIMES
 
 
 def _tip_value(value) -> str:
@@ -215,12 +220,13 @@ def _trace_note(meta: dict, tl: dict) -> str:
     shown = len(tl["ev"]) // 6
     total, drawn = meta.get("trace_total"), meta.get("trace_shown")
     n, measured = tl.get("ranges", 0), tl.get("ranges_measured", 0)
-    how = ("each from its push to its pop" if measured == n else
-           "each drawn from its first launch to its last: the input has no push and pop times" if measured == 0 else
-           f"{measured:,} of {n:,} from their push to their pop, the others (a replayed CUDA graph's node ranges, "
-           "pushed at its capture) drawn from their launch")
+    drawn_why = ("drawn from their first launch to their last: the records carry no push and pop times for them "
+                 "(written before parse wrote them, or a replayed CUDA graph's node ranges, pushed at its capture)")
+    how = ("" if n == 0 else ", each from its push to its pop" if measured == n else f", {drawn_why}" if measured == 0
+           else f", {measured:,} of {n:,} from their push to their pop, the others {drawn_why}")
     parts = [f"{shown:,} timeline events (GPU activities, their CPU launch calls, and the CPU ranges around "
-             f"them: steps, layers, ops, {how})"]
+             f"them: steps, layers, ops{how})" if n else
+             f"{shown:,} timeline events (GPU activities and their CPU launch calls; no CPU range encloses them)"]
     if total is not None and drawn is not None and drawn < total:
         parts.append(f"from the first {drawn:,} of {total:,} GPU activities: the page is capped to stay small")
     if tl.get("cut_at"):

@@ -19,7 +19,7 @@ from pyprof.prof.table.coverage import Coverage
 from pyprof.prof.model.results import first_name
 from pyprof.prof.table.rows import rows as model_rows
 from pyprof.prof.model.tensorcores import TC_TEXT
-from pyprof.report.page import json_text
+from pyprof.report.page import MEASURED_TIMES, json_text
 
 #: Synthetic process ids of the GPU rows: far above any OS pid (Linux caps pids at 2**22), so a GPU never
 #: shares a process row with a CPU process.
@@ -30,8 +30,6 @@ GPU_PID_BASE = 1 << 30
 RANGE_TIMES = ("from the first launch call made inside the range to the end of its last: the records carry the "
                "range's name, not its push and pop times, so the range began at or before the slice and ended at or "
                "after it")
-#: The same, where the records carry them (parse writes each range's push and pop in ``range_ns``).
-MEASURED_TIMES = "measured: the range's push to its pop"
 #: Launches remembered to draw a graph launch (one call, many kernels) once: bounded, see _Launches.
 _LAUNCH_MEMORY = 65536
 

@@ -11,7 +11,7 @@ under the replay's own ranges, as it does for Nsight Systems' node ids.
 
 Tied only where that order is certain: a replay on one stream, with exactly as many activities as one capture of
 its process (ended before the launch) has calls, and no other such capture of that count. Every other replay is
-left with its launching op, and counted by why (``why_untied``).
+left with its launching op, and its kernels are counted by why (NO_CAPTURE, AMBIGUOUS, COUNT, STREAMS).
 """
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _captures(launches: list[Launch], ran: set) -> list[Capture]:
     out: list[Capture] = []
     open_: dict = {}  # pid -> [calls] while a capture is open; None once two overlap
     for i, c in enumerate(launches):
-        pid = c.thread[0] if type(c.thread) is tuple else c.pid
+        pid = _process(c)
         api = c.api
         if "BeginCapture" in api:
             open_[pid] = None if pid in open_ else []
@@ -56,6 +56,11 @@ def _captures(launches: list[Launch], ran: set) -> list[Capture]:
     return out
 
 
+def _process(call: Launch) -> object:
+    # the process as the reader names it in the thread (Kineto: (pid, tid)), which Launch.pid leaves out when odd
+    return call.thread[0] if type(call.thread) is tuple else call.pid
+
+
 def _is_work(api: str) -> bool:
     # kernel launches (cudaLaunchKernel, cuLaunchKernelEx, cudaLaunchCooperativeKernel, ...), copies and memsets;
     # not a graph's own launch or upload
@@ -64,8 +69,8 @@ def _is_work(api: str) -> bool:
 
 def tie_replays(launches: list[Launch], acts: list[Activity]) -> tuple[list, list, dict]:
     """``launches`` and ``acts`` (each in start order) with each captured call keyed as a graph node and each
-    activity of a tied replay pointing to its node; and the count of kernels left untied, by why. Lists are
-    returned new where something changed."""
+    activity of a tied replay pointing to its node; and the count of kernels left untied, by why. The lists are
+    returned as they came where no replay is tied."""
     graph_calls = {c.key: c for c in launches if c.api.startswith(GRAPH_LAUNCH_APIS)}
     if not graph_calls:
         return launches, acts, {}
@@ -76,22 +81,22 @@ def tie_replays(launches: list[Launch], acts: list[Activity]) -> tuple[list, lis
             by_launch.setdefault(a.launch_key, []).append(j)
     captures = _captures(launches, ran)
     untied: dict = {}
-    acts = list(acts)
-    nodes: set = set()
+    tied: dict = {}  # activity index -> the index of the captured call it replays
     for key, members in by_launch.items():
         call = graph_calls[key]
-        pid = call.thread[0] if type(call.thread) is tuple else call.pid
+        pid = _process(call)
         before = [c for c in captures if c.pid == pid and c.end_ns <= call.start_ns]
         fits = [c for c in before if len(c.calls) == len(members)]
-        kernels = sum(1 for j in members if acts[j].kind == "kernel")
         why = NO_CAPTURE if not before else COUNT if not fits else AMBIGUOUS if len(fits) > 1 else \
             STREAMS if len({acts[j].stream for j in members}) > 1 else None
-        if why is not None:
-            untied[why] = untied.get(why, 0) + kernels
-            continue
-        for j, i in zip(members, fits[0].calls):  # both in start order: the capture's order is the replay's
-            acts[j] = acts[j]._replace(attribution_key=("node", launches[i].key))
-            nodes.add(i)
-    if nodes:
-        launches = [c._replace(key=("node", c.key)) if i in nodes else c for i, c in enumerate(launches)]
+        if why is None:
+            tied.update(zip(members, fits[0].calls))  # both in start order: the capture's order is the replay's
+        else:
+            untied[why] = untied.get(why, 0) + sum(1 for j in members if acts[j].kind == "kernel")
+    if not tied:
+        return launches, acts, untied
+    nodes = set(tied.values())
+    acts = [a._replace(attribution_key=("node", launches[tied[j]].key)) if j in tied else a
+            for j, a in enumerate(acts)]
+    launches = [c._replace(key=("node", c.key)) if i in nodes else c for i, c in enumerate(launches)]
     return launches, acts, untied
