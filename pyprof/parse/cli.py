@@ -242,8 +242,8 @@ def _summary(path: str, st: Stats) -> str:
             line += " (" + "; ".join(f"{n}: {why}" for why, n in sorted(st.graph_untied.items())) + \
                 "; docs/capture.md)"
         else:
-            line += (" (the PyTorch profiler records no graph node ids up to PyTorch 2.11; Nsight Systems with "
-                     "--cuda-graph-trace=node does, docs/capture.md)")
+            line += (" (the profile names no graph node for them: Nsight Systems does with "
+                     "--cuda-graph-trace=node, docs/capture.md)")
     if st.memory_events:
         line += f"; {st.memory_events} memory events (pyprof prof --view memory)"
     return line + _oddities(st)

@@ -34,10 +34,14 @@ def capture(t0: float, corr0: int) -> list[dict]:
             launch(t0 + 30, corr0 + 3, name="cudaStreamEndCapture")]
 
 
-def replay(t0: float, corr: int, streams=(7, 7)) -> list[dict]:
-    """A graph launch at t0 (us) inside its step range, and the two kernels it ran."""
+def replay(t0: float, corr: int, streams=(7, 7), nodes=False) -> list[dict]:
+    """A graph launch at t0 (us) inside its step range, and the two kernels it ran; with ``nodes``, each kernel
+    names its graph and node as Kineto does since 2026 (graph 3, nodes 41 and 42)."""
     gemm, relu = kernel("gemm_kernel", t0 + 5, 2, corr), kernel("relu_kernel", t0 + 8, 1, corr)
     gemm["args"]["stream"], relu["args"]["stream"] = streams
+    if nodes:
+        gemm["args"].update({"graph id": 3, "graph node id": 41})
+        relu["args"].update({"graph id": 3, "graph node id": 42})
     return [step(f"ProfilerStep#{corr}", t0 - 5, 20), launch(t0, corr, name="cudaGraphLaunch"), gemm, relu]
 
 
@@ -89,3 +93,25 @@ def test_work_that_ran_during_a_capture_is_not_a_node(tmp_path):
     recs, stats = _parse(tmp_path, capture(100.0, 10) + other + replay(200.0, 20))
     assert stats.graph_kernels_tied == 2
     assert [d["op"][-1] for d in recs] == ["add", "mm", "relu"]
+
+
+def test_node_ids_carry_a_tie_by_order_to_replays_order_cannot_tie(tmp_path):
+    # the first replay ties by order; the second ran its two kernels on two streams (their order need not be the
+    # capture's); of the third only the ReLU is left, and of the fourth only its kernels (launched before the trace
+    # began): each kernel's node says which captured call it is
+    cut = replay(400.0, 40, nodes=True)
+    del cut[2]
+    early = replay(500.0, 50, nodes=True)[2:]
+    recs, stats = _parse(tmp_path, capture(100.0, 10) + replay(200.0, 20, nodes=True)
+                         + replay(300.0, 30, streams=(7, 8), nodes=True) + cut + early)
+    assert [(d["kShortName"], d["op"][-1]) for d in recs] == \
+        [("gemm_kernel", "mm"), ("relu_kernel", "relu")] * 2 + [("relu_kernel", "relu")] + \
+        [("gemm_kernel", "mm"), ("relu_kernel", "relu")]
+    assert stats.graph_untied == {}
+
+
+def test_node_ids_without_a_replay_tied_by_order_tie_nothing(tmp_path):
+    # node ids name no captured call by themselves: with the only replay on two streams, nothing is tied
+    recs, stats = _parse(tmp_path, capture(100.0, 10) + replay(300.0, 30, streams=(7, 8), nodes=True))
+    assert stats.graph_kernels_tied == 0 and stats.graph_untied == {kg.STREAMS: 2}
+    assert all(d["op"] == [] for d in recs)

@@ -36,6 +36,9 @@ class Activity(NamedTuple):
     # node's creation inside the ranges active at capture time), whose attribution it takes; its launch_key stays
     # the graph launch. None for any other activity.
     attribution_key: object = None
+    # (graph id, node id) of a replayed activity where the profile names them on the activity itself (Kineto since
+    # 2026: "graph id", "graph node id"); the same node has the same pair in every replay of its graph.
+    graph_node: tuple | None = None
 
 
 class Launch(NamedTuple):

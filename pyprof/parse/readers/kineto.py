@@ -86,6 +86,12 @@ def _int(v) -> int | None:
     return v if type(v) is int and INT_MIN <= v <= INT_MAX else None
 
 
+def _graph_node(args) -> tuple | None:
+    """A replayed activity's (graph id, node id) where the trace names them (0: not from a graph)."""
+    g, n = args.graph_id, args.graph_node_id
+    return (g, n) if type(n) is int and n and type(g) is int else None
+
+
 def _ints(v) -> tuple:
     """A launch configuration: a list of integers (each as _int takes it), else empty."""
     return tuple(v) if type(v) is list and len(v) <= 3 and all(_int(x) is not None for x in v) else ()
@@ -302,14 +308,14 @@ class KinetoSource(Source):
                                        names[0], names[1], _ints(args.grid), _ints(args.block),
                                        _int(args.registers), smem_bytes=_int(args.smem),
                                        est_occupancy_pct=_num(occupancy) if type(occupancy) in (int, Decimal)
-                                       else None))
+                                       else None, graph_node=_graph_node(args)))
         elif cat in _COPY_CATS:
             args = args_of(ev.args)
             kind = _COPY_CATS[cat]
             corr = _int(args.correlation)
             ck = next((k for k in _COPY_KINDS if k in name), None) if kind == "memcpy" else None
             self._acts.append(Activity(kind, start, end, _int(args.device), _int(args.stream), None, corr, corr, name,
-                                       name, bytes=_int(args.nbytes), copy_kind=ck))
+                                       name, bytes=_int(args.nbytes), copy_kind=ck, graph_node=_graph_node(args)))
         elif cat in _LAUNCH_CATS:
             corr = _int(args_of(ev.args).correlation)
             if corr is not None:

@@ -1,17 +1,20 @@
 """CUDA graphs captured inside a PyTorch-profiler trace, tied to their replays by launch order.
 
-Up to PyTorch 2.11 a trace's kernels name no graph node: a replayed kernel carries only the correlation of its
-``cudaGraphLaunch``. The capture, when it happened inside the trace, is there: between the process's
-``cudaStreamBeginCapture`` and ``cudaStreamEndCapture`` each kernel launch, copy and memset is recorded as a
-call with its ops around it, and no GPU activity (nothing ran). A graph captured on one stream replays its nodes
+A trace's calls made during a capture name no graph node: a replayed kernel is joined to its capture only
+through the correlation of its ``cudaGraphLaunch``. The capture, when it happened inside the trace, is there:
+between the process's ``cudaStreamBeginCapture`` and ``cudaStreamEndCapture`` each kernel launch, copy and memset
+is recorded as a call with its ops around it, and no GPU activity (nothing ran). A graph captured on one stream replays its nodes
 in the order they were captured, so the i-th activity of a replay is the i-th call of its capture. Each such
 call becomes the graph node of the nsys reader's words (key ``("node", correlation)``) and each replayed activity
 points to it (``Activity.attribution_key``): parse then gives the replay its node's op, shapes, line and layer
 under the replay's own ranges, as it does for Nsight Systems' node ids.
 
 Tied only where that order is certain: a replay on one stream, with exactly as many activities as one capture of
-its process (ended before the launch) has calls, and no other such capture of that count. Every other replay is
-left with its launching op, and its kernels are counted by why (NO_CAPTURE, AMBIGUOUS, COUNT, STREAMS).
+its process (ended before the launch) has calls, and no other such capture of that count. Kineto since 2026 also
+names each replayed activity's graph and node ("graph id", "graph node id"; none for the capture's calls, so the
+first tie is still by order): the nodes of one tied replay then tie every other replay of that graph, activity by
+activity, whatever its streams or however much of it the trace kept. Every other activity keeps its launching op,
+and its kernels are counted by why (NO_CAPTURE, AMBIGUOUS, COUNT, STREAMS).
 """
 from __future__ import annotations
 
@@ -82,6 +85,7 @@ def tie_replays(launches: list[Launch], acts: list[Activity]) -> tuple[list, lis
     captures = _captures(launches, ran)
     untied: dict = {}
     tied: dict = {}  # activity index -> the index of the captured call it replays
+    left: list = []  # (why, members) of each replay order could not tie
     for key, members in by_launch.items():
         call = graph_calls[key]
         pid = _process(call)
@@ -92,7 +96,19 @@ def tie_replays(launches: list[Launch], acts: list[Activity]) -> tuple[list, lis
         if why is None:
             tied.update(zip(members, fits[0].calls))  # both in start order: the capture's order is the replay's
         else:
-            untied[why] = untied.get(why, 0) + sum(1 for j in members if acts[j].kind == "kernel")
+            left.append((why, members))
+    # Where the trace names each replayed activity's graph node, a node tied in one replay is that node in every
+    # replay of its graph: one whose streams overlapped, or one cut short by the trace's start (its launch before
+    # the trace, so in no replay above).
+    known = {acts[j].graph_node: i for j, i in tied.items() if acts[j].graph_node is not None}
+    if known:
+        for j, a in enumerate(acts):
+            if a.graph_node in known and j not in tied:
+                tied[j] = known[a.graph_node]
+    for why, members in left:
+        n = sum(1 for j in members if j not in tied and acts[j].kind == "kernel")
+        if n:
+            untied[why] = untied.get(why, 0) + n
     if not tied:
         return launches, acts, untied
     nodes = set(tied.values())

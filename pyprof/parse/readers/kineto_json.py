@@ -170,6 +170,8 @@ class Args(msgspec.Struct):
     smem: object = _field("shared memory")
     occupancy: object = _field("est. achieved occupancy %")
     nbytes: object = _field("bytes")
+    graph_id: object = _field("graph id")
+    graph_node_id: object = _field("graph node id")
     seq: object = msgspec.field(default=UNSET, name="Sequence number")
     dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")
     dims_18: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input dims")  # PyTorch 1.8 previews
