@@ -115,3 +115,13 @@ def test_node_ids_without_a_replay_tied_by_order_tie_nothing(tmp_path):
     recs, stats = _parse(tmp_path, capture(100.0, 10) + replay(300.0, 30, streams=(7, 8), nodes=True))
     assert stats.graph_kernels_tied == 0 and stats.graph_untied == {kg.STREAMS: 2}
     assert all(d["op"] == [] for d in recs)
+
+
+def test_a_hip_graph_replay_is_counted_as_a_graph_replay():
+    # vLLM's decode on an MI300 (TraceLens's test trace): one hipGraphLaunch ran 421 kernels (a recount of the
+    # kernel events with its correlation, 505113), captured at start-up, before the trace
+    from shared_files import EXTERNAL, require_shared
+
+    require_shared()
+    stats = parse_file(str(EXTERNAL / "tracelens_vllm_decode_full_graph_execution.json.gz"), io.StringIO())
+    assert stats.graph_launch_kernels == 421 and stats.graph_untied == {kg.NO_CAPTURE: 421}

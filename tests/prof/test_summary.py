@@ -29,6 +29,10 @@ def test_labels():
                                     "void other<1>()": "other"}
     # nothing tells them apart but the order of the same words: their rank among the sorted full names
     assert kernel_labels({"k<1, 2>": "k", "k<2, 1>": "k"}) == {"k<1, 2>": "k<#1>", "k<2, 1>": "k<#2>"}
+    # names left mangled (ck_tile's RMSNorm, twice, differing in an enum deep in its arguments) have no words: their
+    # rank tells them, where the word would be the whole mangled remainder, cut alike at a terminal's width
+    a, b = "_ZN7ck_tile6kentryILi1ENS_5FusedILi0EEEEvv", "_ZN7ck_tile6kentryILi1ENS_5FusedILi1EEEEvv"
+    assert kernel_labels({a: "kentry", b: "kentry"}) == {a: "kentry<#1>", b: "kentry<#2>"}
 
 
 def test_group_by_kernel_on_the_b200_trace(shared):

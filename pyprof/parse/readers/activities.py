@@ -82,8 +82,8 @@ class MemoryEvent(NamedTuple):
 #: ``ranges_decoded = True``.
 RANGE_ROW = ("thread", "start_ns", "end_ns", "text", "payload")
 
-#: The runtime and driver calls that launch a CUDA graph (with their versioned spellings).
-GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch")
+#: The runtime and driver calls that launch a CUDA graph, or a HIP graph on ROCm (with their versioned spellings).
+GRAPH_LAUNCH_APIS = ("cudaGraphLaunch", "cuGraphLaunch", "hipGraphLaunch")
 
 
 #: What the sweep (correlate.Correlator.launch_infos) yields per launch call, a plain tuple that crosses a

@@ -1,4 +1,5 @@
-"""C++ symbol demangling for nvprof exports (nsys stores kernel names demangled already).
+"""C++ symbol demangling for nvprof exports, and for the names a PyTorch-profiler trace leaves mangled (nsys stores
+kernel names demangled already).
 
 Uses the C++ runtime's own ``__cxa_demangle`` through ctypes: exact, fast, and no dependency. Where no
 C++ runtime is loadable the mangled name is kept (counted, never an error).
@@ -8,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import re
 
 _demangler = None
 
@@ -67,8 +69,11 @@ def short_name(demangled: str) -> str:
     and comparisons (``std::enable_if<(((8)>(0))), void>::type vllm::fused_add_rms_norm_kernel<...>(...)``),
     so angle brackets count only outside parentheses. Returns the input when it has no such shape. A name
     longer than SHORT_NAME_SCAN_CHARS is shortened from its beginning (the function's name comes before its
-    template arguments and parameters), at most that long.
+    template arguments and parameters), at most that long. A symbol left mangled (the C++ runtime did not know
+    its mangling) gives its function's name as _mangled_function reads it.
     """
+    if demangled.startswith("_Z"):
+        return _mangled_function(demangled)
     if len(demangled) > SHORT_NAME_SCAN_CHARS:
         return short_name(demangled[:SHORT_NAME_SCAN_CHARS])
     params = _parameter_list(demangled)
@@ -112,3 +117,31 @@ def _parameter_list(s: str) -> int | None:
             if depth == 0:
                 return i
     return None
+
+
+_LENGTH = re.compile(r"\d+")
+
+
+def _mangled_function(symbol: str) -> str:
+    """The function's name in an Itanium symbol the C++ runtime could not demangle (a mangling newer than it:
+    GCC 12's cannot read std::bfloat16_t, ``DF16b``, in ROCm's ck_tile kernels): the last source name of its
+    leading name before any template arguments, ``_ZN7ck_tile6kentryILi1E...`` -> ``kentry``. A kernel is a free
+    function, so that is its name (a member of a class template would give the class's). Only that prefix is read
+    (lengths and names, ``std::`` written ``St``, cv-qualifiers), which every mangling shares; a symbol of any
+    other shape is returned whole."""
+    nested = symbol.startswith("N", 2)
+    i = 3 if nested else 2
+    while nested and i < len(symbol) and symbol[i] in "rVKRO":  # cv- and ref-qualifiers of a member function
+        i += 1
+    if symbol.startswith("St", i):
+        i += 2
+    name = None
+    while (m := _LENGTH.match(symbol, i)) is not None:
+        n = int(m.group())
+        i = m.end() + n
+        if n == 0 or i > len(symbol):
+            return symbol
+        name = symbol[m.end():i]
+        if not nested:
+            break
+    return name or symbol

@@ -24,6 +24,7 @@ from typing import IO, Iterator
 from pyprof.common import BoundedDict, InputError, expansion_cap, no_cyclic_gc
 from pyprof.parse.attribute import markers as mk
 from pyprof.parse.readers.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
+from pyprof.parse.readers.demangle import demangle, short_name
 from pyprof.parse.readers.frames import INTERNAL
 from pyprof.parse.readers.kineto_graphs import tie_replays
 from pyprof.parse.readers.kineto_json import UNSET, Args, Event, Guarded, SharedValues, TraceReader, args_of
@@ -302,7 +303,8 @@ class KinetoSource(Source):
             occupancy = args.occupancy
             names = self._names.get(name)
             if names is None:
-                names = (name, _short(name))
+                long = demangle(name)  # CUPTI and roctracer leave some names mangled (CUTLASS in cuDNN, ck_tile)
+                names = (long, _short(long))
                 self._names.add(name, names)
             self._acts.append(Activity("kernel", start, end, _int(args.device), _int(args.stream), None, corr, corr,
                                        names[0], names[1], _ints(args.grid), _ints(args.block),
@@ -476,6 +478,4 @@ def _site(frame: str) -> str | None:
 
 
 def _short(name: str) -> str:
-    from pyprof.parse.readers.demangle import short_name
-
-    return short_name(name) if "(" in name or "<" in name else name
+    return short_name(name) if "(" in name or "<" in name or name.startswith("_Z") else name

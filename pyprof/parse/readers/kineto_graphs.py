@@ -23,8 +23,8 @@ from typing import NamedTuple
 from pyprof.parse.readers.activities import GRAPH_LAUNCH_APIS, Activity, Launch
 
 #: Why a replay's activities keep the op that launched the graph (kernels counted per why, in the parse summary).
-NO_CAPTURE = ("their capture is not in the trace (made before it began: start the profiler before the capture, or "
-              "capture under Nsight Systems with pyprof.init(), which keeps a capture made at any time)")
+NO_CAPTURE = ("their capture is not in the trace (made before it began: start the profiler before the capture; "
+              "on NVIDIA GPUs pyprof.init() under Nsight Systems keeps a capture made at any time)")
 AMBIGUOUS = "several captures in the trace have their length, and order cannot tell which"
 COUNT = "no capture in the trace has their length"
 STREAMS = "they ran on several streams, so their order need not be their capture's"

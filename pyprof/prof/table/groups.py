@@ -414,6 +414,9 @@ def kernel_labels(names: dict) -> dict:
 
 
 def _words(full: str, short: str) -> list[str]:
-    """The words of a full kernel name after its short name (its template arguments and parameters)."""
+    """The words of a full kernel name after its short name (its template arguments and parameters); none for a
+    name left mangled, whose arguments are not words (``...kentryILi1ENS_12Rmsnorm2dFwd...``): its rank tells it."""
+    if full.startswith("_Z"):
+        return []
     at = full.find(short)
     return _TOKEN.findall(full[at + len(short):] if at >= 0 else full)
