@@ -122,7 +122,8 @@ def view(profiles: Profiles, path: str, name: str, top: int = 10) -> dict:
         raise UsageError(f"view {name!r}: choose one of {', '.join(names())}")
     tables = [t for t in a.tables if t.name == name and t.worker is None]
     out = {"file": path, "view": name, "tables": [
-        {"title": t.title, "rows_total": len(t.rows), "rows": _rows(t, top), "notes": t.notes[:5]} for t in tables],
+        {"title": t.title, "rows_total": len(t.rows), "rows": _rows(t, top), "notes": t.notes[:5],
+         **({"empty": t.empty} if not t.rows and t.empty else {})} for t in tables],
         "cite": _cite(a, _prof(a, f"--view {name} --jsonl"))}
     return _fit(out)
 
@@ -135,6 +136,7 @@ def findings(profiles: Profiles, path: str, top: int = 5) -> dict:
     rows = _rows(t, top) if t is not None else []
     return _fit({"file": path, "findings_total": len(t.rows) if t is not None else 0, "findings": rows,
                  "notes": (t.notes[:5] if t is not None else []),
+                 **({"empty": t.empty} if t is not None and not t.rows and t.empty else {}),
                  "cite": _cite(a, _prof(a, "--view recommendations --jsonl"))})
 
 

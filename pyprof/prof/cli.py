@@ -3,6 +3,7 @@ is done by pyprof.prof.table.per_kernel, summary and views."""
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import shutil
 import sys
@@ -274,8 +275,11 @@ def _print_views(args, tables: list, coverage, fmt: str, out) -> int:
     if args.top:
         for t in tables:
             t.rows = t.rows[:args.top]
-    print_tables(tables, out, sys.stderr if args.verbose else None, fmt, args.width, header=not args.no_header)
+    said = io.StringIO()  # why a table has no rows: after the tables, as the notes come
+    print_tables(tables, out, sys.stderr if args.verbose else None, fmt, args.width, header=not args.no_header,
+                 said=None if args.quiet else said)
     out.publish()
+    sys.stderr.write(said.getvalue())
     if not args.quiet or (args.strict and coverage.reasons):
         _report(coverage.text(), args.verbose or (args.strict and coverage.reasons),
                 0 if args.verbose else sum(len(t.notes) for t in tables))

@@ -18,6 +18,8 @@ class Table:
         how the HTML page draws this table (top rows for bar/pie, one stacked bar per row for "stacked").
     tree_column: None, or the key of an int column giving each row's depth (the layer tree): renderers indent.
     worker: None for all workers together, else the worker (process) this table is about.
+    empty: where the table has no rows, the sentence that says why (no rule fired; no memory events in the input):
+        said wherever the table is shown, notes asked for or not, so that no one is left with a bare header.
     """
 
     name: str
@@ -29,6 +31,7 @@ class Table:
     chart: dict | None = None
     tree_column: str | None = None
     worker: str | None = None
+    empty: str | None = None
 
     @classmethod
     def of(cls, name: str, title: str, cols: list[tuple[str, str]], **kw) -> "Table":

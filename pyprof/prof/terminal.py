@@ -12,9 +12,10 @@ from pyprof.prof.tables import Table
 
 
 def print_tables(tables: list[Table], out: IO[str], err: IO[str] | None, fmt: str = "space", width: int = 0,
-                 header: bool = True) -> None:
+                 header: bool = True, said: IO[str] | None = None) -> None:
     """Write each table in format ``fmt``; with several tables each is preceded by a ``# title`` line (jsonl:
-    each row carries a ``view`` key instead). Notes go to ``err`` (None: dropped)."""
+    each row carries a ``view`` key instead). Notes go to ``err`` (None: dropped); why a table has no rows
+    (Table.empty) goes there too, or to ``said`` when notes are dropped (None: nowhere, as under --quiet)."""
     cls = FORMATS[fmt]
     many = len(tables) > 1
     for i, t in enumerate(tables):
@@ -38,3 +39,6 @@ def print_tables(tables: list[Table], out: IO[str], err: IO[str] | None, fmt: st
         if err is not None:
             for n in t.notes:
                 err.write(printable(f"{PROG}: {t.name}: {n}") + "\n")
+        why = err if err is not None else said
+        if not t.rows and t.empty and why is not None:
+            why.write(printable(f"{PROG}: {t.name}: {t.empty}") + "\n")

@@ -115,5 +115,5 @@ def no_activity_notice(tables: list[Table], default: str) -> str:
     """The page's notice for an input without GPU activity: the overview's count of kernel launches whose GPU side
     is missing where it has one (the GPU side was not recorded: not a program that used no GPU), else ``default``."""
     overview = next((t for t in tables if t.name == "overview" and t.worker is None), None)
-    said = next((n for n in overview.notes if LAUNCHED_NO_GPU in n), None) if overview is not None else None
+    said = overview.empty if overview is not None and LAUNCHED_NO_GPU in (overview.empty or "") else None
     return default if said is None else f"{said} The views below are empty."

@@ -62,7 +62,7 @@ def test_report_takes_the_empty_records_and_says_so(empty_records, tmp_path):
         data = _embedded(page)
         assert data["meta"]["trace_total"] == 0 and data["timeline"] is None
         (overview,) = [t for t in data["tables"] if t["name"] == "overview"]
-        assert overview["rows"] == [] and overview["notes"][0].startswith("No GPU activity in the records")
+        assert overview["rows"] == [] and overview["empty"].startswith("No GPU activity in the records")
 
 
 def test_prof_view_takes_the_empty_records_and_says_so(empty_records):

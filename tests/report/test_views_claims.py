@@ -77,10 +77,9 @@ def _older(records: str, tmp_path, schema: int | None) -> str:
 
 def test_host_old_records_say_their_schema_and_nothing_else(parsed, tmp_path):
     t = _view(_older(parsed(LIGHTNING), tmp_path, 3), "host")
-    assert t.rows == []
-    assert [n for n in t.notes if n.startswith("No host time")] == [
-        "No host time in this input: its records are of schema 3, written by a pyprof older than record schema 4, "
-        "which added them; parse the capture again with this pyprof."]
+    assert t.rows == [] and not [n for n in t.notes if n.startswith("No host time")]
+    assert t.empty == ("No host time in this input: its records are of schema 3, written by a pyprof older than "
+                       "record schema 4, which added them; parse the capture again with this pyprof.")
 
 
 def test_host_nvprof_has_api_calls_pyprof_does_not_read(parsed):
@@ -89,7 +88,8 @@ def test_host_nvprof_has_api_calls_pyprof_does_not_read(parsed):
         assert con.execute("SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone()[0] == 2278
     t = _view(parsed(path), "host")
     assert t.rows == []
-    (note,) = [n for n in t.notes if n.startswith("No host time")]
+    note = t.empty
+    assert note.startswith("No host time") and note.count("No host time") == 1
     assert "launch times of CUDA API calls" in note and "not nvprof's" in note and "schema" not in note
 
 
@@ -99,7 +99,8 @@ def test_host_nsys_without_cuda_or_nvtx_has_no_cpu_side(parsed):
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert not {"CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"} & tables  # no API calls, no ranges
     t = _view(parsed(path), "host")
-    (note,) = [n for n in t.notes if n.startswith("No host time")]
+    note = t.empty
+    assert t.rows == [] and note.startswith("No host time") and note.count("No host time") == 1
     assert "no CPU-side events" in note and "schema" not in note
 
 
@@ -129,14 +130,14 @@ def test_host_parts_never_recorded_are_na_not_zero(parsed):
 
 def test_memory_old_records_say_their_schema(parsed, tmp_path):
     summary, _ = _view(_older(parsed(KINETO_FULL), tmp_path, 3), "memory")
-    assert summary.rows == [] and len(summary.notes) == 1
-    assert "schema 3" in summary.notes[0] and "profile_memory" not in summary.notes[0]
+    assert summary.rows == [] and summary.notes == []
+    assert "schema 3" in summary.empty and "profile_memory" not in summary.empty
 
 
 def test_memory_of_fresh_records_without_events_says_how_to_record_them(parsed):
     summary, sites = _view(parsed(_corpus("nvprof", "nvprof_v12_no_markers.nvvp")), "memory")
-    assert summary.rows == [] and sites.notes == []
-    assert len(summary.notes) == 1 and "profile_memory=True" in summary.notes[0] and "schema" not in summary.notes[0]
+    assert summary.rows == [] and summary.notes == sites.notes == []
+    assert "profile_memory=True" in summary.empty and "schema" not in summary.empty
 
 
 def test_memory_events_without_totals_or_addresses_leave_those_columns_na(parsed):
@@ -205,5 +206,5 @@ def test_memory_driver_level_has_no_before_or_reserve(parsed):
 
 def test_host_records_without_a_header_are_schema_1_or_2(parsed, tmp_path):
     t = _view(_older(parsed(LIGHTNING), tmp_path, None), "host")
-    (note,) = [n for n in t.notes if n.startswith("No host time")]
-    assert "schema 1 or 2 (no header line)" in note
+    assert t.rows == [] and t.empty.startswith("No host time") and t.empty.count("No host time") == 1
+    assert "schema 1 or 2 (no header line)" in t.empty

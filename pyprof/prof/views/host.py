@@ -61,8 +61,11 @@ def host(agg: Aggregate, worker: str | None = None) -> Table:
             span = t1 - t0
             t.rows.append([w.name, label, ms(span)] + [ms(shown[p]) for p in PARTS] +
                           [pct(shown[p], span) for p in PARTS])
-    t.notes += _missing(agg, workers, len(workers) == len(agg.workers))
-    if t.rows:
+    missing = _missing(agg, workers, len(workers) == len(agg.workers))
+    if not t.rows:
+        t.empty = " ".join(missing) or None
+    else:
+        t.notes += missing
         t.notes.append(
             "Each row's CPU time (a ProfilerStep range, start to end) is split so that the parts add up to it, "
             "over all the process's threads together: Data loading (the DataLoader's ranges), then CUDA API "

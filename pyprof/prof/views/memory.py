@@ -39,8 +39,7 @@ def memory(agg: Aggregate, worker: str | None = None) -> list[Table]:
         chart={"type": "bar", "label": ["op", "layer"], "values": ["held_mib"]})
     if not named:
         older = older_inputs(agg)
-        summary.notes.append(older_note("memory events", older, len(older) == len(agg.inputs)) if older else
-                             NO_EVENTS)
+        summary.empty = older_note("memory events", older, len(older) == len(agg.inputs)) if older else NO_EVENTS
         return [summary, sites]
     charts = []
     for wname, t in named:

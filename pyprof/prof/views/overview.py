@@ -73,7 +73,7 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
             table.rows.append(head + _row("mean", sts))
     launched = sum(win.launches for w in workers if not w.totals["records"] and (win := window_of(w.window)))
     if not sum(w.totals["records"] for w in workers):
-        table.notes.append(
+        table.empty = (
             f"{launched_no_gpu(launched)} (no kernel, copy or memset in the input), so no steps." if launched else
             "No GPU activity in the records: no kernels, copies or memsets (pyprof parse writes its header and end "
             "lines alone for such a profile), so no steps.")

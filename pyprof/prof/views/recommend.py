@@ -55,5 +55,7 @@ def recommendations(agg: Aggregate, worker: str | None = None) -> Table:
     if unshown:
         t.notes.append(unshown)
     if not found:
-        t.notes.append("No rule fired.")
+        rules = sorted({rule for rule, _ in c.notes})
+        t.empty = ("No rule fired" + (f"; {len(rules)} could not judge for want of data ({', '.join(rules)}: the "
+                                      "notes say what each lacks)" if rules else "") + ".")
     return t

@@ -492,6 +492,7 @@
       if (workers.length) h.appendChild(el("span", {class: "worker"}, t.worker === null ? "all workers" : "worker " + t.worker));
       sec.appendChild(h);
       if (t.chart && CHARTS[t.chart.type] && t.rows.length) chart(t, sec);
+      if (!t.rows.length && t.empty) sec.appendChild(el("p", {class: "empty"}, t.empty));
       renderTable(t, sec);
       if (t.notes && t.notes.length) {
         const ul = el("ul", {class: "notes"});
