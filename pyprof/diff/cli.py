@@ -20,6 +20,7 @@ import pyprof
 from pyprof.common import (InputError, UsageError, output_stream, refuse_overwriting_inputs, run_command,
                            write_stdout)
 from pyprof.prof.cli import output_format
+from pyprof.prof.step_marker import StepMarker
 from pyprof.common import parsed_args, printable
 
 PROG = "pyprof diff"
@@ -65,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"exit {SLOWER} when NEW's mean step is more than PCT percent slower than BASE's")
     p.add_argument("-o", "--output", default=None, metavar="FILE.html",
                    help="also write the diff as one self-contained HTML page (as pyprof report -o)")
+    p.add_argument("--step-marker", default=None, metavar="NAME",
+                   help="a step of either run is each range named NAME (* and ? match any text), whatever other "
+                        "step ranges the records hold (docs/views.md)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="worker processes for each side that is one records file of 32 MB or more (default: one per "
                         "CPU core; 1: one process)")
@@ -118,8 +122,9 @@ def _run(args) -> int:
         # The page is opened before any work (a typo in -o should not cost the parsing) and renamed into place
         # only when complete; stdout gets the tables only once everything has succeeded.
         page = stack.enter_context(output_stream(args.output)) if args.output else None
-        base = load("base", records_sources(base_files, stack), jobs=jobs)
-        new = load("new", records_sources(new_files, stack), jobs=jobs)
+        marker = None if args.step_marker is None else StepMarker(args.step_marker)
+        base = load("base", records_sources(base_files, stack), jobs=jobs, marker=marker)
+        new = load("new", records_sources(new_files, stack), jobs=jobs, marker=marker)
         diff = compare(base, new, args.by, args.top)
         tables = diff.tables
         if args.table:

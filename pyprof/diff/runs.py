@@ -17,6 +17,7 @@ from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_o
 from pyprof.prof.table.groups import is_optimizer
 from pyprof.prof.model.roofline import Peaks
 from pyprof.prof.forwards import forwards
+from pyprof.prof.step_marker import StepMarker, unmarked
 from pyprof.prof.steps import no_process, steps
 
 WHOLE = "whole capture"
@@ -92,21 +93,24 @@ class _OptimizerSteps:
             self._inside[mkey] = part._inside[key]
 
 
-def load(label: str, sources: list, peaks: Peaks | None = None, jobs: int = 1) -> Run:
+def load(label: str, sources: list, peaks: Peaks | None = None, jobs: int = 1, marker: StepMarker | None = None) -> Run:
     """The Run of ``sources`` (report.cli.Source: the input's name, its records file, the path as given), one per
     input: one large records file is aggregated in
-    ``jobs`` worker processes (pyprof.prof.aggregate_jobs), else in this one. Raises InputError (naming the file
+    ``jobs`` worker processes (pyprof.prof.aggregate_jobs), else in this one; ``marker``: the ranges that are
+    steps (pyprof.prof.step_marker; UsageError where the run has none). Raises InputError (naming the file
     and line) for a malformed record."""
     agg = None
     if len(sources) == 1 and parallel_ok(sources[0][1], jobs):
         try:
             agg, opt = aggregate_file_jobs(sources[0][1], sources[0][0], jobs, peaks, make_observer=_OptimizerSteps,
-                                           merge_observer=_OptimizerSteps.merge)
+                                           merge_observer=_OptimizerSteps.merge, marker=marker)
         except Fallback:  # what the workers cannot judge: the one pass says it
             agg = None
     if agg is None:
         opt = _OptimizerSteps()
-        agg = aggregate([(s.name, numbered_file(s.path, s.given)) for s in sources], peaks, observe=opt)
+        agg = aggregate([(s.name, numbered_file(s.path, s.given)) for s in sources], peaks, observe=opt, marker=marker)
+    if marker is not None:
+        unmarked(agg, marker)
     run = Run(label, [s.name for s in sources], agg, 0, [])
     timed = [w for w in agg.workers.values() if not no_process(w)] or list(agg.workers.values())
     for w in agg.workers.values():

@@ -22,6 +22,7 @@ from pyprof.common import no_cyclic_gc
 from pyprof.prof.table.rows import rows
 from pyprof.prof.model.roofline import Peaks, roofline
 from pyprof.prof.source_lines import SourceText
+from pyprof.prof.step_marker import NO_STEP, StepMarker
 from pyprof.prof.table.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, \
     merge_into, on_grid, op_key, sample, shapes_key
 from pyprof.prof.model.registry import TC_FAMILIES, Family
@@ -30,7 +31,6 @@ from pyprof.prof.model.occupancy import kernel_occupancy, limits, sm_fraction
 
 KERNEL, MEMCPY, MEMSET = 0, 1, 2
 _KIND = {"kernel": KERNEL, "memcpy": MEMCPY, "memset": MEMSET}
-NO_STEP = -1
 _PROFILER_STEP = "ProfilerStep#"
 # User ranges that name an iteration: "step 3", "layer:train_step_3", "iteration#12", "iter-4".
 _USER_STEP = re.compile(r"(?i)(?:^|[^a-z])(?:step|iter|iteration)[\s#:_-]*(\d+)\s*$")
@@ -93,7 +93,10 @@ class WorkerData:
         self.kind = array("b")
         self.thread = array("i")  # index into self.threads
         self.profiler_step = array("i")  # N of ProfilerStep#N, or NO_STEP
-        self.user_step = array("i")  # N of a user step/iteration range, or NO_STEP
+        # N of a user step/iteration range, or the push time of the --step-marker range it ran under; or NO_STEP
+        self.user_step = array("q")
+        self.step_marker: str | None = None  # --step-marker's name, once one of this worker's records had its range
+        self.marker_untimed = 0  # activities under a --step-marker range whose push time the records lack
         self.site = array("i")  # index into site_keys: the activity's (line, op key)
         self.sm_busy_ns = array("d")  # duration x min(1, blocks / SMs); -1 unknown
         self.occ_x_ns = array("d")  # estimated occupancy x duration; -1 unknown
@@ -183,6 +186,8 @@ class WorkerData:
         for k, v in other.totals.items():
             self.totals[k] += v
         self.untimed += other.untimed
+        self.step_marker = self.step_marker or other.step_marker
+        self.marker_untimed += other.marker_untimed
         offset = len(self.start_ns)
         self.sync_at += [i + offset for i in other.sync_at]
         self.comm_at += [i + offset for i in other.comm_at]
@@ -274,12 +279,14 @@ def _step_labels(ranges) -> tuple[int, int]:
 
 
 def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None = None,
-              observe: Callable[[WorkerData, dict, object, object], None] | None = None) -> Aggregate:
+              observe: Callable[[WorkerData, dict, object, object], None] | None = None,
+              marker: StepMarker | None = None) -> Aggregate:
     """Aggregate records from one or more inputs (``(input name, records)`` pairs: one per rank or file).
 
     ``observe(worker, record, model result, roofline)``, when given, also sees every activity of the pass (the
     report's per-activity table), so that a caller needing more than the groups reads and models nothing twice;
-    the worker's ``name`` is final once aggregate returns.
+    the worker's ``name`` is final once aggregate returns. ``marker`` (``--step-marker``): steps are its ranges,
+    whatever other step ranges the records hold.
 
     A worker is a process id of one input; with several inputs it is named ``INPUT`` (or ``INPUT:PID`` when
     an input holds several processes). Returns the Aggregate. Raises InputError (via the Modeller's rows)
@@ -292,7 +299,7 @@ def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None
     with no_cyclic_gc():  # records are trees: the collector's passes over the held ones are pure cost
         for si, (name, records) in enumerate(sources):
             agg.inputs.append(name)
-            _one_input(agg, si, name, records, peaks, keyed, observe)
+            _one_input(agg, si, name, records, peaks, keyed, observe, marker)
     pids_per_input: dict = {}
     for (si, pid) in keyed:
         pids_per_input.setdefault(si, []).append(pid)
@@ -312,7 +319,7 @@ def worker_name(input_name: str, pid, inputs: int, processes: int) -> str:
     return input_name if processes == 1 else f"{input_name}:{label}"
 
 
-def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:
+def aggregate_files(paths: list[str], peaks: Peaks | None = None, marker: StepMarker | None = None) -> Aggregate:
     """Aggregate record files (parse's JSON Lines or PyProf dict lines; ``-`` is stdin), one input per path.
     Raises InputError naming the file and line of a malformed record."""
     import sys
@@ -332,7 +339,7 @@ def aggregate_files(paths: list[str], peaks: Peaks | None = None) -> Aggregate:
             header = Header()
             sources.append((name, _Numbered(read_records(s, "<stdin>" if p == "-" else p, side, header), side,
                                             header)))
-        return aggregate(sources, peaks)
+        return aggregate(sources, peaks, marker=marker)
     finally:
         for s in streams:
             if s is not sys.stdin.buffer:
@@ -366,7 +373,8 @@ def numbered_file(path: str, display: str) -> _Numbered:
     return _Numbered(pairs(), side, header)
 
 
-def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed: dict, observe) -> None:
+def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed: dict, observe,
+               marker: StepMarker | None) -> None:
     w = None
     w_key = None
     numbered = records.pairs if isinstance(records, _Numbered) else enumerate(records, 1)
@@ -377,7 +385,7 @@ def _one_input(agg: Aggregate, si: int, name: str, records, peaks: Peaks, keyed:
             w = keyed.get(w_key)
             if w is None:
                 w = keyed[w_key] = WorkerData(f"{name}:{pid}")
-        _add_record(w, d, m, r, peaks)
+        _add_record(w, d, m, r, peaks, marker)
         if observe is not None:
             observe(w, d, m, r)
     for run in (records.side or []) if isinstance(records, _Numbered) else []:
@@ -497,7 +505,7 @@ def _list_bytes(args) -> int:
     return best
 
 
-def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
+def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks, marker: StepMarker | None = None) -> None:
     kind = _KIND.get(d.get("kind") or "kernel", KERNEL)
     s = sample(d, m, r)
     dur, flops, ideal, tc_ns, tiny = s.ns, s.flops, s.ideal_ns, s.tc_ns, s.tiny
@@ -617,7 +625,13 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks) -> None:
     ti = w.threads.get(tid)
     if ti is None:
         ti = w.threads[tid] = len(w.threads)
-    ps, us = _step_labels(d.get("ranges"))
+    if marker is None:
+        ps, us = _step_labels(d.get("ranges"))
+    else:
+        ps, (us, untimed) = NO_STEP, marker.label(d)
+        if us != NO_STEP:
+            w.step_marker = marker.pattern
+        w.marker_untimed += untimed
     if ps != NO_STEP:
         op = d.get("op")
         if op and type(op) is list and type(op[0]) is str and "embedding" in op[0]:

@@ -29,6 +29,7 @@ from pyprof import forked
 from pyprof.common import InputError, no_cyclic_gc
 from pyprof.record import END_PREFIX, HEADER_PREFIX
 from pyprof.prof.aggregate import Aggregate, WorkerData, _add_record, attach_side, set_dist
+from pyprof.prof.step_marker import StepMarker
 from pyprof.prof.load.contract import Header
 from pyprof.prof.table.coverage import Coverage
 from pyprof.prof.model.modeller import Modeller
@@ -128,7 +129,7 @@ def _lines_after(fd: int, pos: int, n: int, size: int) -> list:
     return lines[:n]
 
 
-def _serve(conn, path: str, header: Header, peaks: Peaks, make_observer) -> None:
+def _serve(conn, path: str, header: Header, peaks: Peaks, make_observer, marker: StepMarker | None) -> None:
     """A worker's body (pyprof.forked): answer each task (chunk) with its partial aggregate, until its pipe ends
     (or None comes)."""
     fd = os.open(path, os.O_RDONLY)
@@ -138,7 +139,7 @@ def _serve(conn, path: str, header: Header, peaks: Peaks, make_observer) -> None
             if task is None:
                 break
             try:
-                conn.send(_chunk(fd, task, path, header, peaks, make_observer))
+                conn.send(_chunk(fd, task, path, header, peaks, make_observer, marker))
             except (BrokenPipeError, EOFError):
                 raise
             except Fallback:
@@ -150,7 +151,8 @@ def _serve(conn, path: str, header: Header, peaks: Peaks, make_observer) -> None
     os.close(fd)
 
 
-def _chunk(fd: int, task: tuple, path: str, header: Header, peaks: Peaks, make_observer) -> tuple:
+def _chunk(fd: int, task: tuple, path: str, header: Header, peaks: Peaks, make_observer,
+           marker: StepMarker | None = None) -> tuple:
     """The partial aggregate of one chunk: (WorkerData by pid, coverage, observer). ``own_first``: the number
     given to the chunk's first line."""
     start, end, size, own_first, is_last = task
@@ -183,7 +185,7 @@ def _chunk(fd: int, task: tuple, path: str, header: Header, peaks: Peaks, make_o
         w = workers.get(pid)
         if w is None:
             w = workers[pid] = WorkerData(str(pid), chunk=True)
-        _add_record(w, d, m, r, peaks)
+        _add_record(w, d, m, r, peaks, marker)
         if w.old_calls:
             raise Fallback
         if observer is not None:
@@ -209,11 +211,12 @@ class _Counted:
 
 def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = None,
                         make_observer: Callable | None = None, merge_observer: Callable | None = None,
-                        meanwhile: Callable | None = None):
+                        meanwhile: Callable | None = None,
+                        marker: StepMarker | None = None):
     """``aggregate([(name, records of path)])`` through ``jobs`` workers: the Aggregate and the merged
     observer (``make_observer()`` makes one per chunk; ``merge_observer(into, part, workers)`` appends a
     chunk's, ``workers`` mapping that chunk's WorkerData to the merged ones). ``meanwhile()``, when given, runs
-    in this process once the workers have their first chunks. Raises Fallback where the one pass must run
+    in this process once the workers have their first chunks; ``marker`` as aggregate's. Raises Fallback where the one pass must run
     instead (its caller runs it)."""
     peaks = peaks or Peaks()
     header = Header()
@@ -245,7 +248,7 @@ def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = N
     workers: list = []
     try:
         for _ in range(jobs):
-            workers.append(forked.start(NAME, _serve, (path, header, peaks, make_observer), duplex=True,
+            workers.append(forked.start(NAME, _serve, (path, header, peaks, make_observer, marker), duplex=True,
                                         siblings=workers))
         for result in forked.in_order(workers, tasks, meanwhile=meanwhile):
             _take(result, agg, merged, observer, merge_observer)

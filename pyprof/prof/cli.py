@@ -69,6 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--view", default=None, metavar="NAME",
                    help="print a view instead: overview, operators, operators_shapes, kernels, lines, layers, "
                         "recommendations, workers, or all (docs/views.md); notes go to stderr")
+    p.add_argument("--step-marker", default=None, metavar="NAME",
+                   help="with --view: a step is each range named NAME (* and ? match any text), whatever other "
+                        "step ranges the records hold: for a loop without ProfilerStep ranges, as a serving "
+                        "engine's profiler writes (vLLM: --step-marker 'execute_*'); docs/views.md")
     p.add_argument("--worker", default=None, metavar="WORKER",
                    help="with --view: only this worker (a process id; with several files FILE or FILE:PID)")
     p.add_argument("--source-root", action="append", default=None, metavar="DIR",
@@ -191,8 +195,8 @@ def _run(args, out) -> int:
         raise UsageError("no records file, and stdin is a terminal: give a file (pyprof prof net.dict), or pipe "
                          "parse's output in (pyprof parse net.sqlite | pyprof prof -)")
     peaks = Peaks(args.gpu, dict(args.peak) or None, args.bandwidth)
-    if args.view is None and (len(args.file) > 1 or args.worker is not None):
-        raise UsageError("several files and --worker need --view")
+    if args.view is None and (len(args.file) > 1 or args.worker is not None or args.step_marker is not None):
+        raise UsageError("several files, --worker and --step-marker need --view")
     if args.view is not None:
         if args.group_by:
             raise UsageError("--view and --group-by exclude each other")
@@ -227,6 +231,7 @@ def _run(args, out) -> int:
 def _views(args, fmt: str, peaks, out) -> int:
     """--view: aggregate the inputs once and print the named view(s); notes and coverage on stderr."""
     from pyprof.prof.aggregate import aggregate_files
+    from pyprof.prof.step_marker import StepMarker, unmarked
     from pyprof.prof.views import build, names
 
     wanted = None if args.view == "all" else [args.view]
@@ -239,7 +244,11 @@ def _views(args, fmt: str, peaks, out) -> int:
     source = SourceText(args.source_root)  # a root that is no folder is refused before the work
     agg = None
     files = args.file or ["-"]
+    marker = None if args.step_marker is None else StepMarker(args.step_marker)
     if args.view == "ranks" and _rank_files(files, args.engine):
+        if marker is not None:
+            raise UsageError("--step-marker is not read by --view ranks over rank files, which summarises each "
+                             "file on its own; the other views aggregate the files together and read it")
         return _ranks(args, files, fmt, peaks, out)
     if len(files) == 1 and files[0] != "-":
         from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
@@ -247,11 +256,13 @@ def _views(args, fmt: str, peaks, out) -> int:
         jobs = _jobs(args.jobs, files[0])
         if parallel_ok(files[0], jobs):
             try:
-                agg, _ = aggregate_file_jobs(files[0], os.path.basename(files[0]), jobs, peaks)
+                agg, _ = aggregate_file_jobs(files[0], os.path.basename(files[0]), jobs, peaks, marker=marker)
             except Fallback:  # what the workers cannot judge: the one pass says it
                 agg = None
     if agg is None:
-        agg = aggregate_files(files, peaks)
+        agg = aggregate_files(files, peaks, marker)
+    if marker is not None:
+        unmarked(agg, marker)
     agg.source = source
     rc = _print_views(args, build(agg, wanted, args.worker), agg.coverage, fmt, out)
     _unknown_gpus(args, {n for w in agg.workers.values() for n in w.gpus if peaks.for_gpu(n) is None})

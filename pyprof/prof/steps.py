@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pyprof.prof.aggregate import KERNEL, MEMCPY, NO_STEP, WorkerData
+from pyprof.prof.aggregate import KERNEL, MEMCPY, WorkerData
+from pyprof.prof.step_marker import NO_STEP
 from pyprof.prof.load.window import WindowRun, window_of
 
 
@@ -76,11 +77,12 @@ def no_process(w: WorkerData) -> bool:
 
 
 def step_source(w: WorkerData) -> str:
-    """How the worker's steps were found: 'ProfilerStep', 'user ranges' or 'whole capture'."""
+    """How the worker's steps were found: 'ProfilerStep', 'user ranges', 'step marker' (pyprof.prof.step_marker)
+    or 'whole capture'."""
     if len(w.profiler_step) and (_ints(w.profiler_step) != NO_STEP).any():
         return "ProfilerStep"
     if len(w.user_step) and (_ints(w.user_step) != NO_STEP).any():
-        return "user ranges"
+        return "step marker" if w.step_marker is not None else "user ranges"
     return "whole capture"
 
 
@@ -113,6 +115,8 @@ def assign(w: WorkerData) -> tuple[list[str], np.ndarray, str]:
     out[idx] = by_label[np.searchsorted(step_labels[by_label], labels[idx])]
     others = ~marked & ~np.isin(thread, np.unique(thread[idx]))
     out[others] = np.searchsorted(starts, launch[others], side="right") - 1  # -1: launched before step one
+    if source == "step marker":  # labels are push times: the steps are numbered in launch order
+        return [f"step {k}" for k in range(1, len(step_labels) + 1)], out, source
     prefix = "ProfilerStep#" if source == "ProfilerStep" else "step "
     return [f"{prefix}{int(lab)}" for lab in step_labels], out, source
 

@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source-root", action="append", default=None, metavar="DIR",
                    help="the folder to read source text from: the page shows a line's text only from .py files "
                         "under it; repeatable (default: the current folder; docs/robustness.md)")
+    p.add_argument("--step-marker", default=None, metavar="NAME",
+                   help="a step is each range named NAME (* and ? match any text), whatever other step ranges the "
+                        "records hold (vLLM's forwards: 'execute_*'; docs/views.md)")
     p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                    help="worker processes for the views' pass over one large records file (default: one per CPU "
                         "core for records of 32 MB or more; 1: one process)")
@@ -66,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.jobs is not None and args.jobs < 1:
             raise UsageError("--jobs must be >= 1")
         run(args.inputs, args.output, args.trace, args.max_trace_events, args.timeline_events, args.title,
-            jobs=args.jobs, source_roots=args.source_root)
+            jobs=args.jobs, source_roots=args.source_root, step_marker=args.step_marker)
         return 0
 
     return run_command(PROG, body)
@@ -115,23 +118,25 @@ def records_sources(inputs: list[str], stack: ExitStack) -> list[Source]:
     return sources
 
 
-def analyse(sources: list[Source], jobs: int = 0, meanwhile=None, source=None):
+def analyse(sources: list[Source], jobs: int = 0, meanwhile=None, source=None, marker=None):
     """The views' Tables (all workers, then each worker when there are several), the table of every GPU
     activity, and the headline, from one pass over the records: spread over ``jobs`` worker processes for one
     large records file (pyprof.prof.aggregate_jobs), else in this process. ``meanwhile()`` runs while the
     workers do (else before the pass). ``source`` (a pyprof.prof.source_lines.SourceText) says where the views
-    may read source text (None: the current folder)."""
+    may read source text (None: the current folder); ``marker`` (a pyprof.prof.step_marker.StepMarker), the
+    ranges that are steps (None: ProfilerStep or step-named ranges)."""
     from pyprof.prof import views
     from pyprof.prof.aggregate import aggregate, numbered_file
     from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
     from pyprof.report.activity_table import ActivityTable
+    from pyprof.prof.step_marker import unmarked
     from pyprof.report.headline import headline
 
     agg = None
     if len(sources) == 1 and parallel_ok(sources[0][1], jobs):
         try:
             agg, acts = aggregate_file_jobs(sources[0][1], sources[0][0], jobs, make_observer=ActivityTable,
-                                            merge_observer=ActivityTable.merge, meanwhile=meanwhile)
+                                            merge_observer=ActivityTable.merge, meanwhile=meanwhile, marker=marker)
             meanwhile = None  # done
         except Fallback:
             agg = None
@@ -139,7 +144,9 @@ def analyse(sources: list[Source], jobs: int = 0, meanwhile=None, source=None):
         meanwhile()
     if agg is None:
         acts = ActivityTable()
-        agg = aggregate([(s.name, numbered_file(s.path, s.given)) for s in sources], observe=acts)
+        agg = aggregate([(s.name, numbered_file(s.path, s.given)) for s in sources], observe=acts, marker=marker)
+    if marker is not None:
+        unmarked(agg, marker)
     if source is not None:
         agg.source = source
     tables = views.build(agg)
@@ -152,10 +159,11 @@ def analyse(sources: list[Source], jobs: int = 0, meanwhile=None, source=None):
 
 def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace_events: int | None = None,
         timeline_events: int = 10000, title: str | None = None, jobs: int | None = None,
-        source_roots: list[str] | None = None):
+        source_roots: list[str] | None = None, step_marker: str | None = None):
     """Write the report (and the trace) for ``inputs``; return its headline (pyprof.report.headline.Headline).
     The page shows source text only from .py files under ``source_roots`` (None: the current folder;
-    pyprof.prof.source_lines). Every input is checked, and exports parsed, before
+    pyprof.prof.source_lines); ``step_marker``: the name of the ranges that are steps (pyprof.prof.step_marker).
+    Every input is checked, and exports parsed, before
     anything is written; the files appear only when complete (written to a temporary name beside them, then
     renamed; a device such as /dev/null is written in place), and after a failure neither is left, nor any
     temporary. Raises InputError for bad input, OutputError for an output that cannot be written (a folder, a
@@ -164,7 +172,10 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
     from pyprof.report import page as page_html, perfetto
     from pyprof.report.headline import no_activity_notice
 
+    from pyprof.prof.step_marker import StepMarker
+
     source = SourceText(source_roots)  # a root that is no folder is refused before anything is written
+    marker = None if step_marker is None else StepMarker(step_marker)
     if trace_path is not None and _same_file(output, trace_path):
         raise UsageError(f"{output}: given as both -o and --trace", path=output)
     refuse_overwriting_inputs([output] + ([trace_path] if trace_path is not None else []), inputs)
@@ -188,7 +199,7 @@ def run(inputs: list[str], output: str, trace_path: str | None = None, max_trace
             timeline.append(list(perfetto.source_events(firsts)) if share else None)
 
         tables, acts, head = analyse(sources, (os.cpu_count() or 1) if jobs is None else jobs,
-                                     timeline_events_of_the_firsts, source)
+                                     timeline_events_of_the_firsts, source, marker)
         n_records = len(acts)
         tl_events = timeline[0]
         shown = sum(1 for e in tl_events or () if e["ph"] == "X" and e["pid"] >= perfetto.GPU_PID_BASE)

@@ -82,12 +82,16 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
                 and window_of(w.window).launches]
         table.notes.append(f"{', '.join(idle)}: {launched_no_gpu(launched)} for that process.")
     elif n_steps:
+        marked = sorted({w.step_marker for w in workers if w.step_marker is not None})
+        found = sorted(f"the ranges --step-marker {', '.join(map(repr, marked))} names" if s == "step marker" else s
+                       for s in sources)
         table.notes += [
-            f"Steps found from: {', '.join(sorted(sources))}. A step's span is its window on the GPU's timeline: "
+            f"Steps found from: {', '.join(found)}. A step's span is its window on the GPU's timeline: "
             "from where the GPU began the step's work (its earliest activity, the first step from the worker's "
             "first GPU activity) to where the next step's began (the last step to the worker's last GPU end). "
             "The windows partition the profiled span, so the spans add up to it even when the CPU runs ahead "
             "of the GPU.",
+            *_untimed_marker_notes(workers, many),
             "Everything the GPU ran inside a window, clipped to it, is the step's, whoever launched it. "
             "Overlapping GPU time is charged once, in the order kernel > memcpy > memset; idle = span - busy; "
             "GPU util % = busy / span. Kernels: those that started in the window; Kernel sum: their durations "
@@ -175,6 +179,14 @@ def _join_note(name: str, run, many: bool) -> str:
             f"time has no attribution{_names(run.timing_unmatched_names)}, {run.attribution_unmatched} attribution "
             f"records left out ({_unpaired(run.attribution_unmatched_ns, run.attribution_ns)} of their GPU time"
             f"{_names(run.attribution_unmatched_names, ': ')}).")
+
+
+def _untimed_marker_notes(workers: list, many: bool) -> list[str]:
+    """Activities under a --step-marker range whose push time the records lack: in no step, said per worker."""
+    return [f"{w.name + ': ' if many else ''}{w.marker_untimed} activities ran under a range --step-marker names "
+            "whose push time the records lack (records of a pyprof before range times, or a replayed graph node's "
+            "range, pushed at its capture): they are placed as unmarked work is (by launch time where their thread marked no "
+            "step, else in no step)." for w in workers if w.marker_untimed]
 
 
 def _unpaired(ns: int, total_ns: int) -> str:
