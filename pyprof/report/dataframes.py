@@ -31,20 +31,23 @@ def _pandas():
     return pandas
 
 
-def load(path: str, views: bool = False):
+def load(path: str, views: bool = False, step_marker: str | None = None):
     """The GPU activities of ``path`` (records, or an export parsed on the way) as a DataFrame: start (ms from
     the first activity), duration (us), kernel, op, dir, line, layer, FLOPs, bytes, TFLOP/s, roofline %,
     Tensor Cores (True, False, or NA where the question does not apply) and worker. With ``views=True``, a
-    ``Loaded`` of that DataFrame and every view's table as a DataFrame. Raises InputError for bad input and
-    UsageError without pandas."""
+    ``Loaded`` of that DataFrame and every view's table as a DataFrame, its steps the ranges ``step_marker``
+    names where given (pyprof.prof.step_marker, as ``--step-marker``). Raises InputError for bad input and
+    UsageError without pandas, or for a step marker no activity ran under."""
     pd = _pandas()
     from pyprof.prof import views as view_registry
     from pyprof.prof.aggregate import aggregate, numbered_file
     from pyprof.report.activity_table import ActivityTable
     from pyprof.prof.load.reader import is_records
+    from pyprof.prof.step_marker import StepMarker, unmarked
 
     if os.path.isdir(path):
         raise InputError(path, "is a directory")
+    marker = None if step_marker is None else StepMarker(step_marker)
     with tempfile.TemporaryDirectory(prefix="pyprof-load-") as tmp:
         records = path
         if not is_records(path):
@@ -54,7 +57,9 @@ def load(path: str, views: bool = False):
             with open(records, "w", encoding="utf-8") as out:
                 parse_file(path, out)
         acts = ActivityTable()
-        agg = aggregate([(os.path.basename(path), numbered_file(records, path))], observe=acts)
+        agg = aggregate([(os.path.basename(path), numbered_file(records, path))], observe=acts, marker=marker)
+    if marker is not None:
+        unmarked(agg, marker)
     frame = _activities(pd, acts.to_dict())
     if not views:
         return frame

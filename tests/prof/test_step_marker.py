@@ -97,3 +97,12 @@ def test_records_without_range_times_cannot_tell_instances_apart(records, tmp_pa
         from pyprof.prof.step_marker import unmarked
 
         unmarked(aggregate_files([str(old)], marker=StepMarker("*|forward]")), StepMarker("*|forward]"))
+
+
+def test_load_takes_the_marker_too(records):
+    import pyprof
+
+    loaded = pyprof.load(records["hta_critical_path_alexnet.json.gz"], views=True, step_marker="*|forward]")
+    assert list(loaded.views["overview"]["step"]) == ["step 1", "step 2", "mean"]
+    with pytest.raises(UsageError, match="no activity ran under a range so named"):
+        pyprof.load(records["hta_critical_path_alexnet.json.gz"], views=True, step_marker="execute_*")
