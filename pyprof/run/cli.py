@@ -49,9 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=2, metavar="N",
                    help="training steps to run before the capture (default 2)")
     p.add_argument("--step-marker", metavar="NAME",
-                   help="count steps by the script's own ranges named NAME (torch.profiler.record_function(NAME), "
-                        "torch.cuda.nvtx.range(NAME) or range_push/range_pop) instead of optimizer.step(): for "
-                        "inference loops, or a step that calls the optimizer more than once"),
+                   help="count steps by the script's own ranges named NAME (* and ? match any text; "
+                        "torch.profiler.record_function(NAME), torch.cuda.nvtx.range(NAME) or range_push/range_pop) "
+                        "instead of optimizer.step(): for inference loops, or a step that calls the optimizer more "
+                        "than once"),
     p.add_argument("--forward-steps", action="store_true",
                    help="count each outermost nn.Module call (a forward of the model: each token of generate(), "
                         "each batch of a serving loop) as a step instead of optimizer.step(); --warmup and --steps "

@@ -112,19 +112,22 @@ with torch.no_grad():
 """
 
 
-def test_steps_by_the_scripts_own_ranges(tmp_path):
-    # an inference loop: no optimizer; its seven "infer" ranges are the steps: 2 skipped, 3 recorded
+@pytest.mark.parametrize("name, marker", [("infer", "infer"), ("infer {i}", "infer *")], ids=["exact", "wildcard"])
+def test_steps_by_the_scripts_own_ranges(tmp_path, name, marker):
+    # an inference loop: no optimizer; its seven "infer" ranges (or "infer 0" ... "infer 6", named by a wildcard,
+    # as prof's --step-marker matches) are the steps: 2 skipped, 3 recorded
     script = tmp_path / "infer.py"
-    script.write_text(INFERENCE)
+    script.write_text(INFERENCE.replace('record_function("infer")', f'record_function(f"{name}")'))
     p = subprocess.run([sys.executable, "-m", "pyprof.cli", "run", "-o", "out", "--backend", "torch", "--warmup", "2",
-                        "--steps", "3", "--step-marker", "infer", "--", sys.executable, str(script)], cwd=tmp_path,
+                        "--steps", "3", "--step-marker", marker, "--", sys.executable, str(script)], cwd=tmp_path,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     trace = tmp_path / "out" / "trace.json"
     assert len(_steps_in(trace)) == 3
     events = json.loads(trace.read_text())["traceEvents"]
     steps = [e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
-    infers = [e for e in events if e.get("name") == "infer"]
+    theirs = {name.format(i=i) for i in range(7)}
+    infers = [e for e in events if e.get("name") in theirs]
     # each recorded step holds one of the script's ranges, which the step range encloses
     assert len(infers) == 3
     for s in steps:

@@ -169,18 +169,24 @@ class _Steps:
         atexit.register(self.at_exit)
 
     def _count_marked_ranges(self, torch) -> None:
-        """A step ends where one of the script's ranges named ``marker`` closes: record_function's exit, or the pop
-        of an NVTX range pushed with that name (torch.cuda.nvtx.range is push and pop). Counted after the range
-        has closed, so that the ProfilerStep ranges enclose the script's own."""
+        """A step ends where one of the script's ranges named ``marker`` closes (matched as prof's --step-marker
+        matches, pyprof.prof.step_marker): record_function's exit, or the pop of an NVTX range pushed with such a
+        name (torch.cuda.nvtx.range is push and pop). Counted after the range has closed, so that the ProfilerStep
+        ranges enclose the script's own."""
+        from pyprof.prof.step_marker import StepMarker
+
         rf = torch.autograd.profiler.record_function
         original_exit = rf.__exit__
-        marker = self.marker
+        marker = StepMarker(self.marker)
+
+        def named(name) -> bool:
+            return type(name) is str and marker.matches(name)
 
         def exit_(rf_self, *exc):
             try:
                 return original_exit(rf_self, *exc)
             finally:
-                if getattr(rf_self, "name", None) == marker:
+                if named(getattr(rf_self, "name", None)):
                     self._after_step(None, None, None)
 
         rf.__exit__ = exit_
@@ -196,7 +202,7 @@ class _Steps:
             try:
                 return pop(*a, **k)
             finally:
-                if names and names.pop() == marker:
+                if names and named(names.pop()):
                     self._after_step(None, None, None)
 
         nvtx.range_push, nvtx.range_pop = range_push, range_pop
