@@ -4,8 +4,10 @@ each forward ``execute_...``).
 
 A step is one instance of a range whose name matches NAME whole (``*`` and ``?`` match any text, as in a shell):
 the activities launched inside it, by the records' range stacks. Instances are told apart by their push time,
-which parse writes beside each range (``range_ns``, record schema 4 since its range times): a record without
-it (older records; a replayed graph node's range, pushed at the capture) belongs to no step, and is counted.
+which parse writes beside each range (``range_ns``, record schema 4 since its range times), counted from the
+profile's origin, so never negative (NO_STEP, -1, is no time). A record without it (older records; a replayed
+graph node's range, pushed at the capture) is placed as unmarked work is (pyprof.prof.steps.assign: by launch
+time where its thread marked no step), and counted.
 """
 from __future__ import annotations
 
@@ -43,7 +45,7 @@ class StepMarker:
             if type(name) is str and self.matches(name):
                 ns = d.get("range_ns")
                 t = ns[2 * i] if type(ns) is list and len(ns) > 2 * i else None
-                return (t, False) if type(t) is int else (NO_STEP, True)
+                return (t, False) if type(t) is int and t >= 0 else (NO_STEP, True)
         return NO_STEP, False
 
 
