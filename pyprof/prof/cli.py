@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step-marker", default=None, metavar="NAME",
                    help="with --view: a step is each range named NAME (* and ? match any text), whatever other "
                         "step ranges the records hold: for a loop without ProfilerStep ranges, as a serving "
-                        "engine's profiler writes (vLLM: --step-marker 'execute_*'); docs/views.md")
+                        "engine's profiler writes (vLLM's forwards: 'execute_*'); docs/views.md")
     p.add_argument("--worker", default=None, metavar="WORKER",
                    help="with --view: only this worker (a process id; with several files FILE or FILE:PID)")
     p.add_argument("--source-root", action="append", default=None, metavar="DIR",
