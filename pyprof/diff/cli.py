@@ -141,7 +141,7 @@ def _run(args) -> int:
     write_stdout([text.getvalue()])
     if not args.quiet:
         for t in tables:
-            for note in t.notes:
+            for note in t.notes + ([t.empty] if not t.rows and t.empty else []):
                 print(printable(f"{PROG}: {t.name}: {note}"), file=sys.stderr)
     if verdict:
         print(verdict, file=sys.stderr)

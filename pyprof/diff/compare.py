@@ -282,6 +282,9 @@ def _only(base: Run, new: Run, b: dict, n: dict, top: int | None) -> Table:
                        "demanglers differ taken out), so that kernels sharing a short name but running different "
                        "code (the functors of multi_tensor_apply_kernel) stay apart, and one kernel matches across "
                        "nsys and PyTorch profiler captures.")
+    else:
+        t.empty = ("Every kernel ran in both runs (by name and template arguments, matched as across nsys and "
+                   "PyTorch profiler captures).")
     if top is not None and len(t.rows) > top:
         t.notes.append(f"The {top} longest, of {len(t.rows)}.")
         t.rows = t.rows[:top]

@@ -128,8 +128,12 @@ def test_kernels_of_one_run_only_note_only_with_such_kernels(runs):
     same = compare(runs(FOREACH, "base"), runs(FOREACH, "new"))
     assert [t.rows for t in same.tables if t.name == "diff_kernels_only"] == [[]]
     assert _notes(same, "diff_kernels_only") == []
+    (t,) = [t for t in same.tables if t.name == "diff_kernels_only"]
+    assert t.empty.startswith("Every kernel ran in both runs")  # said, where a bare header would be
     other = compare(runs(FOREACH, "base"), runs(FUSED, "new"))  # foreach's functors against the fused kernel
     assert any(n.startswith("Kernels by name") for n in _notes(other, "diff_kernels_only"))
+    (t,) = [t for t in other.tables if t.name == "diff_kernels_only"]
+    assert t.rows and t.empty is None
 
 
 def test_the_page_summary_says_how_each_runs_steps_were_found(tmp_path, capsys):
