@@ -68,3 +68,14 @@ def test_a_synchronising_copy_is_its_own_cause(records):
                for d in recs)
     causes = {r["cause"] for r in _rows(recs)}
     assert "sync" in causes
+
+
+def test_no_gap_says_so_and_a_gap_is_a_row():
+    # two kernels back to back (0-100, 100-250 ns): the span is theirs, with no gap in it
+    (t,) = build(aggregate([("x", [kernel(0, 100), kernel(100, 150)])]), ["idle"])
+    assert t.rows == [] and t.empty.startswith("No gap in the profiled span")
+    # 50 ns between them: one gap, a row, nothing said of emptiness
+    (t,) = build(aggregate([("x", [kernel(0, 100), kernel(150, 150)])]), ["idle"])
+    assert len(t.rows) == 1 and t.empty is None
+    (t,) = build(aggregate([("x", [])]), ["idle"])
+    assert t.rows == [] and t.empty.startswith("No profiled span")

@@ -93,6 +93,9 @@ def idle(agg: Aggregate, worker: str | None = None) -> Table:
         "No profiled span (no timed activity).",
     ]
     t.notes += _programs_own(ws)
+    if not t.rows:
+        t.empty = ("No gap in the profiled span: the GPU ran something from its first activity to its last." if span
+                   else "No profiled span (no timed activity), so no idle time.")
     return t
 
 
