@@ -61,6 +61,35 @@ def test_roofline_is_na_without_a_peak_for_the_unit_and_without_bandwidth():
     assert roofline(10**9, 10**6, 2000, only_bw, "bfloat16", True).roofline_pct == 50.0
     # no work at all takes no time at any peak
     assert roofline(0, 0, 1000, lookup("NVIDIA H200"), None, None).roofline_pct == 0.0
+    # but no FLOPs and unknown bytes (a concatenation whose dtype the trace leaves out) is not no work: it may have
+    # run at the bandwidth; and FLOPs without their bytes may have been memory-bound: neither is judged
+    h200 = lookup("NVIDIA H200")
+    assert roofline(0, None, 1000, h200, None, None).roofline_pct is None
+    assert roofline(10**9, None, 1000, h200, "bfloat16", True).roofline_pct is None
+    assert roofline(None, 10**6, 1000, h200, None, None).roofline_pct is None
+
+
+def test_kernels_of_an_unknown_dtype_are_not_counted_as_modelled(shared, tmp_path):
+    # TraceLens's Qwen1.5 trace on an H100: torch.cat's input is a list whose dtype Kineto does not write
+    # ("Input type": ["TensorList", "Scalar"]), so a concatenation's bytes are unknown: its kernels get no
+    # roofline, the coverage counts their time as not modelled, and no rule calls their line far from the roofline
+    import subprocess
+    import sys
+
+    from pyprof.parse import parse_file
+
+    src = f"{EXTERNAL}/tracelens_h100_Qwen1.5-0.5B-Chat.json.gz"
+    with gzip.open(src) as f:
+        cats = [e for e in json.load(f)["traceEvents"] if e.get("name") == "aten::cat"]
+    assert len(cats) == 49 and all(e["args"]["Input type"][0] == "TensorList" for e in cats)
+    recs = tmp_path / "q.dict"
+    with open(recs, "w") as f:
+        parse_file(src, f)
+    p = subprocess.run([sys.executable, "-m", "pyprof.prof", str(recs), "--view", "recommendations", "-v", "--csv"],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "dtype unknown: bytes not modelled (memory)" in p.stderr
+    assert "modeling_qwen2.py:61" not in p.stdout  # the line of the cats (and a neg): not judged from them
 
 
 def test_groups_with_nothing_modelled_show_na():

@@ -86,8 +86,10 @@ def roofline(flops: int | None, nbytes: int | None, duration_ns: int, peaks: Gpu
              tc: bool | None) -> Roofline:
     """The Roofline of one kernel: TFLOP/s, GB/s, FLOPs per byte and % of the roofline; None where not computable.
 
-    The roofline share is None, never 0, when neither the FLOPs nor the bytes can be set against a peak: the
-    GPU is unknown, or it has no peak for the unit the kernel needs and no bandwidth (zero work is 0%)."""
+    The roofline share is None, never 0, when the FLOPs or the bytes are unknown (the roofline needs both: a
+    kernel of no FLOPs whose bytes are unknown, a concatenation of an unknown dtype, may be far from the
+    bandwidth or at it), or neither can be set against a peak: the GPU is unknown, or it has no peak for the unit
+    the kernel needs and no bandwidth (zero work is 0%)."""
     if not duration_ns or duration_ns <= 0:
         return NO_ROOFLINE
     return at_duration(flops, nbytes, duration_ns, time_at_peaks(flops, nbytes, peaks, dtype, tc))
@@ -95,10 +97,10 @@ def roofline(flops: int | None, nbytes: int | None, duration_ns: int, peaks: Gpu
 
 def time_at_peaks(flops: int | None, nbytes: int | None, peaks: GpuPeaks | None, dtype: str | None,
                   tc: bool | None) -> float | None:
-    """The ns that ``flops`` and ``nbytes`` take at the GPU's peaks (the slower of the two), or None where
-    neither can be set against a peak. It does not depend on the kernel's duration: the per-kernel table
+    """The ns that ``flops`` and ``nbytes`` take at the GPU's peaks (the slower of the two), or None where either
+    is unknown or neither can be set against a peak. It does not depend on the kernel's duration: the per-kernel table
     works it out once per distinct result (rows.RowStream) and each row only divides (``at_duration``)."""
-    if peaks is None or (flops is None and nbytes is None):
+    if peaks is None or flops is None or nbytes is None:
         return None
     t_ns = None
     if flops:

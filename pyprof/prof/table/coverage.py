@@ -30,14 +30,15 @@ class Coverage:
         if m.is_copy:
             self.copies += kernels
         self.time_ns += dur
-        if m.flops is not None or m.bytes is not None:
+        if m.flops:
+            self.flops += m.flops * kernels
+            if m.family in COUNTED_FAMILIES:
+                self.counted_flops += m.flops * kernels
+        if m.bytes:
+            self.bytes += m.bytes * kernels
+        if m.flops is not None and m.bytes is not None:
+            # modelled: both, as the roofline needs (a copy of an unknown dtype has its 0 FLOPs and no bytes)
             self.own_ns += dur
-            if m.flops:
-                self.flops += m.flops * kernels
-                if m.family in COUNTED_FAMILIES:
-                    self.counted_flops += m.flops * kernels
-            if m.bytes:
-                self.bytes += m.bytes * kernels
         elif m.reason and (m.reason.startswith("counted on") or m.reason.startswith("helper kernel")):
             self.elsewhere_ns += dur
         else:
