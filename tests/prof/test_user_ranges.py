@@ -214,3 +214,23 @@ def test_low_occupancy_leaves_deepep_out_as_it_leaves_nccl_out(deepseek):
     t = recommendations(aggregate([("x", deepseek)]))
     about = [r[t.columns.index("about")] for r in t.rows if r[t.columns.index("rule")] == "low_occupancy"]
     assert not any(name in a for a in about for name in ("combine", "dispatch", "notify"))
+
+
+def test_symmetric_memory_all_reduce_is_communication():
+    """vLLM's tensor-parallel all-reduce on a B200 (TraceLens's trace) runs PyTorch's symm_mem kernel, not NCCL's:
+    73 ``multimem_all_reduce_kernel`` launches beside one NCCL all-gather. Both are communication; the MoE and
+    GEMM kernels around them are not, nor is a reduction of one GPU's data."""
+    import gzip
+
+    from shared_files import EXTERNAL, require_shared
+
+    require_shared()
+    events = json.load(gzip.open(EXTERNAL / "tracelens_b200_eager_trace.json.gz"))["traceEvents"]
+    names = [e["name"] for e in events if e.get("cat") == "kernel"]
+    multimem = [n for n in names if "::multimem_all_reduce_kernel<" in n]
+    assert len(multimem) == 73
+    assert all(is_comm("multimem_all_reduce_kernel", n) for n in multimem)
+    for short in ("one_shot_all_reduce_kernel", "two_shot_all_reduce_kernel_inplace", "cross_device_reduce_1stage"):
+        assert is_comm(short)
+    for short in ("reduce_kernel", "cunn_SoftMaxForward", "all_reduce_sum", "nvjet_tst_64x16_64x16_2x4_2cta_h"):
+        assert not is_comm(short)

@@ -96,14 +96,20 @@ _new_tuple = tuple.__new__
 # (``combine``, ``dispatch``) say nothing, so the full name is read. ``ep::cuda::get_dispatch_layout`` only counts
 # tokens on the GPU: not communication.
 _EP_COMM = re.compile(r"\bep::(?:inter|intra)node(?:_ll)?::")
+# All-reduces that run outside NCCL, over symmetric memory and NVLink: PyTorch's symm_mem ops
+# (``multimem_all_reduce_kernel``, ``one_shot_all_reduce_kernel``, ``two_shot_all_reduce_kernel_inplace``, as vLLM
+# runs them for tensor parallelism on Hopper and Blackwell) and vLLM's own custom all-reduce
+# (``cross_device_reduce_1stage``). Each waits on its peers as a NCCL kernel does. Told by the short name's start.
+_P2P_COMM = ("multimem_all_reduce", "multimem_one_shot_all_reduce", "multimem_all_gather", "one_shot_all_reduce",
+             "two_shot_all_reduce", "cross_device_reduce_")
 
 
 def is_comm(short_name: str | None, full_name: str | None = None) -> bool:
     """True for a communication kernel: NCCL's (``ncclDevKernel_AllReduce_...``, ``ncclKernel_SendRecv_...``) and
-    RCCL's, which keeps NCCL's names (HTA's rule is ``^nccl.*Kernel``: the same kernels), and DeepEP's all-to-all,
-    told by its full name. The one rule of every view. Once per kernel record: the substring test keeps the
+    RCCL's, which keeps NCCL's names (HTA's rule is ``^nccl.*Kernel``: the same kernels), the symmetric-memory
+    all-reduces of _P2P_COMM, and DeepEP's all-to-all, told by its full name. The one rule of every view. Once per kernel record: the substring test keeps the
     regex (7 us on a long name) to DeepEP's names, whose answers are cached."""
-    if type(short_name) is str and short_name[:4].lower() == "nccl":
+    if type(short_name) is str and (short_name[:4].lower() == "nccl" or short_name.startswith(_P2P_COMM)):
         return True
     return type(full_name) is str and "ep::" in full_name and _ep_comm(full_name[:NAME_SCAN_CHARS])
 
