@@ -17,7 +17,7 @@ from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_o
 from pyprof.prof.table.groups import is_optimizer
 from pyprof.prof.model.roofline import Peaks
 from pyprof.prof.forwards import forwards
-from pyprof.prof.step_marker import StepMarker, unmarked
+from pyprof.prof.step_marker import StepMarker
 from pyprof.prof.steps import no_process, steps
 
 WHOLE = "whole capture"
@@ -109,8 +109,6 @@ def load(label: str, sources: list, peaks: Peaks | None = None, jobs: int = 1, m
     if agg is None:
         opt = _OptimizerSteps()
         agg = aggregate([(s.name, numbered_file(s.path, s.given)) for s in sources], peaks, observe=opt, marker=marker)
-    if marker is not None:
-        unmarked(agg, marker)
     run = Run(label, [s.name for s in sources], agg, 0, [])
     timed = [w for w in agg.workers.values() if not no_process(w)] or list(agg.workers.values())
     for w in agg.workers.values():

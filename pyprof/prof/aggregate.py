@@ -22,7 +22,7 @@ from pyprof.common import no_cyclic_gc
 from pyprof.prof.table.rows import rows
 from pyprof.prof.model.roofline import Peaks, roofline
 from pyprof.prof.source_lines import SourceText
-from pyprof.prof.step_marker import NO_STEP, StepMarker
+from pyprof.prof.step_marker import NO_STEP, StepMarker, unmarked
 from pyprof.prof.table.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, \
     merge_into, on_grid, op_key, sample, shapes_key
 from pyprof.prof.model.registry import TC_FAMILIES, Family
@@ -286,7 +286,7 @@ def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None
     ``observe(worker, record, model result, roofline)``, when given, also sees every activity of the pass (the
     report's per-activity table), so that a caller needing more than the groups reads and models nothing twice;
     the worker's ``name`` is final once aggregate returns. ``marker`` (``--step-marker``): steps are its ranges,
-    whatever other step ranges the records hold.
+    whatever other step ranges the records hold (UsageError where no activity ran under one).
 
     A worker is a process id of one input; with several inputs it is named ``INPUT`` (or ``INPUT:PID`` when
     an input holds several processes). Returns the Aggregate. Raises InputError (via the Modeller's rows)
@@ -307,6 +307,8 @@ def aggregate(sources: Iterable[tuple[str, Iterable[dict]]], peaks: Peaks | None
         w.pid = pid
         w.name = worker_name(sources[si][0], pid, len(sources), len(pids_per_input[si]))
         agg.workers[w.name] = w
+    if marker is not None:
+        unmarked(agg, marker)
     return agg
 
 

@@ -29,7 +29,7 @@ from pyprof import forked
 from pyprof.common import InputError, no_cyclic_gc
 from pyprof.record import END_PREFIX, HEADER_PREFIX
 from pyprof.prof.aggregate import Aggregate, WorkerData, _add_record, attach_side, set_dist
-from pyprof.prof.step_marker import StepMarker
+from pyprof.prof.step_marker import StepMarker, unmarked
 from pyprof.prof.load.contract import Header
 from pyprof.prof.table.coverage import Coverage
 from pyprof.prof.model.modeller import Modeller
@@ -216,8 +216,8 @@ def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = N
     """``aggregate([(name, records of path)])`` through ``jobs`` workers: the Aggregate and the merged
     observer (``make_observer()`` makes one per chunk; ``merge_observer(into, part, workers)`` appends a
     chunk's, ``workers`` mapping that chunk's WorkerData to the merged ones). ``meanwhile()``, when given, runs
-    in this process once the workers have their first chunks; ``marker`` as aggregate's. Raises Fallback where the one pass must run
-    instead (its caller runs it)."""
+    in this process once the workers have their first chunks; ``marker`` as aggregate's. Raises Fallback where
+    the one pass must run instead (its caller runs it)."""
     peaks = peaks or Peaks()
     header = Header()
     with open(path, "rb") as f:
@@ -259,6 +259,8 @@ def aggregate_file_jobs(path: str, name: str, jobs: int, peaks: Peaks | None = N
         w.pid = pid
         w.name = "unknown" if pid is None else str(pid)
         agg.workers[w.name] = w
+    if marker is not None:
+        unmarked(agg, marker)
     return agg, observer
 
 

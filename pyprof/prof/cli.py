@@ -231,7 +231,7 @@ def _run(args, out) -> int:
 def _views(args, fmt: str, peaks, out) -> int:
     """--view: aggregate the inputs once and print the named view(s); notes and coverage on stderr."""
     from pyprof.prof.aggregate import aggregate_files
-    from pyprof.prof.step_marker import StepMarker, unmarked
+    from pyprof.prof.step_marker import StepMarker
     from pyprof.prof.views import build, names
 
     wanted = None if args.view == "all" else [args.view]
@@ -261,8 +261,6 @@ def _views(args, fmt: str, peaks, out) -> int:
                 agg = None
     if agg is None:
         agg = aggregate_files(files, peaks, marker)
-    if marker is not None:
-        unmarked(agg, marker)
     agg.source = source
     rc = _print_views(args, build(agg, wanted, args.worker), agg.coverage, fmt, out)
     _unknown_gpus(args, {n for w in agg.workers.values() for n in w.gpus if peaks.for_gpu(n) is None})

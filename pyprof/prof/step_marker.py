@@ -25,13 +25,15 @@ class StepMarker:
         if not pattern.strip():
             raise UsageError("--step-marker: give the name of the ranges that are steps")
         self.pattern = pattern
-        self._wild = any(c in pattern for c in "*?[")
+        # only * and ? are wildcards: a [ is itself (PARAM's ranges are named "[param|...]"), which fnmatch
+        # reads as a character class unless written [[]
+        self._glob = pattern.replace("[", "[[]") if "*" in pattern or "?" in pattern else None
         self._seen = BoundedDict(1 << 14)  # range name -> whether it matches
 
     def matches(self, name: str) -> bool:
         hit = self._seen.get(name)
         if hit is None:
-            hit = fnmatchcase(name, self.pattern) if self._wild else name == self.pattern
+            hit = fnmatchcase(name, self._glob) if self._glob is not None else name == self.pattern
             self._seen.add(name, hit)
         return hit
 
@@ -51,7 +53,8 @@ class StepMarker:
 
 def unmarked(agg, marker: StepMarker) -> None:
     """Raise UsageError when no activity of ``agg`` (an Aggregate) ran under a range the marker names with its push
-    time: the steps would silently be the whole capture."""
+    time: the steps would silently be the whole capture. Called where an aggregate with a marker is complete
+    (aggregate.aggregate, aggregate_jobs.aggregate_file_jobs)."""
     workers = agg.workers.values()
     if any(w.step_marker is not None for w in workers):
         return

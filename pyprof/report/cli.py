@@ -129,7 +129,6 @@ def analyse(sources: list[Source], jobs: int = 0, meanwhile=None, source=None, m
     from pyprof.prof.aggregate import aggregate, numbered_file
     from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
     from pyprof.report.activity_table import ActivityTable
-    from pyprof.prof.step_marker import unmarked
     from pyprof.report.headline import headline
 
     agg = None
@@ -145,8 +144,6 @@ def analyse(sources: list[Source], jobs: int = 0, meanwhile=None, source=None, m
     if agg is None:
         acts = ActivityTable()
         agg = aggregate([(s.name, numbered_file(s.path, s.given)) for s in sources], observe=acts, marker=marker)
-    if marker is not None:
-        unmarked(agg, marker)
     if source is not None:
         agg.source = source
     tables = views.build(agg)

@@ -43,7 +43,7 @@ def load(path: str, views: bool = False, step_marker: str | None = None):
     from pyprof.prof.aggregate import aggregate, numbered_file
     from pyprof.report.activity_table import ActivityTable
     from pyprof.prof.load.reader import is_records
-    from pyprof.prof.step_marker import StepMarker, unmarked
+    from pyprof.prof.step_marker import StepMarker
 
     if os.path.isdir(path):
         raise InputError(path, "is a directory")
@@ -58,8 +58,6 @@ def load(path: str, views: bool = False, step_marker: str | None = None):
                 parse_file(path, out)
         acts = ActivityTable()
         agg = aggregate([(os.path.basename(path), numbered_file(records, path))], observe=acts, marker=marker)
-    if marker is not None:
-        unmarked(agg, marker)
     frame = _activities(pd, acts.to_dict())
     if not views:
         return frame

@@ -94,9 +94,7 @@ def test_records_without_range_times_cannot_tell_instances_apart(records, tmp_pa
             d.pop("range_ns", None)
             g.write(json.dumps(d) + "\n")
     with pytest.raises(UsageError, match="lack their push times"):
-        from pyprof.prof.step_marker import unmarked
-
-        unmarked(aggregate_files([str(old)], marker=StepMarker("*|forward]")), StepMarker("*|forward]"))
+        aggregate_files([str(old)], marker=StepMarker("*|forward]"))
 
 
 def test_load_takes_the_marker_too(records):
@@ -106,3 +104,11 @@ def test_load_takes_the_marker_too(records):
     assert list(loaded.views["overview"]["step"]) == ["step 1", "step 2", "mean"]
     with pytest.raises(UsageError, match="no activity ran under a range so named"):
         pyprof.load(records["hta_critical_path_alexnet.json.gz"], views=True, step_marker="execute_*")
+
+
+def test_a_bracket_in_the_name_is_itself(records):
+    # PARAM's ranges start with "[": only * and ? are wildcards, so a name written whole, or with a *, matches them
+    path = records["hta_critical_path_alexnet.json.gz"]
+    for marker, steps in [("[param|*|forward]", 2), ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", 1)]:
+        t = _overview(aggregate_files([path], marker=StepMarker(marker)))
+        assert [r[0] for r in t.rows if r[0].startswith("step")] == [f"step {k}" for k in range(1, steps + 1)]

@@ -3,8 +3,9 @@
 A trace's calls made during a capture name no graph node: a replayed kernel is joined to its capture only
 through the correlation of its ``cudaGraphLaunch``. The capture, when it happened inside the trace, is there:
 between the process's ``cudaStreamBeginCapture`` and ``cudaStreamEndCapture`` each kernel launch, copy and memset
-is recorded as a call with its ops around it, and no GPU activity (nothing ran). A graph captured on one stream replays its nodes
-in the order they were captured, so the i-th activity of a replay is the i-th call of its capture. Each such
+is recorded as a call with its ops around it, and no GPU activity (nothing ran). A graph captured on one stream
+replays its nodes in the order they were captured, so the i-th activity of a replay is the i-th call of its
+capture. Each such
 call becomes the graph node of the nsys reader's words (key ``("node", correlation)``) and each replayed activity
 points to it (``Activity.attribution_key``): parse then gives the replay its node's op, shapes, line and layer
 under the replay's own ranges, as it does for Nsight Systems' node ids.

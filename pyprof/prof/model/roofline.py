@@ -98,8 +98,8 @@ def roofline(flops: int | None, nbytes: int | None, duration_ns: int, peaks: Gpu
 def time_at_peaks(flops: int | None, nbytes: int | None, peaks: GpuPeaks | None, dtype: str | None,
                   tc: bool | None) -> float | None:
     """The ns that ``flops`` and ``nbytes`` take at the GPU's peaks (the slower of the two), or None where either
-    is unknown or neither can be set against a peak. It does not depend on the kernel's duration: the per-kernel table
-    works it out once per distinct result (rows.RowStream) and each row only divides (``at_duration``)."""
+    is unknown or neither can be set against a peak. It does not depend on the kernel's duration: the per-kernel
+    table works it out once per distinct result (rows.RowStream) and each row only divides (``at_duration``)."""
     if peaks is None or flops is None or nbytes is None:
         return None
     t_ns = None

@@ -107,8 +107,9 @@ _P2P_COMM = ("multimem_all_reduce", "multimem_one_shot_all_reduce", "multimem_al
 def is_comm(short_name: str | None, full_name: str | None = None) -> bool:
     """True for a communication kernel: NCCL's (``ncclDevKernel_AllReduce_...``, ``ncclKernel_SendRecv_...``) and
     RCCL's, which keeps NCCL's names (HTA's rule is ``^nccl.*Kernel``: the same kernels), the symmetric-memory
-    all-reduces of _P2P_COMM, and DeepEP's all-to-all, told by its full name. The one rule of every view. Once per kernel record: the substring test keeps the
-    regex (7 us on a long name) to DeepEP's names, whose answers are cached."""
+    all-reduces of _P2P_COMM, and DeepEP's all-to-all, told by its full name. The one rule of every view. Once
+    per kernel record: the substring test keeps the regex (7 us on a long name) to DeepEP's names, whose answers
+    are cached."""
     if type(short_name) is str and (short_name[:4].lower() == "nccl" or short_name.startswith(_P2P_COMM)):
         return True
     return type(full_name) is str and "ep::" in full_name and _ep_comm(full_name[:NAME_SCAN_CHARS])

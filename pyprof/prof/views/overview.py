@@ -182,11 +182,11 @@ def _join_note(name: str, run, many: bool) -> str:
 
 
 def _untimed_marker_notes(workers: list, many: bool) -> list[str]:
-    """Activities under a --step-marker range whose push time the records lack: in no step, said per worker."""
+    """Activities under a --step-marker range whose push time the records lack, said per worker."""
     return [f"{w.name + ': ' if many else ''}{w.marker_untimed} activities ran under a range --step-marker names "
             "whose push time the records lack (records of a pyprof before range times, or a replayed graph node's "
-            "range, pushed at its capture): they are placed as unmarked work is (by launch time where their thread marked no "
-            "step, else in no step)." for w in workers if w.marker_untimed]
+            "range, pushed at its capture): they are placed as unmarked work is (by launch time where their thread "
+            "marked no step, else in no step)." for w in workers if w.marker_untimed]
 
 
 def _unpaired(ns: int, total_ns: int) -> str:
