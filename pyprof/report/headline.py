@@ -34,7 +34,7 @@ class Headline:
     gpu_busy_pct: float | None  # time anything ran on the GPU / the steps' windows
     gpu_ms: float  # summed durations of every activity
     activities: int
-    modelled_pct: float | None  # share of GPU time whose activity (or its op call) has modelled FLOPs or bytes
+    modelled_pct: float | None  # share of GPU time whose activity (or its op call) has modelled FLOPs and bytes
     flops_pct: float | None  # share of GPU time on activities that carry modelled FLOPs
     # The program's own step (pyprof.prof.inflation): the mean over the workers that measured one of their median
     # unprofiled step, of their captured step timed the same way, and how many times longer that is; None without

@@ -530,7 +530,7 @@
          "of the steps' time; idle the rest");
     card("GPU time", fmtv(H.gpu_ms, "gpu_ms") + " ms", H.activities.toLocaleString("en-US") + " GPU activities");
     card("FLOPs modelled", H.flops_pct === null ? "na" : fmtv(H.flops_pct, "flops_pct") + "%",
-         "of GPU time; FLOPs or bytes: " + (H.modelled_pct === null ? "na" : fmtv(H.modelled_pct, "m_pct") + "%"));
+         "of GPU time; FLOPs and bytes: " + (H.modelled_pct === null ? "na" : fmtv(H.modelled_pct, "m_pct") + "%"));
     const lists = el("div", {class: "lists"});
     function list(title, entries, col, extra) {
       const d = el("div", {class: "hl-list"});
