@@ -246,9 +246,6 @@ def _views(args, fmt: str, peaks, out) -> int:
     files = args.file or ["-"]
     marker = None if args.step_marker is None else StepMarker(args.step_marker)
     if args.view == "ranks" and _rank_files(files, args.engine):
-        if marker is not None:
-            raise UsageError("--step-marker is not read by --view ranks over rank files, which summarises each "
-                             "file on its own; the other views aggregate the files together and read it")
         return _ranks(args, files, fmt, peaks, out)
     if len(files) == 1 and files[0] != "-":
         from pyprof.prof.aggregate_jobs import Fallback, aggregate_file_jobs, parallel_ok
@@ -315,7 +312,7 @@ def _ranks(args, files: list[str], fmt: str, peaks, out) -> int:
     from pyprof.prof.ranks.rank_files import job_tables, summarize_files
 
     if args.engine is None:
-        summaries = summarize_files(files, peaks, _jobs(args.jobs, files))
+        summaries = summarize_files(files, peaks, _jobs(args.jobs, files), args.step_marker)
     else:
         from pyprof.prof.ranks.rank_dask import scheduler_address, summarize_files_dask
 
@@ -323,7 +320,7 @@ def _ranks(args, files: list[str], fmt: str, peaks, out) -> int:
         if address is not None and args.jobs:
             raise UsageError("-j sets the local cluster's workers: with --engine dask://HOST:PORT the "
                              "scheduler's workers run the tasks")
-        summaries = summarize_files_dask(files, peaks, address, args.jobs or _cpus(), args.spill)
+        summaries = summarize_files_dask(files, peaks, address, args.jobs or _cpus(), args.spill, args.step_marker)
     tables, coverage = job_tables(summaries, args.worker)
     return _print_views(args, tables, coverage, fmt, out)
 

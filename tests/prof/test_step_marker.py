@@ -3,7 +3,9 @@ traces whose loop has no ProfilerStep ranges (a serving engine's profiler writes
 told apart by their push times (``range_ns``)."""
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
 import json
 
 import pytest
@@ -112,3 +114,33 @@ def test_a_bracket_in_the_name_is_itself(records):
     for marker, steps in [("[param|*|forward]", 2), ("[param|pytorch.model.alex_net|0|0|0|measure|forward]", 1)]:
         t = _overview(aggregate_files([path], marker=StepMarker(marker)))
         assert [r[0] for r in t.rows if r[0].startswith("step")] == [f"step {k}" for k in range(1, steps + 1)]
+
+
+def _rank_rows(files, *options):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main([*files, "--view", "ranks", "--jsonl", "-q", *options]) == 0
+    return [json.loads(x) for x in out.getvalue().splitlines()]
+
+
+def test_rank_files_take_the_marker_each(capsys):
+    # HTA's two sampled rank traces, each summarised on its own: every rank has two ProfilerStep ranges, and four
+    # nccl:all_reduce and four nccl:all_to_all user ranges with kernels under them (a JSON count of the
+    # user_annotation events): the marker makes the eight the steps, which partition the same span
+    require_shared()
+    files = [str(EXTERNAL / f"hta_trace_filter_sampled_rank-{r}.json.gz") for r in (0, 1)]
+    for f in files:
+        events = json.load(gzip.open(f))["traceEvents"]
+        assert sum(e.get("cat") == "user_annotation" and e["name"] in ("nccl:all_reduce", "nccl:all_to_all")
+                   for e in events) == 8
+    default = _rank_rows(files)
+    marked = _rank_rows(files, "--step-marker", "nccl:all_*")
+    assert [r["steps"] for r in default] == [2, 2] and [r["steps"] for r in marked] == [8, 8]
+    for d, m in zip(default, marked):
+        assert m["step_ms"] * 8 == pytest.approx(d["step_ms"] * 2, rel=2e-3)
+        assert m["comm_ms"] == d["comm_ms"]  # the kernels are the same; only the steps moved
+    # a name that one rank's file never ran under: that file is named, in one line, before any table
+    assert main([*files, "--view", "ranks", "--step-marker", "## alltoall_bwd_single ##"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert err.startswith(f"pyprof prof: error: {files[0]}: --step-marker '## alltoall_bwd_single ##': no activity")

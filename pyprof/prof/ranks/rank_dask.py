@@ -60,12 +60,13 @@ def _modules():
 
 
 def summarize_files_dask(paths: list[str], peaks: Peaks | None = None, address: str | None = None,
-                         workers: int = 1, spill: str | None = None) -> list[FileSummary]:
+                         workers: int = 1, spill: str | None = None,
+                         step_marker: str | None = None) -> list[FileSummary]:
     """The FileSummary of each of ``paths``, in order, each made by a Dask task that wrote it as Parquet into
     ``spill``: on the scheduler at ``address`` (its workers read ``paths`` and write ``spill``: both on a
     filesystem they share with this process), or on a local cluster of ``workers`` processes. Without
-    ``spill`` (a local cluster only) a temporary folder holds the Parquet files and is removed after.
-    Raises UsageError (no dask, no spill folder for a remote cluster), InputError (a rank file), OutputError
+    ``spill`` (a local cluster only) a temporary folder holds the Parquet files and is removed after. Each
+    file's steps are the ranges ``step_marker`` names, where given. Raises UsageError (no dask, no spill folder for a remote cluster), InputError (a rank file), OutputError
     (the spill folder)."""
     from pyprof.prof.ranks.rank_parquet import read_summary, summarize_to_parquet
 
@@ -92,7 +93,7 @@ def summarize_files_dask(paths: list[str], peaks: Peaks | None = None, address: 
         try:
             with _client(Client, cluster, address) as client:
                 futures = client.map(summarize_to_parquet, [os.path.abspath(p) for p in paths], names,
-                                     [peaks] * len(paths), outs, pure=False)
+                                     [peaks] * len(paths), outs, [step_marker] * len(paths), pure=False)
                 written = client.gather(futures)  # raises the first failed task's error, as it raised it
         finally:
             if cluster is not None:

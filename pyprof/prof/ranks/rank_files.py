@@ -27,17 +27,19 @@ def check_files(paths: list[str]) -> None:
             raise InputError(p, "cannot open: permission denied")
 
 
-def summarize_files(paths: list[str], peaks: Peaks | None = None, jobs: int = 1) -> list[FileSummary]:
+def summarize_files(paths: list[str], peaks: Peaks | None = None, jobs: int = 1,
+                    step_marker: str | None = None) -> list[FileSummary]:
     """The FileSummary of each of ``paths`` (rank files: records or exports), in order, in ``jobs`` worker
     processes (forked where the system can: they inherit the formulas of --plugin), or in this one for
-    ``jobs`` <= 1 or a single file. Raises InputError for the first file (in order) that cannot be read."""
+    ``jobs`` <= 1 or a single file; each file's steps the ranges ``step_marker`` names, where given. Raises
+    InputError for the first file (in order) that cannot be read, or that ran nothing under such a range."""
     check_files(paths)
     names = input_names(paths)
     if jobs <= 1 or len(paths) < 2:
-        return [summarize_file(p, n, peaks) for p, n in zip(paths, names)]
+        return [summarize_file(p, n, peaks, step_marker) for p, n in zip(paths, names)]
     ctx = multiprocessing.get_context("fork") if forked.available() else None
     with ProcessPoolExecutor(max_workers=min(jobs, len(paths)), mp_context=ctx) as pool:
-        return list(pool.map(summarize_file, paths, names, [peaks] * len(paths)))
+        return list(pool.map(summarize_file, paths, names, [peaks] * len(paths), [step_marker] * len(paths)))
 
 
 def job_tables(files: list[FileSummary], worker: str | None = None) -> tuple[list[Table], Coverage]:

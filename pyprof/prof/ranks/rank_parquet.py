@@ -85,8 +85,10 @@ def read_summary(path: str) -> FileSummary:
     return FileSummary(meta["pyprof.input"], ranks, Coverage(**json.loads(meta["pyprof.coverage"])))
 
 
-def summarize_to_parquet(path: str, display: str, peaks: Peaks | None, out: str) -> str:
-    """One task: summarise the rank file at ``path`` (named ``display``) and write its summary to ``out``;
-    returns ``out``. Raises InputError (the rank file) or OutputError (``out``)."""
-    write_summary(summarize_file(path, display, peaks), out)
+def summarize_to_parquet(path: str, display: str, peaks: Peaks | None, out: str,
+                         step_marker: str | None = None) -> str:
+    """One task: summarise the rank file at ``path`` (named ``display``; its steps the ranges ``step_marker``
+    names, where given) and write its summary to ``out``; returns ``out``. Raises InputError (the rank file) or
+    OutputError (``out``)."""
+    write_summary(summarize_file(path, display, peaks, step_marker), out)
     return out

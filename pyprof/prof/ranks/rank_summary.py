@@ -15,11 +15,12 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from pyprof import cleanup
-from pyprof.common import PARSED_EXPORT_HELD, TellingWrites
+from pyprof.common import PARSED_EXPORT_HELD, InputError, TellingWrites, UsageError
 from pyprof.prof.aggregate import KERNEL, WorkerData, aggregate, numbered_file, worker_name
 from pyprof.prof.table.coverage import Coverage
 from pyprof.prof.host_time import Intervals
 from pyprof.prof.model.roofline import Peaks
+from pyprof.prof.step_marker import StepMarker
 from pyprof.prof.steps import steps
 
 
@@ -88,16 +89,25 @@ def summarize_worker(w: WorkerData) -> RankSummary:
                        list(w.comm_names), start[comm].copy(), end[comm].copy())
 
 
-def summarize_file(path: str, display: str | None = None, peaks: Peaks | None = None) -> FileSummary:
+def summarize_file(path: str, display: str | None = None, peaks: Peaks | None = None,
+                   step_marker: str | None = None) -> FileSummary:
     """Summarise one rank file: parse's records, or a profiler export (a PyTorch profiler trace, an nsys
-    export) parsed first to a temporary file. ``display`` names it (default: its base name). One file is
-    aggregated at a time: memory is that of its aggregate (about 55 bytes an activity, docs/views.md).
-    Raises InputError for a file that cannot be read or parsed."""
+    export) parsed first to a temporary file. ``display`` names it (default: its base name); ``step_marker``, the
+    name of the ranges that are its steps (``--step-marker``: pyprof.prof.step_marker). One file is aggregated at
+    a time: memory is that of its aggregate (about 55 bytes an activity, docs/views.md). Raises InputError for a
+    file that cannot be read or parsed, or where no activity ran under a range ``step_marker`` names."""
+    display = display or os.path.basename(path)
+    try:
+        return _summarize(path, display, peaks, step_marker)
+    except UsageError as e:  # a marker this rank's file lacks: its steps cannot be set beside the others'
+        raise InputError(path, str(e)) from None
+
+
+def _summarize(path: str, display: str, peaks: Peaks | None, step_marker: str | None) -> FileSummary:
     from pyprof.prof.load.reader import is_records
 
-    display = display or os.path.basename(path)
     if is_records(path):
-        return _summarize_records(path, display, peaks)
+        return _summarize_records(path, display, peaks, step_marker)
     from pyprof.parse import parse_file
 
     with cleanup.temporary_folder("pyprof-rank-") as tmp:  # (registered: removed by a worker stopped by a signal)
@@ -106,11 +116,12 @@ def summarize_file(path: str, display: str | None = None, peaks: Peaks | None = 
             out = TellingWrites(f, tmp, PARSED_EXPORT_HELD)  # a full TMPDIR: one line naming it
             parse_file(path, out)
             out.flush()
-        return _summarize_records(records, display, peaks)
+        return _summarize_records(records, display, peaks, step_marker)
 
 
-def _summarize_records(path: str, display: str, peaks: Peaks | None) -> FileSummary:
-    agg = aggregate([(display, numbered_file(path, display))], peaks)
+def _summarize_records(path: str, display: str, peaks: Peaks | None, step_marker: str | None) -> FileSummary:
+    marker = None if step_marker is None else StepMarker(step_marker)
+    agg = aggregate([(display, numbered_file(path, display))], peaks, marker=marker)
     return FileSummary(display, [summarize_worker(w) for w in agg.workers.values()], agg.coverage)
 
 
