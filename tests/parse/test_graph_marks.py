@@ -115,6 +115,23 @@ def test_a_training_step_graph_ties_its_forward_and_optimizer_but_not_autograd(t
     assert all(n % 2 == 0 for n in counts.values())
 
 
+def test_a_zero_fill_writes_its_list_once_and_reads_nothing(tmp_path):
+    # the step's zero_grad(set_to_none=False) is one _foreach_zero_ over the Encoder's parameters, in bf16:
+    # embedding and head 32000*1024 each, four blocks of 12,596,224 (qkv, proj, fc1, fc2 with biases, two
+    # LayerNorms), a final LayerNorm of 2*1024: 115,922,944 elements, 2 B each, written once a replay (two)
+    import pyprof
+
+    path = tmp_path / "g.dict"
+    with open(path, "w") as f:
+        parse_file(str(DATA / "cuda_graph_prewindow.sqlite.xz"), f)
+    df = pyprof.load(str(path))
+    zero = df[df.op == "_foreach_zero_"]
+    params = 2 * 32000 * 1024 + 4 * 12_596_224 + 2 * 1024
+    assert params == 115_922_944
+    assert len(zero) == 12 and zero.bytes.sum() == pytest.approx(2 * 2 * params, rel=1e-6)
+    assert (zero.roofline_pct < 100).all()  # it read 164% when the list was counted read as well
+
+
 def test_without_marks_a_graph_from_before_the_range_stays_untied():
     # captured before graph marks existed: the nodes' ranges are not in the export, and parse says so
     recs, stats = _parse("cuda_graph_range.sqlite.xz")

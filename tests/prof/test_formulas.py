@@ -396,7 +396,12 @@ for _name, _cost in {**LOSS_COST, "nll_loss": 1}.items():
                      160 + 32 + 4)]  # input 40·4 + target 4·8 + scalar loss
 for _name, _cost in FOREACH_COST.items():
     CASES[f"foreach_{_name}"] = [(f"aten::_foreach_{_name}_", [L(T([10]), T([20]))], "fprop", _cost * 30,
-                                  2 * 30 * 4)]  # read and write 30 elements
+                                  30 * 4 if _name in ("zero", "fill")  # 30 elements written, none read
+                                  else (30 + 2) * 4 if _name in ("norm", "max")  # 30 read, one a tensor written
+                                  else 2 * 30 * 4)]  # read and write 30 elements
+# a copy reads its source list and writes the first: 30 fp32 elements read, 30 bf16 written, nothing of the first read
+CASES["foreach_copy"] = [("aten::_foreach_copy_", [L(T([10], "bfloat16"), T([20], "bfloat16")), L(T([10]), T([20]))],
+                          "fprop", 0, 30 * 4 + 30 * 2)]
 for _m, _d in {"float": 4, "half": 2, "bfloat16": 2, "double": 8, "int": 4, "long": 8, "bool": 1, "short": 2,
                "char": 1, "byte": 1}.items():
     _dtype = {"float": "float32", "half": "float16", "double": "float64", "int": "int32", "long": "int64",

@@ -8,7 +8,9 @@ kernels. N is the total number of parameter elements in the call.
 - SGD: 2 FLOPs per element (p -= lr·g), 4 with momentum (buf = μ·buf + g); reads p, g (and buf), writes
   p (and buf).
 - foreach ops: the per-element cost of the matching pointwise op over every tensor of the first list;
-  every tensor of every list read once, the first list written once (in place or as the output).
+  every tensor of every list read once, the first list written once (in place or as the output); except
+  zero and fill, which only write the first list, copy, which reads its source list and writes the first, and
+  norm and max, which read the first list and write one element per tensor.
 """
 from __future__ import annotations
 
@@ -69,20 +71,28 @@ def fused_sgd(a: Args) -> Estimate:
                     f"tensors={len(params)},N={n},{short_dtype(params[0].dtype)}" + (",momentum" if momentum else ""))
 
 
-def foreach(a: Args, cost: int) -> Estimate:
-    """The shared foreach estimate (module docstring)."""
+#: foreach ops that overwrite their first list without reading it: a fill, or a copy from the second list
+_OVERWRITE = {"zero", "fill", "copy"}
+#: foreach reductions: one element written per tensor of the first list, not the list
+_REDUCE = {"norm", "max"}
+
+
+def foreach(a: Args, cost: int, name: str = "") -> Estimate:
+    """The shared foreach estimate (module docstring); ``name`` is the op's (``add`` for ``_foreach_add_``)."""
     lists = a.lists()
     if not lists or not lists[0]:
         raise NotModelled("tensor list without its tensors (not recorded by the trace)")
     first = lists[0]
     n = _total(first)
-    io = [(t.numel, t.dtype) for lst in lists for t in lst] + [(t.numel, t.dtype) for t in first]
+    read = lists[1:] if name in _OVERWRITE else lists
+    io = [(t.numel, t.dtype) for lst in read for t in lst]
+    io += [(1 if name in _REDUCE else t.numel, t.dtype) for t in first]
     return estimate(cost * n, io, f"tensors={len(first)},N={n},{short_dtype(first[0].dtype)}")
 
 
 def _make(name: str, cost: int):
     def formula(a: Args) -> Estimate:
-        return foreach(a, cost)
+        return foreach(a, cost, name)
 
     formula.__name__ = formula.__qualname__ = f"foreach_{name}"
     formula.__doc__ = f"_foreach_{name}: {cost} FLOP(s) per element of the first list."
