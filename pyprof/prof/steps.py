@@ -47,6 +47,7 @@ class Step:
     memcpy_ns: int = 0  # time a copy ran and no kernel
     memset_ns: int = 0  # time a memset ran and neither a kernel nor a copy
     sm_busy_ns: float | None = None  # sum of clipped duration x min(1, blocks / SMs); None when unknown
+    sm_known_ns: int = 0  # clipped duration of the kernels whose grid (so SM share) is known
     occ_x_ns: float = 0.0  # sum of clipped duration x estimated occupancy, over kernels where it is known
     occ_known_ns: int = 0  # clipped duration of those kernels
 
@@ -175,7 +176,7 @@ def _compute(w: WorkerData) -> tuple[list[Step], str]:
     edges[0] = span_start
     m = len(labels)
 
-    counts, ksum, sm_ns, occ_x, occ_ns, any_sm = _kernel_shares(w, edges, start, end, kind == KERNEL)
+    counts, ksum, sm_ns, sm_known_ns, occ_x, occ_ns, any_sm = _kernel_shares(w, edges, start, end, kind == KERNEL)
     order = np.argsort(start, kind="stable")
     s_sorted, e_sorted, k_sorted = start[order], end[order], kind[order]
     del order
@@ -185,7 +186,8 @@ def _compute(w: WorkerData) -> tuple[list[Step], str]:
     upto_set = _covered_by_window(s_sorted, e_sorted, edges, None)
     out = [Step(labels[j], int(edges[j]), int(edges[j + 1]), int(counts[j]), int(round(ksum[j])),
                 int(kernel_ns[j]), int(upto_copy[j] - kernel_ns[j]), int(upto_set[j] - upto_copy[j]),
-                float(sm_ns[j]) if any_sm else None, float(occ_x[j]), int(round(occ_ns[j])))
+                float(sm_ns[j]) if any_sm else None, int(round(sm_known_ns[j])), float(occ_x[j]),
+                int(round(occ_ns[j])))
            for j in range(m)]
     return out, source
 
@@ -200,7 +202,8 @@ def _kernel_shares(w: WorkerData, edges: np.ndarray, start: np.ndarray, end: np.
     """Per window: kernels that started in it, and the kernels' duration, SM time, occupancy x time and the
     time of kernels with a known occupancy, each kernel's shared between the windows it runs in by the time it
     spends in each (whole ns: float64 sums are exact below 104 days). A zero-length kernel goes to the window
-    of its start. Returns (counts, duration, sm, occupancy x time, occupancy-known time, any SM figure)."""
+    of its start. Returns (counts, duration, sm, SM-known time, occupancy x time, occupancy-known time, any SM
+    figure)."""
     m = len(edges) - 1
     ws = _window(edges, start)
     we = _window(edges, np.maximum(end - 1, start))
@@ -214,7 +217,7 @@ def _kernel_shares(w: WorkerData, edges: np.ndarray, start: np.ndarray, end: np.
     def per_window(weights: np.ndarray, keep: np.ndarray) -> np.ndarray:
         return np.bincount(ws, weights=np.where(inside & keep, weights, 0.0), minlength=m)
 
-    ksum, sm_ns = per_window(dur, is_k), per_window(sm, sm_known)
+    ksum, sm_ns, sm_ns_known = per_window(dur, is_k), per_window(sm, sm_known), per_window(dur, sm_known)
     occ_x, occ_ns = per_window(occ, occ_known), per_window(dur, occ_known)
     # Few kernels cross an edge (those running while the next step's work begins): split them here.
     for i in np.flatnonzero(is_k & ~inside):
@@ -227,11 +230,12 @@ def _kernel_shares(w: WorkerData, edges: np.ndarray, start: np.ndarray, end: np.
                 ksum[j] += part
                 if sm_known[i]:
                     sm_ns[j] += sm[i] * share
+                    sm_ns_known[j] += part
                 if occ_known[i]:
                     occ_x[j] += occ[i] * share
                     occ_ns[j] += part
             j += 1
-    return counts, ksum, sm_ns, occ_x, occ_ns, bool(sm_known.any())
+    return counts, ksum, sm_ns, sm_ns_known, occ_x, occ_ns, bool(sm_known.any())
 
 
 def _covered_by_window(s: np.ndarray, e: np.ndarray, edges: np.ndarray, keep: np.ndarray | None) -> np.ndarray:

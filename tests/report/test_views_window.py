@@ -3,6 +3,8 @@ PyTorch profiler's occupancy of 0 is not a measurement; the span is the profiled
 GPU activity; launches with no GPU activity say that the GPU side is missing."""
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import sqlite3
 import subprocess
@@ -10,11 +12,13 @@ import sys
 
 import pytest
 from report_helpers import kernel
+from shared_files import EXTERNAL, require_shared
 
 from pyprof.parse import parse_file
 from pyprof.prof.aggregate import aggregate, aggregate_files
 from pyprof.prof.steps import steps
 from pyprof.prof.views import build
+from pyprof.record import read_lines
 
 EXT = "external-2026-12/"
 GPUMODEL = EXT + "gpumodel_a100_cu128_trace.json"
@@ -155,6 +159,44 @@ def test_sm_efficiency_is_never_above_the_kernel_time():
     t, c = _overview(recs)
     (row,) = t.rows
     assert row[c["gpu_util_pct"]] == 55.0 and row[c["sm_efficiency_pct"]] == 50.0
+
+
+def test_sm_efficiency_and_occupancy_need_the_grids_of_most_kernel_time():
+    # a 10 us kernel on all of a 1-SM GPU, and a 90 us one whose grid the input lacks (a Kineto trace's replayed
+    # graph kernel): counting the second as idle SMs read 10%; 90% of kernel time unknown is na, said once
+    props = {"smCount": 1, "maxShmemPerSm": 233472, "maxRegistersPerSm": 65536, "maxWarpsPerSm": 64,
+             "threadsPerWarp": 32, "computeMajor": 9, "computeMinor": 0}
+    full = dict(gpu_props=props, registers=32, static_smem_bytes=0, dynamic_smem_bytes=0)
+    recs = [kernel(0, 10_000, **full), kernel(10_000, 90_000, **{**full, "grid": [], "block": []})]
+    t, c = _overview(recs)
+    (row,) = t.rows
+    assert row[c["gpu_util_pct"]] == 100.0
+    assert row[c["sm_efficiency_pct"]] is None and row[c["occupancy_pct"]] is None
+    (note,) = [n for n in t.notes if "are na" in n]
+    assert "90.0% of kernel time ran in kernels whose grid the input does not record" in note
+    # the same kernels with every grid known: both figures, and no such note
+    recs[1] = kernel(10_000, 90_000, **full)
+    t, c = _overview(recs)
+    (row,) = t.rows
+    assert row[c["sm_efficiency_pct"]] == 100.0 and row[c["occupancy_pct"]] is not None
+    assert not [n for n in t.notes if "are na" in n]
+
+
+def test_a_real_graph_replay_without_grids_has_no_sm_efficiency():
+    # vLLM's decode trace (TraceLens): 4 of its 425 kernels carry a grid, 286.035 of 10,674.517 us (a JSON
+    # recount): the SM efficiency read 2.58%, now na with the share said
+    require_shared()
+    events = json.load(gzip.open(EXTERNAL / "tracelens_vllm_decode_full_graph_execution.json.gz"))["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    known = sum(e["dur"] for e in kernels if "grid" in e.get("args", {}))
+    share = 100 * (1 - known / sum(e["dur"] for e in kernels))
+    assert f"{share:.1f}" == "97.3"
+    out = io.StringIO()
+    parse_file(str(EXTERNAL / "tracelens_vllm_decode_full_graph_execution.json.gz"), out)
+    (t,) = build(aggregate([("v", read_lines(out.getvalue().splitlines()))]), ["overview"])
+    (row,) = t.rows
+    assert row[t.columns.index("sm_efficiency_pct")] is None
+    assert any(f"{share:.1f}% of kernel time ran in kernels whose grid" in n for n in t.notes)
 
 
 # ---- item 7: launches recorded, no GPU activity ---------------------------------------------------------------

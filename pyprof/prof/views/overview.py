@@ -34,15 +34,42 @@ def _row(label: str, sts: list[Step]) -> list:
     busy = sum(s.busy_ns for s in sts)
     sm = None if any(s.sm_busy_ns is None for s in sts) else sum(s.sm_busy_ns for s in sts)
     occ_known = sum(s.occ_known_ns for s in sts)
+    sm_known = sum(s.sm_known_ns for s in sts)
     kernel_ns = sum(s.kernel_ns for s in sts)
+    kernel_sum = sum(s.kernel_sum_ns for s in sts)
+    if not _judged(sm_known, kernel_sum):
+        sm = None  # the kernels without a grid would count as idle SMs
+    elif sm is not None and sm_known < kernel_sum:
+        sm *= kernel_sum / sm_known  # the few kernels without a grid as full as the others
     # SM time is kernel time x the share of SMs a grid fills: never more than the time a kernel ran (concurrent
     # kernels each count their own, and may add up beyond it)
     sm_eff = None if sm is None or not span else round(100.0 * min(sm, kernel_ns) / span, 2)
-    occ = round(100.0 * sum(s.occ_x_ns for s in sts) / occ_known, 2) if occ_known else None
+    occ = round(100.0 * sum(s.occ_x_ns for s in sts) / occ_known, 2) if _judged(occ_known, kernel_sum) else None
     kernels = sum(s.kernels for s in sts)
     return [label, ms(span / n), ms(kernel_ns / n), ms(sum(s.memcpy_ns for s in sts) / n),
             ms(sum(s.memset_ns for s in sts) / n), ms(sum(s.idle_ns for s in sts) / n), busy_pct(busy, span), sm_eff,
             occ, kernels if n == 1 else round(kernels / n, 4), ms(sum(s.kernel_sum_ns for s in sts) / n)]
+
+
+def _unknown_grids(name: str | None, sts: list[Step]) -> list[str]:
+    """Why the SM efficiency (and occupancy) is na for a worker, where too much kernel time has no grid."""
+    kernel_sum = sum(s.kernel_sum_ns for s in sts)
+    sm_known = sum(s.sm_known_ns for s in sts)
+    if not kernel_sum or _judged(sm_known, kernel_sum):
+        return []
+    return [f"{name + ': ' if name else ''}Est. SM eff. % and Est. occupancy % are na: "
+            f"{100.0 * (1 - sm_known / kernel_sum):.1f}% of kernel time ran in kernels whose grid the input does "
+            "not record (a PyTorch-profiler trace records none for kernels replayed from a CUDA graph), and "
+            "counting them as idle SMs would be a guess."]
+
+
+#: The share of kernel time whose grid (and for occupancy, registers and shared memory) a figure needs known:
+#: below it the kernels that lack them (a Kineto trace's replayed graph kernels carry no grid) decide the figure.
+KNOWN_SHARE_MIN = 0.95
+
+
+def _judged(known_ns: float, kernel_sum_ns: float) -> bool:
+    return kernel_sum_ns > 0 and known_ns >= KNOWN_SHARE_MIN * kernel_sum_ns
 
 
 @view("overview")
@@ -71,6 +98,7 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
                        for st in sts]
         if len(sts) > 1:
             table.rows.append(head + _row("mean", sts))
+        table.notes += _unknown_grids(w.name if many else None, sts)
     launched = sum(win.launches for w in workers if not w.totals["records"] and (win := window_of(w.window)))
     if not sum(w.totals["records"] for w in workers):
         table.empty = (
