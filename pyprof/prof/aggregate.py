@@ -23,6 +23,7 @@ from pyprof.prof.table.rows import rows
 from pyprof.prof.model.roofline import Peaks, roofline
 from pyprof.prof.source_lines import SourceText
 from pyprof.prof.step_marker import NO_STEP, StepMarker, unmarked
+from pyprof.prof.user_ranges import USER_RANGE, range_push_ns
 from pyprof.prof.table.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, \
     merge_into, on_grid, op_key, sample, shapes_key
 from pyprof.prof.model.registry import TC_FAMILIES, Family
@@ -440,6 +441,9 @@ def _new_call(w: WorkerData, d: dict, okey: str, skey: str, is_kernel: bool, opt
     if not is_kernel:
         return 1, 1
     cid = d.get("call_id")
+    if cid is None and okey.startswith(USER_RANGE):
+        push = range_push_ns(d)  # a user range's instance is its call: its kernels, wherever they interleave
+        cid = None if push is None else ("range", push)
     if cid is None:
         new = _old_call(w, d, okey)
         return new, new

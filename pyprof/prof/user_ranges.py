@@ -59,6 +59,21 @@ def range_op(d: dict) -> str | None:
     return None
 
 
+def range_push_ns(d: dict) -> int | None:
+    """The push time (parse's ``range_ns``) of the innermost user range that names an activity no op encloses: one
+    instance of the range is one call of its ``range:NAME``. None where an op encloses it, no user range does, or
+    the record has no range times (parsed before them)."""
+    if d.get("op"):
+        return None
+    ranges = d.get("ranges") or ()
+    times = d.get("range_ns")
+    for i in range(len(ranges) - 1, -1, -1):
+        if names_work(ranges[i]):
+            t = times[2 * i] if type(times) is list and len(times) > 2 * i else None
+            return t if type(t) is int and t >= 0 else None
+    return None
+
+
 def range_layers(d: dict) -> list:
     """The user ranges around an activity that no op encloses, outermost first, each ``range:NAME``; [] where an op
     encloses it. Around an op the record does not say which of its ranges are the user's: ``ranges`` names an op's

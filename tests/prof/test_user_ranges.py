@@ -83,6 +83,40 @@ def test_deepseek_kernels_outside_every_op_are_named_by_their_user_range(deepsee
     assert not any(k.startswith("range:ProfilerStep") or k == "range:1F1B" for k in got)
 
 
+def test_a_range_op_has_a_call_per_instance_of_its_range(deepseek):
+    # a range:NAME row's calls are the instances of the range its kernels ran in, not its kernels (SGLang's decode
+    # range read 545 calls for one range). Recount: the innermost user_annotation instances (by start) that
+    # launched a kernel inside no cpu_op, with plain json
+    events = json.load(open(DEEPSEEK))["traceEvents"]
+    annotations, ops, launch = {}, {}, {}
+    for e in events:
+        if e.get("ph") == "X" and e.get("cat") in ("user_annotation", "cpu_op"):
+            (annotations if e["cat"] == "user_annotation" else ops).setdefault(e["tid"], []).append(e)
+        elif e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            launch[e["args"]["correlation"]] = e
+    instances: dict = {}
+    kernels: dict = {}
+    for e in events:
+        call = launch.get(e.get("args", {}).get("correlation")) if e.get("cat") == "kernel" else None
+        if call is None:
+            continue
+        t0, t1 = call["ts"], call["ts"] + call["dur"]
+        if any(o["ts"] <= t0 and t1 <= o["ts"] + o["dur"] for o in ops.get(call["tid"], ())):
+            continue
+        around = [a for a in annotations.get(call["tid"], ()) if a["ts"] <= t0 and t1 <= a["ts"] + a["dur"]
+                  and not a["name"].startswith("ProfilerStep#")]
+        if around:
+            inner = max(around, key=lambda a: a["ts"])
+            instances.setdefault(inner["name"], set()).add(inner["ts"])
+            kernels[inner["name"]] = kernels.get(inner["name"], 0) + 1
+    t = operators(aggregate([("deepseek", deepseek)]))
+    c = t.columns
+    rows = {r[c.index("op")]: r for r in t.rows}
+    for name in ("combine(F)", "dispatch(F)", "mlp(W)"):
+        row = rows[f"range:{name}"]
+        assert row[c.index("calls")] == len(instances[name]) < kernels[name] == row[c.index("kernels")], name
+
+
 def test_deepseek_user_ranges_are_layers_and_views_say_what_range_means(deepseek):
     layer_ns: dict = {}
     for d in deepseek:
