@@ -40,6 +40,23 @@ def test_a_gap_ended_by_work_queued_before_it_is_not_the_hosts():
     assert {r["cause"] for r in _rows(blind)} == {"unknown"}
 
 
+def test_work_launched_at_once_that_started_much_later_waited_for_something_else():
+    # SGLang's prefill trace (TraceLens): the kernel that ended a 493 ms gap was launched 0.04 ms after the GPU
+    # went idle and started 493 ms after its launch: the host was not what the GPU waited for. Built: the third
+    # kernel launched at 21 us (1 us late), started at 120 us (99 us after its launch): queued. Launched at 110 us
+    # instead (90 us late, starting 10 us after), the host's
+    recs = [kernel(0, 5_000, op=["a"], callsite="/p/t.py:1"),
+            kernel(15_000, 5_000, op=["b"], callsite="/p/t.py:2"),
+            kernel(120_000, 5_000, op=["c"], callsite="/p/t.py:3", api_start_ns=21_000)]
+    assert [(r["cause"], r["op"]) for r in _rows(recs)] == [("queued", "c"), ("launch", "b")]
+    (t,) = build(aggregate([("x", recs)]), ["recommendations"])
+    assert not any(r[0] == "idle_gaps" for r in t.rows)
+    recs[2] = dict(recs[2], api_start_ns=110_000)
+    assert [(r["cause"], r["op"]) for r in _rows(recs)] == [("host", "c"), ("launch", "b")]
+    (t,) = build(aggregate([("x", recs)]), ["recommendations"])
+    assert any(r[0] == "idle_gaps" for r in t.rows)
+
+
 def test_overlapping_streams_leave_no_gap():
     # the second kernel starts on another stream before the first ends: busy throughout
     recs = [kernel(0, 10_000, stream=7), kernel(5_000, 10_000, stream=8)]

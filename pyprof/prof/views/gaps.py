@@ -11,6 +11,11 @@ from pyprof.prof.aggregate import WorkerData
 from pyprof.prof.steps import steps
 
 
+#: Work that waited longer than this after its launch (and longer than its launch came late) waited for something
+#: other than the host: an event, another stream, a copy the runtime does on its own. A launch takes microseconds.
+QUEUED_AFTER_LAUNCH_NS = 50_000
+
+
 class Gaps(NamedTuple):
     """A worker's idle gaps, in time order, as columns (a million-kernel input has about as many gaps): each
     gap is a stretch of its profiled span with nothing running on its GPU."""
@@ -22,6 +27,15 @@ class Gaps(NamedTuple):
     labels: list
     after_sync: np.ndarray  # the last activity before it was a synchronising copy (WorkerData.syncs)
     launch_late_ns: np.ndarray  # how long after the gap began that activity was launched (0: launched before)
+
+    @property
+    def host_waited(self) -> np.ndarray:
+        """The gaps the GPU spent waiting for the host: ended by work launched after the GPU went idle, which then
+        started within QUEUED_AFTER_LAUNCH_NS of its launch or sooner than the launch came. A launch that came at
+        once, its work starting half a second later, left the GPU waiting for something else (queued)."""
+        after_launch = self.idle_ns - self.launch_late_ns
+        return (self.launch_late_ns > 0) & ((after_launch < QUEUED_AFTER_LAUNCH_NS)
+                                            | (after_launch <= self.launch_late_ns))
 
 
 def launch_times(w: WorkerData) -> bool:

@@ -9,7 +9,7 @@ from pyprof.prof.inflation import program_step
 from pyprof.prof.steps import steps
 from pyprof.prof.tables import Table
 from pyprof.prof.views.helpers import ms, pct, short_lines, merged
-from pyprof.prof.views.gaps import gaps, launch_times
+from pyprof.prof.views.gaps import QUEUED_AFTER_LAUNCH_NS, gaps, launch_times
 from pyprof.prof.views.view_registry import view
 
 #: A gap shorter than this is launch overhead (the host issuing kernels one by one); a longer one, host work.
@@ -22,8 +22,10 @@ CAUSES = {
               "issuing work one launch at a time",
     "host": f"gaps of {SHORT_GAP_NS // 1000} us or more ended by work launched after the GPU went idle: host work between launches (Python, data loading, "
             "the optimizer's bookkeeping)",
-    "queued": "gaps ended by work launched before the GPU went idle: the GPU did not wait for the host but for "
-              "something else (an event or another stream it depends on, a peer's collective, its own scheduling)",
+    "queued": "gaps ended by work launched before the GPU went idle, or launched after but started over "
+              f"{QUEUED_AFTER_LAUNCH_NS // 1000} us later than that (and later than the launch came): the GPU did not "
+              "wait for the host but for something else (an event or another stream it depends on, a peer's "
+              "collective, its own scheduling)",
     "unknown": "gaps in records without launch (CUDA API) times: whether the GPU waited for the host cannot be told",
     "edges": "the profiled window before the first GPU activity and after the last, where the capture's window "
              "is the span (no step marker): start-up and tear-down, or a program that used the GPU for a moment; "
@@ -51,7 +53,7 @@ def idle(agg: Aggregate, worker: str | None = None) -> Table:
         total_idle += int(g.idle_ns.sum())
         # The cause is computed from the launch times: a gap the host caused ends with work launched after it began
         if launch_times(w):
-            waited = np.where(g.launch_late_ns > 0, np.where(g.idle_ns < SHORT_GAP_NS, 1, 2), 3)
+            waited = np.where(g.host_waited, np.where(g.idle_ns < SHORT_GAP_NS, 1, 2), 3)
         else:
             waited = np.full(len(g.idle_ns), 4)
         cause = np.where(g.after_sync, 0, waited)

@@ -84,7 +84,7 @@ def idle(c: Ctx) -> list[Finding]:
     parts = [(w, gaps(w)) for w in c.ws]
     launches = {id(w): c.has_launches(w) for w, _ in parts}
     out = []
-    short = [(w, g, (g.idle_ns < SHORT_GAP_NS) & ~g.after_sync & (g.launch_late_ns > 0)) for w, g in parts
+    short = [(w, g, (g.idle_ns < SHORT_GAP_NS) & ~g.after_sync & g.host_waited) for w, g in parts
              if launches[id(w)]]
     if len(short) < len(parts):
         for rule in ("launch_bound", "idle_gaps"):
@@ -110,7 +110,7 @@ def idle(c: Ctx) -> list[Finding]:
             continue  # whether the GPU waited for the host cannot be told: said once below
         # only gaps that ended with work launched after the GPU went idle: the GPU waited for the host. A gap
         # ended by work already queued waited for something else (a stream's event, another stream, a peer).
-        long = (g.idle_ns >= SHORT_GAP_NS) & ~g.after_sync & (g.launch_late_ns > 0)
+        long = (g.idle_ns >= SHORT_GAP_NS) & ~g.after_sync & g.host_waited
         if not long.any():
             continue
         per_site = np.bincount(g.site[long], weights=g.idle_ns[long])
@@ -194,7 +194,7 @@ def syncs(c: Ctx) -> list[Finding]:
     ns = sum(g.ns for g in sync.values())
     # A gap right after a copy that blocked the host: the host could launch nothing before the copy returned. Where
     # launch times are recorded, only gaps whose work came after the GPU went idle count (not work already queued).
-    after = [(w, g, g.after_sync & (g.launch_late_ns > 0) if c.has_launches(w) else g.after_sync)
+    after = [(w, g, g.after_sync & g.host_waited if c.has_launches(w) else g.after_sync)
              for w, g in ((w, gaps(w)) for w in c.ws)]
     trace_ns = sum(int(g.idle_ns[m].sum()) for _, g, m in after)
     idle_ns = sum(c.program_idle(w, int(g.idle_ns[m].sum())) for w, g, m in after)
