@@ -24,6 +24,7 @@ from pyprof.prof.model.roofline import Peaks, roofline
 from pyprof.prof.source_lines import SourceText
 from pyprof.prof.step_marker import NO_STEP, StepMarker, unmarked
 from pyprof.prof.user_ranges import USER_RANGE, range_push_ns
+from pyprof.parse.readers.activities import GRAPH_LAUNCH_APIS
 from pyprof.prof.table.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, \
     merge_into, on_grid, op_key, sample, shapes_key
 from pyprof.prof.model.registry import TC_FAMILIES, Family
@@ -84,7 +85,8 @@ class WorkerData:
         # (layout "nchw" / "nhwc" / "?", dtype): convolution kernels
         self.convs: dict[tuple, Group] = {}
         self.totals = {"records": 0, "kernels": 0, "kernel_ns": 0, "memcpy_ns": 0, "memset_ns": 0, "gpu_ns": 0,
-                       "tiny_kernels": 0, "tiny_ns": 0, "comm_ns": 0, "flops": 0, "ideal_ns": 0.0, "tc_ns": 0}
+                       "tiny_kernels": 0, "tiny_ns": 0, "comm_ns": 0, "flops": 0, "ideal_ns": 0.0, "tc_ns": 0,
+                       "graph_ns": 0}  # graph_ns: kernel time replayed from CUDA graphs (launched by a graph launch)
         self.gpus: set = set()
         self.untimed = 0  # activities without start/end times (left out of the steps)
         # The timeline, one entry per activity, in input order.
@@ -557,6 +559,8 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks, marker: StepMarker |
         if tiny:
             t["tiny_kernels"] += 1
             t["tiny_ns"] += dur
+        if d.get("api") in GRAPH_LAUNCH_APIS:
+            t["graph_ns"] += dur
         if s.comm:  # groups.is_comm, as sample() read it
             t["comm_ns"] += dur
             if d.get("start_ns") is not None:

@@ -57,6 +57,27 @@ def test_work_launched_at_once_that_started_much_later_waited_for_something_else
     assert any(r[0] == "idle_gaps" for r in t.rows)
 
 
+def _idle_action(recs) -> str:
+    (t,) = build(aggregate([("x", recs)]), ["recommendations"])
+    (row,) = [r for r in t.rows if r[0] == "idle_gaps"]
+    return row[t.columns.index("action")]
+
+
+def test_the_idle_action_speaks_of_what_the_records_hold():
+    # a 100 us gap the host left before kernel c: without backward work or an optimizer (an inference server's
+    # trace), no zero_grad, optimizer or DataLoader; with a backward kernel, those; with most kernel time replayed
+    # from CUDA graphs, no advice to use them
+    recs = [kernel(0, 5_000, op=["a"], callsite="/p/t.py:1"),
+            kernel(120_000, 5_000, op=["c"], callsite="/p/t.py:3", api_start_ns=110_000)]
+    plain = _idle_action(recs)
+    assert "CUDA graphs or torch.compile" in plain
+    assert not any(w in plain for w in ("zero_grad", "optimizer", "DataLoader"))
+    trained = _idle_action(recs + [kernel(126_000, 1_000, op=["mm"], dir="bprop", callsite="/p/t.py:3")])
+    assert "zero_grad/optimizer overhead" in trained and "DataLoader" in trained
+    graphed = [dict(r, api="cudaGraphLaunch") for r in recs]
+    assert "CUDA graphs" not in _idle_action(graphed)
+
+
 def test_overlapping_streams_leave_no_gap():
     # the second kernel starts on another stream before the first ends: busy throughout
     recs = [kernel(0, 10_000, stream=7), kernel(5_000, 10_000, stream=8)]

@@ -45,15 +45,18 @@ class Sample(NamedTuple):
 OPTIMIZER_RANGE = "Optimizer.step"
 OPTIMIZER_OPS = ("_foreach_", "_fused_")
 _OPTIM_MODULE = "torch.optim."
+#: foreach ops that say nothing of an optimizer outside its range: a serving engine copies a batch's inputs into
+#: its CUDA graph's buffers with _foreach_copy_ (SGLang's cuda_graph_runner)
+_NOT_OPTIMIZER_ALONE = ("_foreach_copy_",)
 
 
 def is_optimizer(d: dict) -> bool:
-    """True for an activity of an optimizer step: a ``_foreach_*``/``_fused_*`` op, or an op under PyTorch's
-    ``Optimizer.step#...`` range that autograd did not record and no module ran (an optimizer's per-parameter
-    loop of plain ops: ``step`` runs under no_grad). Lightning, and any ``optimizer.step(closure)``, run the
+    """True for an activity of an optimizer step: a ``_foreach_*``/``_fused_*`` op (but ``_foreach_copy_``), or an
+    op under PyTorch's ``Optimizer.step#...`` range that autograd did not record and no module ran (an optimizer's
+    per-parameter loop of plain ops: ``step`` runs under no_grad). Lightning, and any ``optimizer.step(closure)``, run the
     whole training step inside that range: its forward ops carry an autograd sequence number or a module."""
     first = first_name(d.get("op"))
-    if isinstance(first, str) and first.startswith(OPTIMIZER_OPS):
+    if isinstance(first, str) and first.startswith(OPTIMIZER_OPS) and not first.startswith(_NOT_OPTIMIZER_ALONE):
         return True
     for name in d.get("ranges") or ():
         # Nsight Systems' functions-trace names the step by its Python function: torch.optim.AdamW.step

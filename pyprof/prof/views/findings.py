@@ -94,6 +94,10 @@ class Ctx:
         self.programs: dict[int, ProgramStep | None] = {id(w): program_step(w) for w in ws}
         # the steps are forwards of an inference loop (pyprof.prof.forwards): the actions speak of decoding
         self.inference = any(forwards(w) is not None for w in ws)
+        # training: backward work or an optimizer ran (the actions may speak of zero_grad and data loading)
+        self.training = any(w.optimizer or any(k.endswith(" (bprop)") for k in w.ops) for w in ws)
+        # the share of kernel time replayed from CUDA graphs: advice to use them is moot where they run already
+        self.graph_share = total(ws, "graph_ns") / self.kernel_ns if self.kernel_ns else 0.0
         self.trace_span_ns = sum(s.span_ns for w in ws for s in steps(w)[0])
         self.span_ns = sum(self.worker_span_ns(w) for w in ws)
         self.notes: dict[tuple[str, str], str] = {}

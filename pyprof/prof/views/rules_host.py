@@ -72,6 +72,39 @@ _IDLE_INFERENCE = ("The GPU waits for the host before this line: between forward
                    "batch more sequences")
 
 
+#: Where this share of kernel time is replayed from CUDA graphs already, the actions do not advise them.
+GRAPHED_SHARE = 0.5
+
+
+def _launch_action(c: Ctx) -> str:
+    """What to do about launch-bound steps: for the loop the records show (training or not, graphs or not)."""
+    if c.inference:
+        return _LAUNCH_BOUND_INFERENCE
+    graphs = c.graph_share >= GRAPHED_SHARE
+    parts = ["Launch-bound: " + ("the work outside the CUDA graphs the step replays already is launched one kernel "
+                                 "at a time: capture it too, or torch.compile to fuse it" if graphs else
+                                 "CUDA graphs (torch.compile(mode='reduce-overhead')), torch.compile to fuse kernels"),
+             "larger batches"]
+    if c.training:
+        parts.append("foreach/fused optimizers")
+    return ", ".join(parts)
+
+
+def _idle_action(c: Ctx) -> str:
+    """What to do about long gaps the host left: the host work the records make possible, and the remedies that
+    apply (no zero_grad or DataLoader without training, no CUDA graphs where the step replays them)."""
+    if c.inference:
+        return _IDLE_INFERENCE
+    work = "Python work, data loading, zero_grad/optimizer overhead, synchronisations" if c.training else \
+        "Python work, preparing inputs, synchronisations"
+    cures = ["torch.compile cuts host time" if c.graph_share >= GRAPHED_SHARE else
+             "CUDA graphs or torch.compile cut host time"]
+    if c.training:
+        cures.append("a DataLoader with workers and pin_memory overlaps loading")
+    return f"The GPU waits for the host before this line: profile the CPU between the previous GPU work and it " \
+           f"({work}); {', '.join(cures)}"
+
+
 def idle(c: Ctx) -> list[Finding]:
     """The GPU waiting for the host: short gaps that end with work launched after the GPU went idle
     (launch-bound: computed from the launch times, so it needs them) and long gaps before a line's work."""
@@ -101,9 +134,7 @@ def idle(c: Ctx) -> list[Finding]:
             "launch_bound", f"before {top(_by_site(c, short))}; steps {top(_by_step(c, short))}",
             f"{n_short} gaps under {SHORT_GAP_NS / 1000:.0f} us, each ended by work launched after the GPU went "
             f"idle, leave it idle {_idle_words(c, trace_ns, short_ns)}; {tiny} of {n_k} kernels ran under 10 us",
-            short_ns, _LAUNCH_BOUND_INFERENCE if c.inference else
-            "Launch-bound: CUDA graphs (torch.compile(mode='reduce-overhead')), torch.compile to fuse kernels, "
-            "larger batches, foreach/fused optimizers", short_ns))
+            short_ns, _launch_action(c), short_ns))
     rows = []
     for w, g in parts:
         if not launches[id(w)]:
@@ -130,10 +161,7 @@ def idle(c: Ctx) -> list[Finding]:
                 f"{int(mine.sum())} gaps of {SHORT_GAP_NS / 1000:.0f} us or more before it, idle "
                 f"{_idle_words(c, trace_ns, ns)}, the largest {fmt_ms(int(g.idle_ns[big]))} in "
                 f"{g.labels[g.step[big]]}{late}",
-                ns, _IDLE_INFERENCE if c.inference else
-                "The GPU waits for the host before this line: profile the CPU between the previous GPU work and it "
-                "(Python work, data loading, zero_grad/optimizer overhead, synchronisations); CUDA graphs or "
-                "torch.compile cut host time, a DataLoader with workers and pin_memory overlaps loading", ns))
+                ns, _idle_action(c), ns))
     if rows:
         c.idle_said("idle_gaps")
     out += cap_rows(rows)
