@@ -148,14 +148,7 @@ class _Recorder:
         capture = self.active.get(threading.get_ident())
         if capture is None:
             return
-        todo = [t.grad_fn for t in roots if isinstance(t, torch.Tensor) and t.grad_fn is not None]
-        seen: set = set()
-        while todo and len(seen) < MAX_NODES:
-            node = todo.pop()
-            if node is None or id(node) in seen:
-                continue
-            seen.add(id(node))
-            todo.extend(n for n, _ in node.next_functions)
+        for node in graph_nodes([t.grad_fn for t in roots if isinstance(t, torch.Tensor)]):
             seq = node._sequence_nr()
             if not 0 <= seq < _NO_SEQ:
                 continue
@@ -212,6 +205,24 @@ class _Recorder:
 
 
 recorder = _Recorder()
+
+
+def graph_nodes(starts: list) -> list:
+    """Every node of the autograd graph behind ``starts`` (nodes; None is none), each once, at most MAX_NODES.
+
+    A C++ node's Python object lives only while referenced: ``next_functions`` makes new ones, and one dropped
+    frees its memory for the next. So the nodes seen are kept, not their ``id``: a new object at a freed one's
+    address would read as seen, and its whole subgraph go unvisited (a captured training step's backward kept
+    4 of its nodes, on an H100)."""
+    seen: set = set()
+    todo = [n for n in starts if n is not None]
+    while todo and len(seen) < MAX_NODES:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        todo.extend(n for n, _ in node.next_functions)
+    return list(seen)
 
 
 def _op_name(text: str) -> str:

@@ -294,6 +294,26 @@ def test_a_backward_pass_during_a_capture_keeps_each_nodes_range_and_its_forward
     assert w.grad is not None
 
 
+def test_every_node_of_a_deep_backward_pass_keeps_its_range(watched):
+    # the nodes are found by walking the graph from the loss; torch makes a new Python object for a node each time
+    # one is asked for, and frees it when dropped, so the walk keeps the nodes it saw (an id could be reused)
+    import torch
+
+    _sink, graphs, _state = watched
+    layers = [m for _ in range(24) for m in (torch.nn.Linear(8, 8), torch.nn.GELU())]
+    net = torch.nn.Sequential(*layers)
+    g = FakeGraph()
+    g.capture_begin()
+    loss = torch.nn.functional.cross_entropy(net(torch.randn(4, 8)), torch.zeros(4, dtype=torch.long))
+    numbered = [n for n in graphs.graph_nodes([loss.grad_fn]) if 0 <= n._sequence_nr() < graphs._NO_SEQ]
+    loss.backward()
+    g.capture_end()
+    (capture,) = graphs.recorder.captures
+    ran = [r[2] for r in capture.ranges if r[2].startswith(graphs.ENGINE_PREFIX)]
+    # cross_entropy's two nodes, then per layer GELU's, and Linear's addmm and transpose: 2 + 24 * 3
+    assert len(numbered) == len(ran) == 2 + 24 * 3
+
+
 def test_uninit_puts_autograd_back():
     import torch
 
