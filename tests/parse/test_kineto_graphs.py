@@ -2,11 +2,13 @@
 name no graph node (PyTorch 2.11), so parse ties each replay to its capture by launch order
 (pyprof.parse.readers.kineto_graphs): the i-th activity of a one-stream replay is the i-th call captured. Synthetic
 traces in the event shapes of tests/parse/test_kineto.py; what is not certain stays with the launching op, and parse
-says why."""
+says why. Then two real traces of a timm ViT-S/16 captured on an H100 (tests/data/README.md)."""
 from __future__ import annotations
 
 import io
 import json
+import lzma
+from pathlib import Path
 
 import pytest
 from test_kineto import PID, kernel, launch, op
@@ -125,3 +127,59 @@ def test_a_hip_graph_replay_is_counted_as_a_graph_replay():
     require_shared()
     stats = parse_file(str(EXTERNAL / "tracelens_vllm_decode_full_graph_execution.json.gz"), io.StringIO())
     assert stats.graph_launch_kernels == 421 and stats.graph_untied == {kg.NO_CAPTURE: 421}
+
+
+# -- real traces: a timm ViT-S/16 whose graph was captured and replayed inside the profiler (tests/data/graphs) -----
+GRAPHS = Path(__file__).resolve().parents[1] / "data" / "graphs"
+
+
+def _replayed(name: str) -> tuple[list[dict], int]:
+    """The trace's records whose launch is a graph launch, and the kernels a JSON recount finds launched so."""
+    events = json.loads(lzma.decompress((GRAPHS / name).read_bytes()))["traceEvents"]
+    graph_corr = {e["args"]["correlation"] for e in events
+                  if e.get("cat") == "cuda_runtime" and e["name"] == "cudaGraphLaunch"}
+    n = sum(1 for e in events if e.get("cat") == "kernel" and e["args"].get("correlation") in graph_corr)
+    out = io.StringIO()
+    parse_file(str(GRAPHS / name), out)
+    recs = list(read_lines(out.getvalue().splitlines()))
+    return [r for r in recs if r.get("api") == "cudaGraphLaunch"], n
+
+
+def _gemm_flops(recs: list[dict]) -> dict:
+    (ops,) = build(aggregate([("x", recs)]), ["operators"])
+    c = ops.columns
+    return {r[c.index("op")]: r[c.index("flops")] for r in ops.rows}
+
+
+def test_a_real_inference_graph_has_every_replayed_kernels_op_line_and_flops():
+    # the forward (bf16, batch 32) captured and replayed 3 times on an H100 (PyTorch 2.11: no graph node ids):
+    # every replayed kernel tied by order, with the line of its op; FLOPs per replay equal FlopCounterMode's count
+    # of the same forward (flops_vit_train.json's forward ops: the same model, batch and shapes)
+    recs, n = _replayed("kineto_vit_infer.pt.trace.json.xz")
+    kernels = [r for r in recs if r["kind"] == "kernel"]
+    assert len(kernels) == n == 378
+    assert all(r["op"] and r.get("callsite") for r in kernels)
+    flops = _gemm_flops(recs)
+    ref = json.loads((GRAPHS / "flops_vit_train.json").read_text())["by_op"]
+    assert flops["linear"] == 3 * ref["aten.addmm"]
+    assert flops["scaled_dot_product_attention"] == 3 * ref["aten._scaled_dot_product_cudnn_attention"]
+    assert flops["conv2d"] == 3 * ref["aten.convolution"]
+
+
+def test_a_real_training_step_graph_ties_its_backward_too():
+    # a whole step (forward, backward, AdamW capturable) captured and replayed 3 times: every replayed kernel tied,
+    # backward kernels linked to their forward op. GEMM, attention and convolution FLOPs per replay equal
+    # FlopCounterMode's; pyprof's linear backward adds the bias gradients' sums, M*N adds a layer: 12 blocks of
+    # qkv, proj, fc1 and fc2 (out 1152 + 384 + 1536 + 384) over 32 x 197 tokens, and the head's 1000 over 32
+    recs, n = _replayed("kineto_vit_train.pt.trace.json.xz")
+    kernels = [r for r in recs if r["kind"] == "kernel"]
+    assert len(kernels) == n
+    assert all(r["op"] for r in kernels)
+    assert sum(r["dir"] == "bprop" for r in kernels) > n // 3
+    flops = _gemm_flops(recs)
+    ref = json.loads((GRAPHS / "flops_vit_train.json").read_text())["by_op"]
+    bias_adds = 32 * 197 * 12 * (1152 + 384 + 1536 + 384) + 32 * 1000
+    assert flops["linear"] == 3 * ref["aten.addmm"]
+    assert flops["linear (bprop)"] == 3 * (ref["aten.mm"] + bias_adds)
+    assert flops["scaled_dot_product_attention (bprop)"] == 3 * ref["aten._scaled_dot_product_cudnn_attention_backward"]
+    assert flops["conv2d (bprop)"] == 3 * ref["aten.convolution_backward"]
