@@ -199,6 +199,27 @@ def test_a_real_graph_replay_without_grids_has_no_sm_efficiency():
     assert any(f"{share:.1f}% of kernel time ran in kernels whose grid" in n for n in t.notes)
 
 
+def test_a_first_step_that_began_long_before_the_gpu_is_said(tmp_path):
+    # the TensorBoard plugin's ResNet-50 trace: ProfilerStep#5 began on the CPU 69.076 ms before the GPU's first
+    # activity (a JSON recount), time no step window holds; HTA's trace_diff trace starts its GPU work at once
+    require_shared()
+    path = EXTERNAL / "kineto_tbplugin_resnet50_nw0_2021-06.pt.trace.json.gz"
+    events = json.load(gzip.open(path))["traceEvents"]
+    (step,) = [e for e in events if e.get("name") == "ProfilerStep#5" and e.get("cat") != "gpu_user_annotation"]
+    first_gpu = min(e["ts"] for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "Kernel",
+                                                                 "Memcpy", "Memset"))
+    lead_ms = (first_gpu - step["ts"]) / 1e3
+    assert round(lead_ms, 3) == 69.076
+    for name, said in ((path, f"ProfilerStep#5 began on the CPU {lead_ms:.3f}"),
+                       (EXTERNAL / "hta_trace_diff_test.json.gz", None)):
+        records = tmp_path / "r.dict"
+        with open(records, "w") as f:
+            parse_file(str(name), f)  # with its host lines, where the steps' CPU ranges are
+        (t,) = build(aggregate_files([str(records)]), ["overview"])
+        notes = [n for n in t.notes if "began on the CPU" in n]
+        assert (notes[0].startswith(said) and "before the GPU ran anything" in notes[0]) if said else not notes
+
+
 # ---- item 7: launches recorded, no GPU activity ---------------------------------------------------------------
 
 NO_GPU = {EXT + "zoology_a100_no_gpu_events.json": 260, EXT + "solangii_rtx4060_no_kernels.json": 10}

@@ -4,11 +4,13 @@ efficiency and estimated achieved occupancy. Steps are windows that partition ea
 (pyprof.prof.steps)."""
 from __future__ import annotations
 
+import numpy as np
+
 from pyprof.prof.aggregate import Aggregate
 from pyprof.prof.forwards import forwards
 from pyprof.prof.inflation import program_step
 from pyprof.prof.tables import Table
-from pyprof.prof.steps import Step, busy_pct, no_process, span_window, steps
+from pyprof.prof.steps import Step, assign, busy_pct, no_process, span_window, steps
 from pyprof.prof.load.window import window_of
 from pyprof.prof.views.view_registry import view
 from pyprof.prof.views.helpers import ms
@@ -49,6 +51,34 @@ def _row(label: str, sts: list[Step]) -> list:
     return [label, ms(span / n), ms(kernel_ns / n), ms(sum(s.memcpy_ns for s in sts) / n),
             ms(sum(s.memset_ns for s in sts) / n), ms(sum(s.idle_ns for s in sts) / n), busy_pct(busy, span), sm_eff,
             occ, kernels if n == 1 else round(kernels / n, 4), ms(sum(s.kernel_sum_ns for s in sts) / n)]
+
+
+#: A first step whose CPU range began this long before the GPU's first activity (a share of that range, and at
+#: least LATE_GPU_MIN_NS) is said: the host worked that long with the GPU idle, before any step's window.
+LATE_GPU_SHARE = 0.2
+LATE_GPU_MIN_NS = 1_000_000
+
+
+def _late_gpu_note(w, many: bool) -> str | None:
+    """The first step, where its CPU range (the input's step ranges on the host) began well before the worker's
+    first GPU activity: the windows start there, so that stretch, the GPU idle, is in no step's span and no idle
+    figure. Measured from the host lines, the activities' starts and their launches; None otherwise."""
+    cpu = {name: (int(lo), int(hi)) for r in w.host if r.category == "step" and r.names
+           for name, lo, hi in zip(r.names, r.start_ns, r.end_ns)}
+    sts, source = steps(w)
+    if not cpu or not sts or sts[0].label not in cpu or span_window(w, source) is not None:
+        return None  # (a capture's window widens the span: the time before the GPU's first work is in it)
+    t0, t1 = cpu[sts[0].label]
+    lead = sts[0].start_ns - t0
+    if lead < LATE_GPU_MIN_NS or lead < LATE_GPU_SHARE * (t1 - t0):
+        return None
+    _labels, which, _source = assign(w)
+    launch = np.frombuffer(w.launch_ns, np.int64)[which == 0]
+    first = f"; its first launch came {ms(max(int(launch.min()) - t0, 0))} ms in" if len(launch) else ""
+    who = f"{w.name}: " if many else ""
+    return (f"{who}{sts[0].label} began on the CPU {ms(lead)} ms before the GPU ran anything (its CPU range "
+            f"{ms(t1 - t0)} ms{first}). The steps' windows start at the GPU's first activity, so that time, the "
+            "GPU idle, is in no step's span and no idle figure; the host view splits the step's CPU time.")
 
 
 def _unknown_grids(name: str | None, sts: list[Step]) -> list[str]:
@@ -137,6 +167,7 @@ def overview(agg: Aggregate, worker: str | None = None) -> Table:
                            "are never averaged together: each has its own GPU timeline (compare them in the "
                            "workers view).")
     table.notes += [_window_note(w, many) for w in workers if steps(w)[0] and window_of(w.window) is not None]
+    table.notes += [note for w in workers if (note := _late_gpu_note(w, many))]
     table.notes += [note for w in workers if (note := _program_note(w, many))]
     table.notes += [note for w in workers if (note := _forwards_note(w, many))]
     table.notes += [_join_note(name, run, len(agg.inputs) > 1) for name, run in agg.joins.items()
