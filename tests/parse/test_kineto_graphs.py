@@ -183,3 +183,21 @@ def test_a_real_training_step_graph_ties_its_backward_too():
     assert flops["linear (bprop)"] == 3 * (ref["aten.mm"] + bias_adds)
     assert flops["scaled_dot_product_attention (bprop)"] == 3 * ref["aten._scaled_dot_product_cudnn_attention_backward"]
     assert flops["conv2d (bprop)"] == 3 * ref["aten.convolution_backward"]
+
+
+def test_calls_made_during_a_capture_are_counted_and_said():
+    # the inference trace's capture, recounted with json: the work calls between cudaStreamBeginCapture and
+    # cudaStreamEndCapture (kernel launches, async copies and memsets), none of which ran
+    events = json.loads(lzma.decompress((GRAPHS / "kineto_vit_infer.pt.trace.json.xz").read_bytes()))["traceEvents"]
+    runtime = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    (begin,) = [e["ts"] for e in runtime if e["name"] == "cudaStreamBeginCapture"]
+    (end,) = [e["ts"] for e in runtime if e["name"] == "cudaStreamEndCapture"]
+    work = ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx", "cudaMemcpyAsync",
+            "cudaMemsetAsync")
+    n = sum(1 for e in runtime if begin < e["ts"] < end and e["name"] in work)
+    stats = parse_file(str(GRAPHS / "kineto_vit_infer.pt.trace.json.xz"), io.StringIO())
+    assert stats.graph_captured == n == 138
+    from pyprof.parse.cli import _summary
+
+    assert f"{n} kernel launches, copies and memsets made while a CUDA graph was captured ran nothing" in \
+        _summary("t", stats)

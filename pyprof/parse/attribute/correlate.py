@@ -65,6 +65,7 @@ class Stats:
     graph_launch_kernels: int = 0  # kernels of a graph launch whose graph node the profile does not name
     # of those, the kernels a reader that ties replays to their capture by order (kineto_graphs) left untied, by why
     graph_untied: dict = field(default_factory=dict)
+    graph_captured: int = 0  # work calls made during a graph capture in the trace: they ran nothing (kineto_graphs)
     memory_events: int = 0  # allocations and frees, in memory lines after the records (record.SIDE_KEY)
     kernel_launches: int = 0  # kernel launch calls (the window lines' launches), whether or not their GPU side is in
     # an nsys export parsed on the pure-Python path because the compiled core was never built (no C compiler or no

@@ -135,6 +135,8 @@ class Source:
     launch_sites: bool = False
     #: Kernels replayed from CUDA graphs that the reader could not tie to their capture, by why (kineto_graphs).
     graph_untied: dict | None = None
+    #: Work calls made while a stream was captured into a CUDA graph: they ran nothing (kineto_graphs).
+    graph_captured: int = 0
     #: The temporary file the reader reads (a decompressed export, stdin spooled to disk): close_source deletes it.
     temp_path: str | None = None
 

@@ -26,7 +26,7 @@ from pyprof.parse.attribute import markers as mk
 from pyprof.parse.readers.activities import Activity, GpuInfo, Launch, MemoryEvent, Source
 from pyprof.parse.readers.demangle import demangle, short_name
 from pyprof.parse.readers.frames import INTERNAL
-from pyprof.parse.readers.kineto_graphs import tie_replays
+from pyprof.parse.readers.kineto_graphs import captured_calls, tie_replays
 from pyprof.parse.readers.kineto_json import UNSET, Args, Event, Guarded, SharedValues, TraceReader, args_of
 from pyprof.record import DIST_KEYS, INT_MAX, INT_MIN
 
@@ -151,6 +151,7 @@ class KinetoSource(Source):
         self._launches.sort(key=lambda x: x.start_ns)
         self._acts.sort(key=lambda a: a.start_ns)
         self._memory.sort(key=lambda m: m.t_ns)
+        self.graph_captured = captured_calls(self._launches, self._acts)
         self._launches, self._acts, self.graph_untied = tie_replays(self._launches, self._acts)
         self._window_and_launches()
         # GPU events name the device as their process; the process that ran them is the one that launched GPU

@@ -71,6 +71,12 @@ def _is_work(api: str) -> bool:
     return ("Launch" in api and "Graph" not in api) or "Memcpy" in api or "Memset" in api
 
 
+def captured_calls(launches: list[Launch], acts: list[Activity]) -> int:
+    """How many kernel launches, copies and memsets were made while a capture of their process was open, and so ran
+    nothing: their work runs when the graph is replayed."""
+    return sum(len(c.calls) for c in _captures(launches, {a.launch_key for a in acts}))
+
+
 def tie_replays(launches: list[Launch], acts: list[Activity]) -> tuple[list, list, dict]:
     """``launches`` and ``acts`` (each in start order) with each captured call keyed as a graph node and each
     activity of a tied replay pointing to its node; and the count of kernels left untied, by why. The lists are

@@ -172,7 +172,8 @@ def _pieces(lines: Iterator[str], piece_chars: int) -> Iterator[str]:
 
 def _stats(source: Source) -> Stats:
     # what the reader counted already: what it left out, and replays it could not tie to their capture
-    return Stats(oddities=source.oddities, graph_untied=dict(source.graph_untied or {}))
+    return Stats(oddities=source.oddities, graph_untied=dict(source.graph_untied or {}),
+                 graph_captured=source.graph_captured)
 
 
 _RANGES, _RANGE_NS = ATTRIBUTION.index("ranges"), ATTRIBUTION.index("range_ns")
