@@ -77,7 +77,8 @@ class WorkerData:
         # the parameters (or one of their state tensors)
         self.opt_list_bytes: dict[tuple[int, int], int] = {}
         self.opt_ranges: set = set()  # the Optimizer.step#CLASS.step ranges seen
-        # (short kernel name, op key, line): kernels whose roofline is set by their bytes (memory-bound)
+        # (short kernel name, op key, line, a matrix kernel: GEMM, convolution, attention): kernels whose roofline is
+        # set by their bytes (memory-bound)
         self.mem_bound: dict[tuple, Group] = {}
         # (op key, short kernel name, line): NCHW <-> NHWC conversion kernels (_LAYOUT)
         self.layout: dict[tuple, Group] = {}
@@ -588,7 +589,7 @@ def _add_record(w: WorkerData, d: dict, m, r, peaks: Peaks, marker: StepMarker |
             gp = peaks.for_gpu(d.get("gpu"))
             # memory-bound: the bytes at the peak bandwidth take at least the roofline's ideal time
             if gp is not None and gp.bandwidth_gbps and m.bytes and m.bytes / gp.bandwidth_gbps >= 0.999 * ideal:
-                add(w.mem_bound, (name, okey, line), s)
+                add(w.mem_bound, (name, okey, line, m.family in TC_FAMILIES), s)
         if m.tc is False and m.family in TC_FAMILIES:
             if gp is None:
                 gp = peaks.for_gpu(d.get("gpu"))

@@ -123,6 +123,17 @@ def test_far_from_roofline_and_memory_bound(dur, far):
         assert rules["memory_bound"]["saving_ms"] == row["saving_ms"]
 
 
+def test_a_memory_bound_gemm_is_told_of_its_shapes_not_of_fusing():
+    # a decoding GEMM, one row against a 4096 x 4096 bf16 weight: 2 x 4096 x 4096 = 33.6 MFLOP over
+    # (4096 + 4096 x 4096 + 4096) x 2 B = 33.57 MB, 6,993 ns at 4800 GB/s; run in 20 us it is at 35% of its
+    # (bandwidth) roofline. Fusing element-wise ops would not move it; more rows per launch would
+    gemm = _gemm(10_000, "nvjet_tst_64x8_64x16_1x1_h_bz_TNN", 4096, dur=20_000, m=1, n=4096)
+    row = _rules([gemm])["memory_bound"]
+    assert "nvjet" in row["about"] and "35." in row["evidence"]
+    assert row["action"].startswith("A matrix multiply bound by the bytes it reads") and "fuse the" not in row["action"]
+    assert _rules([_add(10_000, 2_510)])["memory_bound"]["action"].startswith("Small or strided accesses")
+
+
 def test_near_roofline_is_one_row_saving_nothing():
     # 1250 / 2000 = 62.5% and 1250 / 1900 = 65.8%: both near, one summary row, saving 0, after the others
     t = _table([_add(10_000, 2_000), _add(100_000, 1_900, line="/x/train.py:21")])

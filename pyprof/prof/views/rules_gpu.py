@@ -149,7 +149,7 @@ def hotspots(c: Ctx) -> list[Finding]:
     by_line = bool(lines) and sum(g.ns for g in lines.values()) >= 0.5 * c.gpu_ns
     spots = lines if by_line else merged(c.ws, "kernels")
     mem_ns: dict = {}
-    for (kernel, _op, line), g in merged(c.ws, "mem_bound").items():
+    for (kernel, _op, line, _matrix), g in merged(c.ws, "mem_bound").items():
         k = line if by_line else kernel
         mem_ns[k] = mem_ns.get(k, 0) + g.ns
     ops: dict = {}
@@ -205,12 +205,24 @@ def hotspots(c: Ctx) -> list[Finding]:
     return out
 
 
+#: A matrix kernel (GEMM, convolution, attention) set by its bytes: its shapes give too few FLOPs per byte read,
+#: which fusing element-wise ops does not change.
+MATRIX_BOUND_BY_BYTES = ("A matrix multiply bound by the bytes it reads: a small dimension gives it few FLOPs per byte "
+                         "(few rows per launch, as a small batch or decoding one token has; a short inner dimension, "
+                         "as an attention head's). More rows per launch (batch requests, one GEMM for projections "
+                         "that share an input), fused attention (scaled_dot_product_attention) for a "
+                         "matmul-softmax-matmul chain, or weights in fewer bytes (fp8, int8)")
+
+
 def memory_bound(c: Ctx) -> list[Finding]:
     """Memory-bound kernels far below the peak bandwidth (the aggregate files a kernel here only when its
     bytes and the GPU's bandwidth are known)."""
     by_kernel: dict = {}
-    for (kernel, op, line), g in merged(c.ws, "mem_bound").items():
+    matrix: set = set()  # kernels of a GEMM, convolution or attention: their bytes come from their shapes
+    for (kernel, op, line, is_matrix), g in merged(c.ws, "mem_bound").items():
         kg, ops, lines = by_kernel.setdefault(kernel, (Group(), {}, {}))
+        if is_matrix:
+            matrix.add(kernel)
         kg.merge(g)
         ops[op] = ops.get(op, 0) + g.ns
         lines[line] = lines.get(line, 0) + g.ns
@@ -224,7 +236,7 @@ def memory_bound(c: Ctx) -> list[Finding]:
             "memory_bound", f"kernel {kernel} (ops {top(top_ops)} at {top(top_lines)})",
             f"{g.count} memory-bound kernels, {fmt_ms(g.ns)} ({share(g.ns, c.gpu_ns)} of GPU time) at "
             f"{g.roofline_pct:.1f}% of the peak bandwidth",
-            at_target(g.roof_ns, g.ideal_ns),
+            at_target(g.roof_ns, g.ideal_ns), MATRIX_BOUND_BY_BYTES if kernel in matrix else
             "Small or strided accesses: fuse the element-wise chain (torch.compile), make inputs contiguous, "
             "larger tensors per launch (foreach ops, larger batches)",
             g.ns))
