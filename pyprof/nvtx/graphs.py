@@ -139,6 +139,9 @@ class _Recorder:
                 name = _op_name(r[2])
                 capture.ranges.extend([now, now, f"{name}, seq = {n}", None]
                                       for n in range(seq, min(after, seq + MAX_SEQS_PER_OP)))
+                # the op's range ends after them: a range ending where another begins is not around it (parse
+                # pops it first), and the backward nodes' link would miss the op's arguments and line
+                now += 1
             r[1] = now
 
     # -- backward passes started while a capture is on ---------------------------------------------------------

@@ -286,11 +286,14 @@ def test_a_backward_pass_during_a_capture_keeps_each_nodes_range_and_its_forward
     assert nodes == [f"SumBackward0, seq = {n + 2}", f"ReluBackward0, seq = {n + 1}",
                      f"{y.grad_fn.name()}, seq = {n}", f"TBackward0, seq = {n - 1}"]
     assert texts.count(graphs.ENGINE_PREFIX + "SumBackward0") == 1
-    # ranges nest: every numbered range lies inside the range pushed just before it
+    # ranges nest: every numbered range lies inside the range pushed just before it; a forward op's numbers end
+    # before the op's range does (parse pops a range that ends where another begins before pushing that one)
     for i, r in enumerate(capture.ranges):
         if ", seq = " in r[2]:
-            parent = capture.ranges[i - 1]
+            parent = capture.ranges[i - 1] if "Backward" in r[2] else next(
+                p for p in reversed(capture.ranges[:i]) if ", seq = " not in p[2])
             assert parent[0] <= r[0] <= r[1] <= parent[1]
+            assert "Backward" in r[2] or r[1] < parent[1]
     assert w.grad is not None
 
 
