@@ -133,10 +133,13 @@ def _report(text: str, verbose: bool = True, more: int = 0) -> None:
 def _not_an_export(path: str) -> None:
     """Raise UsageError when ``path`` is a profiler export (SQLite, xz, an Nsight Systems report) rather than
     parse's records, saying what to run."""
-    from pyprof.parse.readers.detect import NSYS_REPORT_MAGIC, SQLITE_MAGIC, XZ_MAGIC
+    from pyprof.parse.readers.detect import DECOMPRESS_FIRST, NSYS_REPORT_MAGIC, SQLITE_MAGIC, XZ_MAGIC, \
+        compressed_records
 
     if path == "-" or not os.path.isfile(path):
         return  # stdin, or a file the reader will name as missing
+    if compressed_records(path):
+        raise UsageError(f"{path}: records, {DECOMPRESS_FIRST}", path=path)
     with open(path, "rb") as f:
         head = f.read(len(NSYS_REPORT_MAGIC))
     if head.startswith((SQLITE_MAGIC, XZ_MAGIC, NSYS_REPORT_MAGIC)):

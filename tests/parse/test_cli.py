@@ -59,6 +59,28 @@ def test_records_given_to_parse_are_named_as_such(tmp_path):
     assert "already parsed" in err[0] and "pyprof prof FILE" in err[0] and str(records) in err[0]
 
 
+def test_the_original_pyprofs_output_and_compressed_records_lead_somewhere(corpus, tmp_path):
+    # the corpus's net.dict.xz (the original PyProf's dict lines, compressed): parse said "malformed JSON trace" and
+    # prof "a profiler export: run pyprof parse": a loop. Each now says what the file is and what to do, in one line
+    import lzma
+
+    legacy = corpus / "legacy" / "net.dict.xz"
+    plain = tmp_path / "net.dict"
+    plain.write_bytes(lzma.decompress(legacy.read_bytes()))
+    for path, words in ((plain, ["the original PyProf's output", "`pyprof prof FILE`"]),
+                        (legacy, ["the original PyProf's output", "decompress it first"])):
+        p = run(str(path))
+        err = p.stderr.decode().strip().splitlines()
+        assert p.returncode == 1 and p.stdout == b"" and len(err) == 1
+        assert all(w in err[0] for w in words), err
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "prof", str(legacy)], capture_output=True, cwd=ROOT)
+    err = p.stderr.decode().strip().splitlines()
+    assert p.returncode == 2 and p.stdout == b"" and err == [
+        f"pyprof prof: error: {legacy}: records, compressed: decompress it first (xz -dk FILE, gunzip -k FILE)"]
+    p = subprocess.run([sys.executable, "-m", "pyprof.cli", "prof", str(plain)], capture_output=True, cwd=ROOT)
+    assert p.returncode == 0 and b"embedding" in p.stdout  # decompressed, prof reads it (its first op)
+
+
 def test_truncated_export_refused_before_any_output(corpus, tmp_path):
     data = (corpus / "nsys" / "nsys2026.2_h100_2gpu_torch_nccl.sqlite").read_bytes()
     cut = tmp_path / "cut.sqlite"

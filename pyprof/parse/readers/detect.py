@@ -32,6 +32,9 @@ def sniff(head: bytes) -> str:
     if head.startswith(HEADER_PREFIX):
         raise ValueError("already parsed: pyprof parse's records (JSON Lines); `pyprof prof FILE` and `pyprof "
                          "report FILE` read them")
+    if head.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"{'"):
+        raise ValueError("already parsed: the original PyProf's output (Python dict lines); `pyprof prof FILE` and "
+                         "`pyprof report FILE` read them")
     if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):  # an array: PyTorch 1.8 previews' events
         return "json"
     if head.startswith(NSYS_REPORT_MAGIC):
@@ -159,6 +162,26 @@ def _copy_to_temp(blocks, prefix: str, suffix: str, cap: int, too_much, display:
     return path
 
 
+#: What a compressed records file's message adds: prof, report and load read records as they are.
+DECOMPRESS_FIRST = "compressed: decompress it first (xz -dk FILE, gunzip -k FILE)"
+
+
+def compressed_records(path: str) -> bool:
+    """Whether ``path`` is records (parse's, or the original PyProf's dict lines) compressed with xz or gzip,
+    which the record readers do not open: decided from the first bytes of what it unpacks to."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(XZ_MAGIC))
+        opener = lzma.open if magic.startswith(XZ_MAGIC) else gzip.open if magic.startswith(GZIP_MAGIC) else None
+        if opener is None:
+            return False
+        with opener(path, "rb") as f:
+            head = f.read(64).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except (OSError, EOFError, lzma.LZMAError, zlib.error):
+        return False
+    return head.startswith((HEADER_PREFIX, b"{'", b'{"kind"'))
+
+
 def _compressed_sqlite(path: str, head: bytes):
     """An opener for an xz- or gzip-compressed SQLite export, or None (gzip is also Kineto's format)."""
     if head.startswith(XZ_MAGIC):
@@ -235,7 +258,10 @@ def open_source(path: str):
         try:
             kind = sniff(head)
         except ValueError as e:
-            raise InputError(display, str(e)) from None
+            said = str(e)
+            if opener is not None and said.startswith("already parsed"):
+                said = said.split(";")[0] + ", " + DECOMPRESS_FIRST + ": `pyprof prof` and `pyprof report` read it then"
+            raise InputError(display, said) from None
         if kind == "sqlite":
             check_at_rest(path, display)  # beside the user's file: a link to it in TMPDIR has no journal beside it
             path, linked = within_sqlite_limit(path, display)
