@@ -17,6 +17,7 @@ from pyprof.record import MARKER_VERSION
 MAX_STR_CHARS = 64
 
 _Tensor = torch.Tensor
+_Parameter = torch.nn.Parameter
 PLAIN_TENSORS = (torch.Tensor, torch.nn.Parameter)  # exact types: a subclass may answer differently
 SCALAR_TYPES = (int, float, bool, str, type(None), complex)
 _SCALARS = SCALAR_TYPES
@@ -29,6 +30,9 @@ def signature(x):
     """Return a hashable key that is equal for two arguments exactly when their markers are equal."""
     t = type(x)
     if t is _Tensor or isinstance(x, _Tensor):
+        local = _local_shard(x) if t is not _Tensor and t is not _Parameter else None
+        if local is not None:  # a shard's marker is its own shape's, and its whole tensor's
+            return (t, x.shape, signature(local))
         try:
             return (x.shape, x.dtype, x.is_contiguous(), x.get_device(), x.requires_grad)
         except (RuntimeError, NotImplementedError):  # sparse, nested, meta tensors without strides
@@ -81,7 +85,19 @@ def _describe(x) -> dict:
     return {"type": t.__name__}
 
 
+def _local_shard(x):
+    """The tensor of this process's shard when ``x`` is a DTensor (FSDP2's parameters and gradients, tensor
+    parallel weights), else None. Its kernels run on the shard: the marker's shape is the shard's."""
+    if type(x).__name__ != "DTensor":
+        return None
+    local = getattr(x, "_local_tensor", None)
+    return local if isinstance(local, _Tensor) else None
+
+
 def _tensor_entry(x) -> dict:
+    local = _local_shard(x) if type(x) not in PLAIN_TENSORS else None
+    if local is not None:
+        return {**_tensor_entry(local), "global_shape": list(x.shape)}
     entry = {"type": "tensor", "shape": list(x.shape), "dtype": _constant_name(x.dtype)}
     try:
         entry["contig"] = x.is_contiguous()

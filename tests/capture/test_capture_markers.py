@@ -332,3 +332,44 @@ def test_import_parse_and_prof_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "capture needs torch"
+
+
+DTENSOR_SCRIPT = '''
+import json, os, socket, sys
+import torch, torch.distributed as dist
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+dist.init_process_group("gloo", rank=0, world_size=1)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Shard
+import pyprof
+mesh = init_device_mesh("cpu", (1,))
+# shards of an 8 x 8 tensor as rank 0 of two would hold them: 4 rows, then (uneven) 5 rows of a 9 x 8 one
+half = DTensor.from_local(torch.randn(4, 8), mesh, [Shard(0)], run_check=False, shape=torch.Size([8, 8]),
+                          stride=(8, 1))
+uneven = DTensor.from_local(torch.randn(5, 8), mesh, [Shard(0)], run_check=False, shape=torch.Size([9, 8]),
+                            stride=(8, 1))
+sink = pyprof.RecordingSink()
+pyprof.init(sink=sink, modules=False, backward=False)
+torch._foreach_mul_([half, uneven], 2.0)
+pyprof.uninit()
+dist.destroy_process_group()
+print(json.dumps([e[1] for e in sink.events if e[0] == "push"][0]))
+'''
+
+
+def test_a_dtensor_is_recorded_by_its_shard(tmp_path):
+    # FSDP2's optimizer updates DTensor shards: its foreach ops' kernels work on this rank's shard, so the marker's
+    # shape is the shard's (the whole tensor's was recorded, doubling the modelled bytes on two ranks), and the
+    # whole tensor's is beside it
+    import json
+    import subprocess
+
+    pytest.importorskip("torch.distributed.tensor")
+    p = subprocess.run([sys.executable, "-c", DTENSOR_SCRIPT], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    marker = json.loads(json.loads(p.stdout.strip().splitlines()[-1]))
+    items = marker["args"][0]["items"]
+    assert [(i["shape"], i["global_shape"]) for i in items] == [([4, 8], [8, 8]), ([5, 8], [9, 8])]
