@@ -233,8 +233,9 @@ def _summary(path: str, st: Stats) -> str:
             line += (" (graphs captured before the profiled range: their captures' ranges are not in the export; "
                      "call pyprof.init() before the capture to keep them, docs/capture.md)")
         elif st.graph_kernels_tied < st.graph_kernels:
-            line += (" (the rest were captured outside pyprof's ranges: backward work, whose autograd ranges come "
-                     "from C++, or a graph captured before pyprof.init())")
+            line += (" (the rest were captured outside pyprof's ranges: a graph captured before pyprof.init(), or a "
+                     "backward pass not started by torch.autograd.backward or grad, whose nodes' ranges come from "
+                     "C++)")
     if st.graph_launch_kernels:
         line += (f"; {st.graph_launch_kernels} kernels replayed from CUDA graphs without their graph node in the "
                  "profile: each has the op that launched the graph, not the op captured into it")
