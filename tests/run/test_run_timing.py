@@ -58,6 +58,32 @@ def test_the_steps_around_the_capture_reach_the_records(tmp_path):
     assert seen == str([False, False, True, True, True, True, False, False, False, False, False, False])
 
 
+def test_code_compiled_before_the_capture_is_not_compiled_again_after_it(monkeypatch):
+    # a Llama's decode step, compiled during warm-up, compiled again after the capture (H100, TORCH_LOGS=recompiles:
+    # "___check_type_id(... torch.cat ...)"): torch.cat was the wrapper when compiled, torch's builtin after. Here a
+    # function compiled under the installed-off wrappers, run before, during and after a capture: one graph, and
+    # nothing compiled after the capture
+    monkeypatch.delenv("PYPROF_RUN_BACKEND", raising=False)
+    import pyprof
+    from torch._dynamo.utils import counters
+
+    steps = _boot_module()._Steps("nsys", 2, 3, "unused")
+    torch._dynamo.reset()
+    try:
+        steps._install()
+        compiled = torch.compile(lambda x: torch.cat((x, x), dim=-1) * 2, backend="eager")
+        x = torch.randn(2, 3)
+        compiled(x)
+        steps._markers(True)
+        compiled(x)
+        steps._markers(False)
+        compiled(x)
+        assert counters["stats"]["unique_graphs"] == 1 and not counters["recompiles"]
+    finally:
+        pyprof.uninit()
+        torch._dynamo.reset()
+
+
 def _boot_module():
     """The boot module as a module object, without running its boot (no PYPROF_RUN_BACKEND in the test's
     environment: _boot returns at once)."""
@@ -80,8 +106,9 @@ def test_nsys_markers_are_installed_off_then_on_for_the_capture_only(monkeypatch
         assert getattr(held, "__pyprof_wrapped__", None) is original and nvtx.state.emitter is None
         steps._markers(True)
         assert nvtx.state.emitter is not None  # the wrapper the script holds marks again
-        steps._markers(False)
-        assert torch.nn.functional.linear is original and nvtx.state.emitter is None
+        steps._markers(False)  # installed and off again, as before (not torch's own: compiled code guards on types)
+        assert torch.nn.functional.linear is not original and nvtx.state.emitter is None
+        assert getattr(torch.nn.functional.linear, "__pyprof_wrapped__", None) is original
         x = torch.randn(2, 3)
         assert torch.equal(held(x, torch.eye(3)), x)  # and calls straight through
     finally:

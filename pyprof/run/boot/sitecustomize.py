@@ -86,7 +86,7 @@ class _Steps:
     def _markers(self, on: bool) -> None:
         """pyprof.init()'s markers on (the capture's start) or off (its end). On: init() again, whole, after
         uninit() (which puts torch's attributes back): the wrappers the script already holds read the same state,
-        so they mark again, once. Off: uninit()."""
+        so they mark again, once. Off: installed and off again, as before the capture (_install)."""
         import pyprof
 
         if on == self.capturing:
@@ -94,6 +94,9 @@ class _Steps:
         self.capturing = on
         pyprof.uninit()
         if not on:
+            # not torch's own callables: code torch.compile'd before the capture guards on the type of what it
+            # called (torch.cat a Python function, the wrapper), and torch's builtins would make it compile again
+            self._install()
             return
         if self.backend == "nsys":
             pyprof.init()
