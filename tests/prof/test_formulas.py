@@ -284,7 +284,10 @@ CASES.update({
     "new_fill": [("aten::new_zeros", [T([64, 2048], "float16"), S([131072])], "fprop",
                   0, 262144)],  # 131072·2 written
     "reshape": [("aten::reshape", [T([8, 511], "int64"), S([-1])], "fprop",
-                 0, 65408)],  # 4088·8 read + written
+                 0, 65408),  # 4088·8 read + written
+                # unbind's backward (examples/cuda_graph.py's q, k, v): its kernel stacks the 3 gradients into one
+                ("torch.Tensor.unbind", [T([3, 8, 16, 511, 64], "bfloat16"), S(0)], "bprop",
+                 0, 2 * 3 * 8 * 16 * 511 * 64 * 2)],  # 12,558,336 bf16 elements read and written
     "outer": [("torch.outer", [T([10]), T([20])], "fprop",
                200,  # 10·20 products
                920),  # x 10·4 + y 20·4 read, the 10×20 product 200·4 written

@@ -152,9 +152,11 @@ def new_fill(a: Args) -> Estimate:
 
 
 @register("aten::reshape", "torch.reshape", "torch.Tensor.reshape", "aten::flatten", "torch.flatten",
-          "torch.Tensor.flatten", family=Family.MEMORY)
+          "torch.Tensor.flatten", "aten::view", "torch.Tensor.view", "aten::unbind", "torch.unbind",
+          "torch.Tensor.unbind", "aten::permute", "torch.permute", "torch.Tensor.permute", family=Family.MEMORY)
 def reshape(a: Args) -> Estimate:
-    """reshape/flatten(self, ...): a view unless the input is not contiguous; a kernel under it is the copy:
-    read and write every element."""
+    """reshape/flatten(self, ...): a view unless the input is not contiguous; view/unbind/permute(self, ...): a view.
+    A kernel under one is a copy of every element: reshape's own, or the backward's (unbind's stacks the gradients
+    into one tensor, view's copies a gradient that is not contiguous): read and write every element."""
     x = a.tensor(0)
     return estimate(0, [(x.numel, x.dtype)] * 2, f"T=({','.join(map(str, x.shape))}),{short_dtype(x.dtype)}")
