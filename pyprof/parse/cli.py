@@ -246,11 +246,9 @@ def _summary(path: str, st: Stats) -> str:
             line += (" (the profile names no graph node for them: Nsight Systems does with "
                      "--cuda-graph-trace=node, docs/capture.md)")
     if st.graph_captured:
-        replays = st.graph_kernels or st.graph_launch_kernels
+        replays = "" if st.graph_kernels or st.graph_launch_kernels else ", and this profile replays no graph"
         line += (f"; {st.graph_captured} kernel launches, copies and memsets made while a CUDA graph was captured "
-                 "ran nothing here (the "
-                 "capture records them for the graph's replays" + ("" if replays else
-                                                                   ", and this profile replays no graph") + ")")
+                 f"ran nothing here (the capture records them for the graph's replays{replays})")
     if st.memory_events:
         line += f"; {st.memory_events} memory events (pyprof prof --view memory)"
     return line + _oddities(st)

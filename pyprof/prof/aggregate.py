@@ -19,12 +19,12 @@ from pyprof.prof.model.args import dtype_info
 from pyprof.prof.model.modeller import Modeller
 from pyprof.prof.table.coverage import Coverage
 from pyprof.common import no_cyclic_gc
+from pyprof.parse.readers.activities import GRAPH_LAUNCH_APIS
 from pyprof.prof.table.rows import rows
 from pyprof.prof.model.roofline import Peaks, roofline
 from pyprof.prof.source_lines import SourceText
 from pyprof.prof.step_marker import NO_STEP, StepMarker, unmarked
 from pyprof.prof.user_ranges import USER_RANGE, range_push_ns
-from pyprof.parse.readers.activities import GRAPH_LAUNCH_APIS
 from pyprof.prof.table.groups import OPTIMIZER_RANGE, Group, add, callsite_key, kernel_key, layer_path, \
     merge_into, on_grid, op_key, sample, shapes_key
 from pyprof.prof.model.registry import TC_FAMILIES, Family

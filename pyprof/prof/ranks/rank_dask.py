@@ -66,8 +66,8 @@ def summarize_files_dask(paths: list[str], peaks: Peaks | None = None, address: 
     ``spill``: on the scheduler at ``address`` (its workers read ``paths`` and write ``spill``: both on a
     filesystem they share with this process), or on a local cluster of ``workers`` processes. Without
     ``spill`` (a local cluster only) a temporary folder holds the Parquet files and is removed after. Each
-    file's steps are the ranges ``step_marker`` names, where given. Raises UsageError (no dask, no spill folder for a remote cluster), InputError (a rank file), OutputError
-    (the spill folder)."""
+    file's steps are the ranges ``step_marker`` names, where given. Raises UsageError (no dask, no spill folder
+    for a remote cluster), InputError (a rank file), OutputError (the spill folder)."""
     from pyprof.prof.ranks.rank_parquet import read_summary, summarize_to_parquet
 
     Client, LocalCluster = _modules()

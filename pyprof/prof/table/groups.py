@@ -53,8 +53,8 @@ _NOT_OPTIMIZER_ALONE = ("_foreach_copy_",)
 def is_optimizer(d: dict) -> bool:
     """True for an activity of an optimizer step: a ``_foreach_*``/``_fused_*`` op (but ``_foreach_copy_``), or an
     op under PyTorch's ``Optimizer.step#...`` range that autograd did not record and no module ran (an optimizer's
-    per-parameter loop of plain ops: ``step`` runs under no_grad). Lightning, and any ``optimizer.step(closure)``, run the
-    whole training step inside that range: its forward ops carry an autograd sequence number or a module."""
+    per-parameter loop of plain ops: ``step`` runs under no_grad). Lightning, and any ``optimizer.step(closure)``,
+    run the whole training step inside that range: its forward ops carry an autograd sequence number or a module."""
     first = first_name(d.get("op"))
     if isinstance(first, str) and first.startswith(OPTIMIZER_OPS) and not first.startswith(_NOT_OPTIMIZER_ALONE):
         return True
